@@ -1,0 +1,109 @@
+# rag: build, test and CI entry points. `make` builds build/rag/core.so for
+# Lua 5.4; `make LUA_VERSION=5.1|5.2|5.3|jit` builds build/<v>/rag/core.so.
+
+LUA_VERSION ?= 5.4
+ifeq ($(LUA_VERSION),jit)
+  LUA_PC := luajit
+  LUA := luajit
+else
+  LUA_PC := lua$(LUA_VERSION)
+  LUA := lua$(LUA_VERSION)
+endif
+ifeq ($(LUA_VERSION),5.4)
+  BUILD := build
+else
+  BUILD := build/$(LUA_VERSION)
+endif
+
+# Debian packages: the build and `make test`; the version matrix; `make asan`.
+DEB_PKGS := gcc make pkg-config python3 lua5.4 liblua5.4-dev libcurl4-openssl-dev \
+  libcjson-dev libutf8proc-dev libstemmer-dev libssl-dev lua-busted luarocks
+MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
+  luajit2 libluajit2-5.1-dev
+ASAN_PKGS := clang libclang-rt-14-dev
+LINT_PKGS := lua-check
+
+DEPS := libcurl libcjson libutf8proc libcrypto
+CC ?= cc
+OPT ?= -O2 -g
+WARN := -Wall -Wextra -Werror
+CFLAGS_ALL = -std=c99 -D_POSIX_C_SOURCE=200809L -fPIC -fvisibility=hidden \
+  $(OPT) $(WARN) $(shell pkg-config --cflags $(LUA_PC) $(DEPS)) $(XCFLAGS)
+LIBS = $(shell pkg-config --libs $(DEPS)) -lstemmer -lpthread -lm
+
+SRC := $(wildcard src/*.c)
+OBJDIR = build/obj/$(LUA_VERSION)$(VARIANT)
+OBJ = $(SRC:src/%.c=$(OBJDIR)/%.o)
+SO = $(BUILD)/rag/core.so
+
+LPATH := lua/?.lua;lua/?/init.lua
+BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
+  --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
+
+.PHONY: all deps deps-all test test-one test-all asan demo rock lint \
+  check-exports clean
+
+all: $(SO)
+
+$(SO): $(OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(XLDFLAGS) -o $@ $(OBJ) $(LIBS)
+
+$(OBJDIR)/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+-include $(OBJ:.o=.d)
+
+deps:
+	@sh .ci/deps $(DEB_PKGS)
+
+deps-all:
+	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(LINT_PKGS)
+
+# The specs under Lua 5.4; the last line is "N passed, N failed".
+test: deps
+	@$(MAKE) --no-print-directory test-one LUA_VERSION=5.4
+
+test-one: all
+	$(BUSTED)
+
+test-all: deps-all
+	@set -e; for v in 5.1 5.2 5.3 5.4 jit; do \
+	  echo "== Lua $$v"; $(MAKE) --no-print-directory test-one LUA_VERSION=$$v; done
+
+# The specs against a build with AddressSanitizer, UBSan and fault injection,
+# loaded into the stock lua5.4. First proves the sanitizers are live and fatal.
+ASAN_RT = $(shell clang -print-file-name=libclang_rt.asan-x86_64.so)
+ASAN_ENV = LD_PRELOAD="$(ASAN_RT) $(CURDIR)/build/asan/nodlclose.so" \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 RAG_ASAN=1
+asan: deps-all
+	@$(MAKE) --no-print-directory all LUA_VERSION=5.4 BUILD=build/asan VARIANT=-asan CC=clang \
+	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	  XCFLAGS=-DRAG_TESTING XLDFLAGS="-fsanitize=address,undefined"
+	@printf 'int dlclose(void *h) { (void)h; return 0; }\n' > build/asan/nodlclose.c
+	@clang -shared -fPIC -O1 build/asan/nodlclose.c -o build/asan/nodlclose.so
+	@sh .ci/asan-selftest "$(ASAN_RT)" build/asan
+	@$(ASAN_ENV) $(MAKE) --no-print-directory test-one LUA_VERSION=5.4 BUILD=build/asan \
+	  VARIANT=-asan CC=clang XCFLAGS=-DRAG_TESTING \
+	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	  XLDFLAGS="-fsanitize=address,undefined"
+
+demo: deps all
+	@sh .ci/with-httpd $(LUA) examples/01_json_http.lua
+
+# LuaRocks install into a temporary tree, offline, then use it.
+rock: deps
+	@sh .ci/rock
+
+lint: deps-all
+	luacheck lua spec bin examples bench
+
+check-exports: all
+	@syms=$$(nm -D --defined-only $(SO) | awk '$$2 == "T" { print $$3 }'); \
+	if [ "$$syms" = "luaopen_rag_core" ]; then echo "exports: $$syms"; \
+	else echo "unexpected exports: $$syms"; exit 1; fi
+
+clean:
+	rm -rf build rag/core.so

@@ -1,0 +1,24 @@
+--- rag: retrieval-augmented generation for Lua, with a C core.
+-- `require("rag")` is the facade; `rag.core` is the C module behind it.
+-- @module rag
+local core = require("rag.core")
+
+local M = {}
+
+--- Version of the toolkit, e.g. "0.1.0".
+M._VERSION = core.version
+
+--- The C module (`rag.core`); users seldom need it directly.
+M.core = core
+
+--- JSON: `encode(value [, opts])`, `decode(s [, opts])`, `null`, `object([t])`.
+-- See docs/api.md.
+M.json = core.json
+
+--- HTTP over libcurl: `request(req)`. See docs/api.md.
+M.http = core.http
+
+--- Text utilities: `hash(s)`. See docs/api.md.
+M.text = require("rag.text")
+
+return M

@@ -1,0 +1,213 @@
+/*
+** lrag.c: luaopen_rag_core, the only exported symbol, and the helpers the
+** bindings share. Each lrag_open_* adds one concept (json, http, text, ...)
+** to the module table as a subtable.
+*/
+#include "lrag.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rag.h"
+
+/* {====== Errors ======} */
+
+int lrag_fail(lua_State *L, const char *code, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  lua_pushnil(L);
+  lua_pushstring(L, msg);
+  lua_pushstring(L, code);
+  return 3;
+}
+
+const char *lrag_code(int rc) {
+  switch (rc) {
+    case RAG_EIO: return "io";
+    case RAG_EFORMAT: return "format";
+    case RAG_EVERSION: return "version";
+    case RAG_ECORRUPT: return "corrupt";
+    case RAG_EENCODING: return "encoding";
+    case RAG_ETIMEOUT: return "timeout";
+    default: return "http";
+  }
+}
+
+/* {====== Options ======} */
+
+void lrag_checkopts(lua_State *L, int idx, const char *fname,
+                    const char *const allowed[]) {
+  idx = lua_absindex(L, idx);
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    const char *const *a = allowed;
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *key = lua_tostring(L, -1);
+      while (*a != NULL && strcmp(*a, key) != 0) a++;
+      if (*a != NULL) continue;
+      luaL_error(L, "%s: unknown option '%s'", fname, key);
+    }
+    luaL_error(L, "%s: option keys must be strings", fname);
+  }
+}
+
+lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,
+                          lua_Number def) {
+  lua_Number v = def;
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, key);
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L, "option '%s' must be a number, got %s", key,
+                 luaL_typename(L, -1));
+    v = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+int lrag_optboolean(lua_State *L, int idx, const char *key, int def) {
+  int v = def;
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, key);
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isboolean(L, -1))
+      luaL_error(L, "option '%s' must be a boolean, got %s", key,
+                 luaL_typename(L, -1));
+    v = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* {====== Boxes ======} */
+
+#define BOX_MT "rag.box"
+
+static int box_gc(lua_State *L) {
+  lrag_box_free((lrag_box *)luaL_checkudata(L, 1, BOX_MT));
+  return 0;
+}
+
+static void set_box_mt(lua_State *L) {
+  if (luaL_newmetatable(L, BOX_MT)) {
+    lua_pushcfunction(L, box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, box_gc);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_setmetatable(L, -2);
+}
+
+lrag_box *lrag_box_new(lua_State *L, void (*fin)(void *p)) {
+  lrag_box *box = (lrag_box *)lua_newuserdatauv(L, sizeof *box, 0);
+  box->p = NULL;
+  box->fin = fin;
+  set_box_mt(L);
+  return box;
+}
+
+void lrag_box_free(lrag_box *box) {
+  if (box->p != NULL) box->fin(box->p);
+  box->p = NULL;
+}
+
+static void buf_fin(void *p) {
+  lrag_buf *b = (lrag_buf *)p;
+  rag_free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}
+
+/* The buffer header lives inside the box's userdata, so only data is boxed. */
+lrag_buf *lrag_buf_new(lua_State *L) {
+  lrag_box *box =
+      (lrag_box *)lua_newuserdatauv(L, sizeof *box + sizeof(lrag_buf), 0);
+  lrag_buf *b = (lrag_buf *)(box + 1);
+  b->p = NULL;
+  b->len = b->cap = 0;
+  box->p = b;
+  box->fin = buf_fin;
+  set_box_mt(L);
+  return b;
+}
+
+void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len) {
+  if (len > b->cap - b->len) {
+    size_t cap = b->cap ? b->cap : 256;
+    char *p;
+    while (cap - b->len < len) {
+      if (cap > ((size_t)-1) / 2) luaL_error(L, "buffer too large");
+      cap *= 2;
+    }
+    p = (char *)rag_realloc(b->p, cap);
+    if (p == NULL) luaL_error(L, "not enough memory");
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, len);
+  b->len += len;
+}
+
+void lrag_buf_addc(lua_State *L, lrag_buf *b, char c) {
+  if (b->len < b->cap) b->p[b->len++] = c;
+  else lrag_buf_add(L, b, &c, 1);
+}
+
+/* {====== Module ======} */
+
+#ifdef RAG_TESTING
+static int core_fail_alloc(lua_State *L) {
+  rag_test_fail_alloc((long)luaL_checkinteger(L, 1));
+  return 0;
+}
+
+/*
+** Deliberate memory errors, so `make asan` can prove that the sanitizers
+** are live and fatal. Test builds only.
+*/
+static volatile char *fault_sink;
+
+static int core_fault(lua_State *L) {
+  const char *kind = luaL_checkstring(L, 1);
+  char *p = (char *)rag_malloc(16);
+  if (p == NULL) return luaL_error(L, "not enough memory");
+  fault_sink = p;
+  if (strcmp(kind, "overflow") == 0) p[16 + (int)lua_gettop(L) - 1] = 1;
+  if (strcmp(kind, "leak") != 0) rag_free(p);
+  return 0;
+}
+#endif
+
+static const luaL_Reg opens[] = {
+  {"http", lrag_open_http},
+  {"json", lrag_open_json},
+  {"text", lrag_open_text},
+  {NULL, NULL},
+};
+
+RAG_API int luaopen_rag_core(lua_State *L) {
+  const luaL_Reg *o;
+  lua_newtable(L);
+  for (o = opens; o->name != NULL; o++) {
+    lua_newtable(L);
+    o->func(L);
+    lua_setfield(L, -2, o->name);
+  }
+  lua_pushliteral(L, RAG_VERSION);
+  lua_setfield(L, -2, "version");
+#ifdef RAG_TESTING
+  lua_pushcfunction(L, core_fail_alloc);
+  lua_setfield(L, -2, "_fail_alloc");
+  lua_pushcfunction(L, core_fault);
+  lua_setfield(L, -2, "_fault");
+#endif
+  return 1;
+}

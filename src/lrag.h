@@ -1,0 +1,63 @@
+/*
+** lrag.h: the one header of the Lua binding: the openers that lrag.c calls
+** and the helpers every binding shares (option checking, the error rule,
+** GC-owned boxes for C memory held across calls that can raise).
+*/
+#ifndef LRAG_H
+#define LRAG_H
+
+#include <stddef.h>
+
+#include "lrag_compat.h"
+
+/* Each opener adds its functions to the module table at the stack top. */
+int lrag_open_http(lua_State *L);
+int lrag_open_json(lua_State *L);
+int lrag_open_text(lua_State *L);
+
+/*
+** The failure tuple: pushes nil, the formatted message and `code` (one of
+** io format version corrupt encoding http timeout ...); returns 3.
+*/
+int lrag_fail(lua_State *L, const char *code, const char *fmt, ...);
+
+/* Maps a core status to its `code` string ("http", "timeout", ...). */
+const char *lrag_code(int rc);
+
+/*
+** Raises unless the value at idx is nil or a table whose keys are all in
+** `allowed` (a NULL-terminated list). `fname` names the function in errors.
+*/
+void lrag_checkopts(lua_State *L, int idx, const char *fname,
+                    const char *const allowed[]);
+
+/* Typed option readers: the field, or `def` when absent; a wrong type raises. */
+lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,
+                          lua_Number def);
+int lrag_optboolean(lua_State *L, int idx, const char *key, int def);
+
+/*
+** A box: a userdata that owns one C pointer and frees it with `fin` when
+** collected, so C memory survives a Lua error without leaking. The box is
+** pushed; lrag_box_free releases early and is idempotent.
+*/
+typedef struct lrag_box {
+  void *p;
+  void (*fin)(void *p);
+} lrag_box;
+
+lrag_box *lrag_box_new(lua_State *L, void (*fin)(void *p));
+void lrag_box_free(lrag_box *box);
+
+/* A growable byte buffer in a box; appends raise "not enough memory". */
+typedef struct lrag_buf {
+  char *p;
+  size_t len;
+  size_t cap;
+} lrag_buf;
+
+lrag_buf *lrag_buf_new(lua_State *L);
+void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len);
+void lrag_buf_addc(lua_State *L, lrag_buf *b, char c);
+
+#endif

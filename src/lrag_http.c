@@ -1,0 +1,203 @@
+/*
+** lrag_http.c: rag.http.request{ method, url, headers, body, timeout, ... }
+** -> { status, headers, body } | nil, msg, code. A status >= 400 is a
+** response; only failures to get one are errors ("timeout" or "http").
+*/
+#include "lrag.h"
+
+#include <string.h>
+
+#include "rag.h"
+#include "rag_http.h"
+
+#define FNAME "rag.http.request"
+#define DEFAULT_TIMEOUT 60.0
+#define DEFAULT_CONNECT_TIMEOUT 10.0
+#define DEFAULT_MAX_BODY (64.0 * 1024 * 1024)
+
+static const char *const request_opts[] = {
+  "body", "ca_file", "connect_timeout", "headers", "max_body", "method",
+  "redirects", "timeout", "url", NULL,
+};
+
+/* Pushes field `key` of the request table (nil or a string) and returns it. */
+static const char *field_string(lua_State *L, const char *key, size_t *len) {
+  lua_getfield(L, 1, key);
+  if (lua_isnil(L, -1)) return NULL;
+  if (lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, FNAME ": '%s' must be a string, got %s", key, luaL_typename(L, -1));
+  return lua_tolstring(L, -1, len);
+}
+
+static double field_seconds(lua_State *L, const char *key, double def) {
+  double v = (double)lrag_optnumber(L, 1, key, def);
+  if (!(v > 0 && v <= 1e6)) luaL_error(L, FNAME ": '%s' must be in (0, 1e6] seconds", key);
+  return v;
+}
+
+static int is_token(const char *s, size_t len) {
+  static const char extra[] = "!#$%&'*+-.^_`|~";
+  if (len == 0) return 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || (c != 0 && strchr(extra, c) != NULL)))
+      return 0;
+  }
+  return 1;
+}
+
+/*
+** Turns the headers table into "Name: value" strings kept in a Lua table
+** (pushed) and a NULL-terminated pointer array in a userdata (pushed).
+*/
+static const char *const *build_headers(lua_State *L) {
+  int lines, n = 0;
+  const char **list;
+  lua_getfield(L, 1, "headers");
+  if (lua_isnil(L, -1)) return NULL;
+  if (!lua_istable(L, -1)) luaL_error(L, FNAME ": 'headers' must be a table");
+  lua_newtable(L);
+  lines = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, lines - 1) != 0) {
+    size_t nlen, vlen;
+    const char *name, *value;
+    if (lua_type(L, -2) != LUA_TSTRING ||
+        (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
+      luaL_error(L, FNAME ": headers must map names to strings");
+    name = lua_tolstring(L, -2, &nlen);
+    if (!is_token(name, nlen)) luaL_error(L, FNAME ": invalid header name '%s'", name);
+    lua_pushvalue(L, -1); /* convert a copy, never the key's neighbour in place */
+    value = lua_tolstring(L, -1, &vlen);
+    if (strpbrk(value, "\r\n") != NULL || strlen(value) != vlen)
+      luaL_error(L, FNAME ": header '%s' contains CR, LF or NUL", name);
+    lua_pushfstring(L, "%s: %s", name, value);
+    lua_rawseti(L, lines, ++n);
+    lua_pop(L, 2);
+  }
+  list = (const char **)lua_newuserdatauv(L, sizeof *list * (size_t)(n + 1), 0);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, lines, i + 1);
+    list[i] = lua_tostring(L, -1); /* kept alive by `lines` */
+    lua_pop(L, 1);
+  }
+  list[n] = NULL;
+  return list;
+}
+
+/* Shortens the URL to scheme://host[:port]/path for messages: no query, no user info. */
+static void push_safe_url(lua_State *L, const char *url) {
+  const char *p = strstr(url, "://");
+  const char *host = p != NULL ? p + 3 : url;
+  const char *at = strchr(host, '@');
+  const char *end = host + strcspn(host, "?#");
+  if (at != NULL && at < host + strcspn(host, "/")) {
+    lua_pushlstring(L, url, (size_t)(host - url));
+    lua_pushlstring(L, at + 1, (size_t)(end - at - 1));
+    lua_concat(L, 2);
+  } else {
+    lua_pushlstring(L, url, (size_t)(end - url));
+  }
+}
+
+/* Adds "name: value" header lines to the table at -1, names lowercased. */
+static void push_headers(lua_State *L, const char *head, size_t len) {
+  const char *p = head, *end = head + len;
+  lua_newtable(L);
+  while (p < end) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    const char *colon, *v, *ve;
+    if (eol == NULL) eol = end;
+    colon = memchr(p, ':', (size_t)(eol - p));
+    if (colon != NULL && colon > p && memcmp(p, "HTTP/", 5) != 0) {
+      luaL_Buffer b;
+      for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++) {}
+      for (ve = eol; ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'); ve--) {}
+      luaL_buffinit(L, &b);
+      for (const char *c = p; c < colon; c++)
+        luaL_addchar(&b, (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c));
+      luaL_pushresult(&b);
+      lua_pushvalue(L, -1);
+      lua_rawget(L, -3);
+      if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushlstring(L, v, (size_t)(ve - v));
+      } else { /* a repeated header: join as the RFC allows */
+        lua_pushliteral(L, ", ");
+        lua_pushlstring(L, v, (size_t)(ve - v));
+        lua_concat(L, 3);
+      }
+      lua_rawset(L, -3);
+    }
+    p = eol + 1;
+  }
+}
+
+static void res_fin(void *p) {
+  rag_http_res_free((rag_http_res *)p);
+}
+
+static int http_request(lua_State *L) {
+  rag_http_req req;
+  rag_http_res *res;
+  lrag_box *box;
+  char err[256];
+  double max_body;
+  int rc;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lrag_checkopts(L, 1, FNAME, request_opts);
+  lua_settop(L, 1);
+  memset(&req, 0, sizeof req);
+  req.url = field_string(L, "url", NULL);
+  if (req.url == NULL) luaL_error(L, FNAME ": 'url' is required");
+  req.body = field_string(L, "body", &req.body_len);
+  req.method = field_string(L, "method", NULL);
+  if (req.method == NULL) req.method = req.body != NULL ? "POST" : "GET";
+  if (!is_token(req.method, strlen(req.method)))
+    luaL_error(L, FNAME ": invalid method '%s'", req.method);
+  req.ca_file = field_string(L, "ca_file", NULL);
+  req.timeout = field_seconds(L, "timeout", DEFAULT_TIMEOUT);
+  req.connect_timeout = field_seconds(L, "connect_timeout",
+                                      req.timeout < DEFAULT_CONNECT_TIMEOUT
+                                          ? req.timeout : DEFAULT_CONNECT_TIMEOUT);
+  max_body = (double)lrag_optnumber(L, 1, "max_body", DEFAULT_MAX_BODY);
+  if (!(max_body >= 0 && max_body <= 1e15)) luaL_error(L, FNAME ": 'max_body' out of range");
+  req.max_body = (size_t)max_body;
+  req.max_redirects = (long)lrag_optnumber(L, 1, "redirects", 0);
+  if (req.max_redirects < 0 || req.max_redirects > 50)
+    luaL_error(L, FNAME ": 'redirects' must be in 0..50");
+  req.headers = build_headers(L);
+  box = lrag_box_new(L, res_fin);
+  rc = rag_http_request(&req, &res, err, sizeof err);
+  box->p = res;
+  if (rc == RAG_ENOMEM) return luaL_error(L, FNAME ": not enough memory");
+  if (rc != RAG_OK) {
+    lua_pushnil(L);
+    lua_pushfstring(L, FNAME ": %s ", req.method);
+    push_safe_url(L, req.url);
+    lua_pushfstring(L, ": %s", err);
+    lua_concat(L, 3);
+    lua_pushstring(L, lrag_code(rc == RAG_ETOOBIG ? RAG_EHTTP : rc));
+    return 3;
+  }
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)res->status);
+  lua_setfield(L, -2, "status");
+  push_headers(L, res->head, res->head_len);
+  lua_setfield(L, -2, "headers");
+  lua_pushlstring(L, res->body != NULL ? res->body : "", res->body_len);
+  lua_setfield(L, -2, "body");
+  lrag_box_free(box);
+  return 1;
+}
+
+static const luaL_Reg http_funcs[] = {
+  {"request", http_request},
+  {NULL, NULL},
+};
+
+int lrag_open_http(lua_State *L) {
+  luaL_setfuncs(L, http_funcs, 0);
+  return 0;
+}

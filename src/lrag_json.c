@@ -1,0 +1,583 @@
+/*
+** lrag_json.c: rag.json, JSON for Lua values. Decoding validates and builds
+** the tree with cJSON, then re-reads numbers and strings from the source so
+** integers beyond 2^53 and "\u0000" survive exactly. Encoding writes the
+** Lua value straight into a boxed buffer (sorted object keys, UTF-8 checked).
+*/
+#include "lrag.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rag.h"
+
+#define OBJECT_MT "rag.json.object"
+
+#ifndef RAG_JSON_MAX_DEPTH
+#define RAG_JSON_MAX_DEPTH 1000 /* cJSON's own CJSON_NESTING_LIMIT */
+#endif
+
+/* json.null: a light userdata NULL, like lua-cjson's, so equality works. */
+static void push_null(lua_State *L) {
+  lua_pushlightuserdata(L, NULL);
+}
+
+static int is_null(lua_State *L, int idx) {
+  return lua_type(L, idx) == LUA_TLIGHTUSERDATA && lua_touserdata(L, idx) == NULL;
+}
+
+static int check_depth(lua_State *L, int idx, const char *fname) {
+  static const char *const allowed[] = {"max_depth", NULL};
+  lua_Number d;
+  lrag_checkopts(L, idx, fname, allowed);
+  d = lrag_optnumber(L, idx, "max_depth", RAG_JSON_MAX_DEPTH);
+  if (!(d >= 1 && d <= RAG_JSON_MAX_DEPTH))
+    luaL_error(L, "%s: max_depth must be in 1..%d", fname, RAG_JSON_MAX_DEPTH);
+  return (int)d;
+}
+
+/* {====== Encoding ======} */
+
+typedef struct enc {
+  lua_State *L;
+  lrag_buf *b;
+  int max_depth;
+  size_t badutf8; /* 1-based byte of the first invalid UTF-8 string byte */
+} enc;
+
+static void encode_value(enc *e, int idx, int depth);
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+  size_t len, i;
+  unsigned long cp;
+  if (s[0] < 0x80) return 1;
+  if (s[0] >= 0xC2 && s[0] <= 0xDF) len = 2, cp = s[0] & 0x1F;
+  else if (s[0] >= 0xE0 && s[0] <= 0xEF) len = 3, cp = s[0] & 0x0F;
+  else if (s[0] >= 0xF0 && s[0] <= 0xF4) len = 4, cp = s[0] & 0x07;
+  else return 0;
+  if (n < len) return 0;
+  for (i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+    return 0;
+  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+  return len;
+}
+
+static void encode_string(enc *e, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0, run = 0;
+  lrag_buf_addc(e->L, e->b, '"');
+  while (i < len) {
+    unsigned char c = p[i];
+    size_t n = utf8_seq(p + i, len - i);
+    if (n == 0) {
+      if (e->badutf8 == 0) e->badutf8 = i + 1;
+      return;
+    }
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      i += n;
+      continue;
+    }
+    lrag_buf_add(e->L, e->b, s + run, i - run);
+    switch (c) {
+      case '"': lrag_buf_add(e->L, e->b, "\\\"", 2); break;
+      case '\\': lrag_buf_add(e->L, e->b, "\\\\", 2); break;
+      case '\n': lrag_buf_add(e->L, e->b, "\\n", 2); break;
+      case '\r': lrag_buf_add(e->L, e->b, "\\r", 2); break;
+      case '\t': lrag_buf_add(e->L, e->b, "\\t", 2); break;
+      case '\b': lrag_buf_add(e->L, e->b, "\\b", 2); break;
+      case '\f': lrag_buf_add(e->L, e->b, "\\f", 2); break;
+      default: {
+        char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        lrag_buf_add(e->L, e->b, u, 6);
+      }
+    }
+    run = ++i;
+  }
+  lrag_buf_add(e->L, e->b, s + run, len - run);
+  lrag_buf_addc(e->L, e->b, '"');
+}
+
+/* Shortest text that reads back as the same double; "1.0", not "1". */
+static void encode_float(enc *e, double v) {
+  char s[40];
+  int prec, n = 0;
+  char point = localeconv()->decimal_point[0];
+  if (isnan(v) || isinf(v))
+    luaL_error(e->L, "rag.json.encode: cannot encode %s", isnan(v) ? "nan" : "inf");
+  for (prec = 15; prec <= 17; prec++) {
+    n = snprintf(s, sizeof s, "%.*g", prec, v);
+    if (strtod(s, NULL) == v) break;
+  }
+  if (point != '.') {
+    char *c = strchr(s, point);
+    if (c != NULL) *c = '.';
+  }
+  if (strpbrk(s, ".e") == NULL) {
+    s[n++] = '.';
+    s[n++] = '0';
+  }
+  lrag_buf_add(e->L, e->b, s, (size_t)n);
+}
+
+static void encode_number(enc *e, int idx) {
+  char s[32];
+  if (lua_isinteger(e->L, idx)) {
+#if LUA_VERSION_NUM >= 503
+    int n = snprintf(s, sizeof s, "%lld", (long long)lua_tointeger(e->L, idx));
+#else
+    int n = snprintf(s, sizeof s, "%.0f", (double)lua_tonumber(e->L, idx));
+#endif
+    lrag_buf_add(e->L, e->b, s, (size_t)n);
+  } else {
+    encode_float(e, (double)lua_tonumber(e->L, idx));
+  }
+}
+
+/* Number of elements if the table at idx is a sequence 1..n, else -1. */
+static lua_Integer sequence_length(lua_State *L, int idx) {
+  lua_Integer n = 0, max = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TNUMBER || !lua_isinteger(L, -1) ||
+        lua_tointeger(L, -1) < 1) {
+      lua_pop(L, 1);
+      return -1;
+    }
+    if (lua_tointeger(L, -1) > max) max = lua_tointeger(L, -1);
+    n++;
+  }
+  return max == n ? n : -1;
+}
+
+static int is_object(lua_State *L, int idx) {
+  int yes;
+  if (!lua_getmetatable(L, idx)) return 0;
+  luaL_getmetatable(L, OBJECT_MT);
+  yes = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return yes;
+}
+
+typedef struct member {
+  const char *s;
+  size_t len;
+  int i; /* position in the values table */
+} member;
+
+static int member_cmp(const void *a, const void *b) {
+  const member *x = (const member *)a, *y = (const member *)b;
+  int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+  return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Collects members into a names table and a values table, then sorts. */
+static member *collect_members(enc *e, int idx, int *pn) {
+  lua_State *L = e->L;
+  int n = 0, names, values;
+  member *m;
+  lua_newtable(L);
+  names = lua_gettop(L);
+  lua_newtable(L);
+  values = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    lua_rawseti(L, values, ++n);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      lua_pushvalue(L, -1);
+    } else if (lua_type(L, -1) == LUA_TNUMBER && lua_isinteger(L, -1)) {
+      char s[32];
+#if LUA_VERSION_NUM >= 503
+      int len = snprintf(s, sizeof s, "%lld", (long long)lua_tointeger(L, -1));
+#else
+      int len = snprintf(s, sizeof s, "%.0f", (double)lua_tonumber(L, -1));
+#endif
+      lua_pushlstring(L, s, (size_t)len);
+    } else {
+      luaL_error(L, "rag.json.encode: object keys must be strings or integers, got %s",
+                 luaL_typename(L, -1));
+    }
+    lua_rawseti(L, names, n);
+  }
+  m = (member *)lua_newuserdatauv(L, sizeof *m * (size_t)(n ? n : 1), 0);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, names, i + 1);
+    m[i].s = lua_tolstring(L, -1, &m[i].len); /* kept alive by `names` */
+    m[i].i = i + 1;
+    lua_pop(L, 1);
+  }
+  qsort(m, (size_t)n, sizeof *m, member_cmp);
+  for (int i = 1; i < n; i++)
+    if (member_cmp(&m[i - 1], &m[i]) == 0)
+      luaL_error(L, "rag.json.encode: duplicate object key '%s'", m[i].s);
+  *pn = n;
+  return m;
+}
+
+static void encode_object(enc *e, int idx, int depth) {
+  lua_State *L = e->L;
+  int n, top = lua_gettop(L);
+  member *m = collect_members(e, idx, &n);
+  int values = top + 2;
+  lrag_buf_addc(L, e->b, '{');
+  for (int i = 0; i < n && e->badutf8 == 0; i++) {
+    if (i > 0) lrag_buf_addc(L, e->b, ',');
+    encode_string(e, m[i].s, m[i].len);
+    lrag_buf_addc(L, e->b, ':');
+    lua_rawgeti(L, values, m[i].i);
+    encode_value(e, lua_gettop(L), depth + 1);
+    lua_pop(L, 1);
+  }
+  lrag_buf_addc(L, e->b, '}');
+  lua_settop(L, top);
+}
+
+static void encode_table(enc *e, int idx, int depth) {
+  lua_State *L = e->L;
+  lua_Integer n;
+  if (depth > e->max_depth)
+    luaL_error(L, "rag.json.encode: nesting deeper than %d (a cycle?)", e->max_depth);
+  luaL_checkstack(L, 8, "rag.json.encode: nesting too deep");
+  if (is_object(L, idx) || (n = sequence_length(L, idx)) < 0) {
+    encode_object(e, idx, depth);
+    return;
+  }
+  lrag_buf_addc(L, e->b, '[');
+  for (lua_Integer i = 1; i <= n && e->badutf8 == 0; i++) {
+    if (i > 1) lrag_buf_addc(L, e->b, ',');
+    lua_rawgeti(L, idx, i);
+    encode_value(e, lua_gettop(L), depth + 1);
+    lua_pop(L, 1);
+  }
+  lrag_buf_addc(L, e->b, ']');
+}
+
+static void encode_value(enc *e, int idx, int depth) {
+  lua_State *L = e->L;
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: lrag_buf_add(L, e->b, "null", 4); return;
+    case LUA_TBOOLEAN:
+      if (lua_toboolean(L, idx)) lrag_buf_add(L, e->b, "true", 4);
+      else lrag_buf_add(L, e->b, "false", 5);
+      return;
+    case LUA_TNUMBER: encode_number(e, idx); return;
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      encode_string(e, s, len);
+      return;
+    }
+    case LUA_TTABLE: encode_table(e, idx, depth); return;
+    case LUA_TLIGHTUSERDATA:
+      if (is_null(L, idx)) {
+        lrag_buf_add(L, e->b, "null", 4);
+        return;
+      }
+      break;
+  }
+  luaL_error(L, "rag.json.encode: cannot encode a %s", luaL_typename(L, idx));
+}
+
+static int json_encode(lua_State *L) {
+  enc e;
+  luaL_checkany(L, 1);
+  e.max_depth = check_depth(L, 2, "rag.json.encode");
+  lua_settop(L, 2);
+  e.L = L;
+  e.b = lrag_buf_new(L);
+  e.badutf8 = 0;
+  encode_value(&e, 1, 1);
+  if (e.badutf8 != 0)
+    return lrag_fail(L, "encoding", "rag.json.encode: invalid utf-8 at byte %lu of a string",
+                     (unsigned long)e.badutf8);
+  lua_pushlstring(L, e.b->p, e.b->len);
+  return 1;
+}
+
+/* {====== Decoding ======} */
+
+typedef struct dec {
+  lua_State *L;
+  const char *src;
+  const char *cur; /* the scanner: next string or number token from here */
+  int max_depth;
+  const char *err;
+  size_t errpos;
+} dec;
+
+/*
+** Advances the scanner to the next string or number token. The source has
+** passed cJSON and check_bytes, so tokens are well formed and appear in the
+** same order as a pre-order walk of the tree (keys before values).
+*/
+static void next_token(dec *d, const char **start, size_t *len, int *escaped) {
+  const char *p = d->cur;
+  while (*p != '"' && *p != '-' && (*p < '0' || *p > '9')) p++;
+  *escaped = 0;
+  if (*p == '"') {
+    for (*start = ++p; *p != '"'; p++)
+      if (*p == '\\') *escaped = 1, p++;
+    *len = (size_t)(p - *start);
+    d->cur = p + 1;
+  } else {
+    for (*start = p; *p != '\0' && strchr("0123456789+-.eE", *p) != NULL; p++) {}
+    *len = (size_t)(p - *start);
+    d->cur = p;
+  }
+}
+
+/*
+** cJSON is lenient where RFC 8259 is not: it skips any byte <= 0x20 as
+** whitespace and lets raw control characters into strings. Returns the
+** 1-based position of the first such byte, or 0.
+*/
+static size_t check_bytes(const char *s, size_t len) {
+  int in_string = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (in_string) {
+      if (c == '\\') i++;
+      else if (c == '"') in_string = 0;
+      else if (c < 0x20) return i + 1;
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+/* RFC 8259 number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int is_json_number(const char *s, size_t len) {
+  const char *p = s, *end = s + len;
+#define DIGITS(min)                                         \
+  do {                                                      \
+    const char *q = p;                                      \
+    while (p < end && *p >= '0' && *p <= '9') p++;          \
+    if (p - q < (min)) return 0;                            \
+  } while (0)
+  if (p < end && *p == '-') p++;
+  if (p < end && *p == '0') p++;
+  else DIGITS(1);
+  if (p < end && *p == '.') {
+    p++;
+    DIGITS(1);
+  }
+  if (p < end && (*p == 'e' || *p == 'E')) {
+    p++;
+    if (p < end && (*p == '+' || *p == '-')) p++;
+    DIGITS(1);
+  }
+#undef DIGITS
+  return p == end;
+}
+
+static unsigned hex4(const char *s) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = s[i];
+    v = v * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+  }
+  return v;
+}
+
+static void add_utf8(luaL_Buffer *b, unsigned long cp) {
+  if (cp < 0x80) {
+    luaL_addchar(b, (char)cp);
+  } else if (cp < 0x800) {
+    luaL_addchar(b, (char)(0xC0 | (cp >> 6)));
+    luaL_addchar(b, (char)(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    luaL_addchar(b, (char)(0xE0 | (cp >> 12)));
+    luaL_addchar(b, (char)(0x80 | ((cp >> 6) & 0x3F)));
+    luaL_addchar(b, (char)(0x80 | (cp & 0x3F)));
+  } else {
+    luaL_addchar(b, (char)(0xF0 | (cp >> 18)));
+    luaL_addchar(b, (char)(0x80 | ((cp >> 12) & 0x3F)));
+    luaL_addchar(b, (char)(0x80 | ((cp >> 6) & 0x3F)));
+    luaL_addchar(b, (char)(0x80 | (cp & 0x3F)));
+  }
+}
+
+/* Pushes the unescaped string; cJSON already checked escapes and pairs. */
+static void push_unescaped(lua_State *L, const char *s, size_t len) {
+  luaL_Buffer b;
+  const char *end = s + len;
+  luaL_buffinit(L, &b);
+  while (s < end) {
+    const char *bs = memchr(s, '\\', (size_t)(end - s));
+    if (bs == NULL) bs = end;
+    luaL_addlstring(&b, s, (size_t)(bs - s));
+    if (bs == end) break;
+    s = bs + 2;
+    switch (bs[1]) {
+      case 'b': luaL_addchar(&b, '\b'); break;
+      case 'f': luaL_addchar(&b, '\f'); break;
+      case 'n': luaL_addchar(&b, '\n'); break;
+      case 'r': luaL_addchar(&b, '\r'); break;
+      case 't': luaL_addchar(&b, '\t'); break;
+      case 'u': {
+        unsigned long cp = hex4(s);
+        s += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF && s + 6 <= end && s[0] == '\\' && s[1] == 'u') {
+          unsigned long lo = hex4(s + 2);
+          if (lo >= 0xDC00 && lo <= 0xDFFF) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            s += 6;
+          }
+        }
+        add_utf8(&b, cp);
+        break;
+      }
+      default: luaL_addchar(&b, bs[1]); break; /* " \ / */
+    }
+  }
+  luaL_pushresult(&b);
+}
+
+static void push_string(dec *d) {
+  const char *s;
+  size_t len;
+  int escaped;
+  next_token(d, &s, &len, &escaped);
+  if (escaped) push_unescaped(d->L, s, len);
+  else lua_pushlstring(d->L, s, len);
+}
+
+static int push_number(dec *d, const cJSON *item) {
+  const char *s;
+  size_t len;
+  int escaped;
+  next_token(d, &s, &len, &escaped);
+  if (!is_json_number(s, len)) {
+    d->err = "invalid number";
+    d->errpos = (size_t)(s - d->src) + 1;
+    return 0;
+  }
+#if LUA_VERSION_NUM >= 503
+  if (memchr(s, '.', len) == NULL && memchr(s, 'e', len) == NULL &&
+      memchr(s, 'E', len) == NULL) {
+    long long v;
+    errno = 0;
+    v = strtoll(s, NULL, 10);
+    if (errno == 0) {
+      lua_pushinteger(d->L, (lua_Integer)v);
+      return 1;
+    }
+  }
+#endif
+  lua_pushnumber(d->L, (lua_Number)item->valuedouble);
+  return 1;
+}
+
+static int push_item(dec *d, const cJSON *item, int depth) {
+  lua_State *L = d->L;
+  if (cJSON_IsNull(item)) push_null(L);
+  else if (cJSON_IsTrue(item)) lua_pushboolean(L, 1);
+  else if (cJSON_IsFalse(item)) lua_pushboolean(L, 0);
+  else if (cJSON_IsNumber(item)) return push_number(d, item);
+  else if (cJSON_IsString(item)) push_string(d);
+  else {
+    const cJSON *c;
+    int i = 0, obj = cJSON_IsObject(item);
+    if (depth > d->max_depth) {
+      d->err = "nesting too deep";
+      d->errpos = (size_t)(d->cur - d->src) + 1;
+      return 0;
+    }
+    luaL_checkstack(L, 4, "rag.json.decode: nesting too deep");
+    lua_newtable(L);
+    for (c = item->child; c != NULL; c = c->next) {
+      if (obj) push_string(d);
+      if (!push_item(d, c, depth + 1)) return 0;
+      if (obj) lua_rawset(L, -3);
+      else lua_rawseti(L, -2, ++i);
+    }
+    if (obj) luaL_setmetatable(L, OBJECT_MT);
+  }
+  return 1;
+}
+
+static void tree_fin(void *p) {
+  cJSON_Delete((cJSON *)p);
+}
+
+static int json_decode(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  const char *end = NULL;
+  size_t bad;
+  lrag_box *box;
+  dec d;
+  d.max_depth = check_depth(L, 2, "rag.json.decode");
+  lua_settop(L, 2);
+  bad = check_bytes(s, len);
+  if (bad != 0)
+    return lrag_fail(L, "decode", "rag.json.decode: control character at byte %lu",
+                     (unsigned long)bad);
+  box = lrag_box_new(L, tree_fin);
+  box->p = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+  if (box->p != NULL) {
+    while (end < s + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
+      end++;
+    if (end < s + len) {
+      lrag_box_free(box);
+      return lrag_fail(L, "decode", "rag.json.decode: unexpected data after the value at byte %lu",
+                       (unsigned long)(end - s) + 1);
+    }
+  } else {
+    size_t pos = end != NULL && end >= s && end <= s + len ? (size_t)(end - s) + 1 : 1;
+    return lrag_fail(L, "decode", "rag.json.decode: invalid json at byte %lu",
+                     (unsigned long)pos);
+  }
+  d.L = L;
+  d.src = d.cur = s;
+  d.err = NULL;
+  d.errpos = 0;
+  if (!push_item(&d, (const cJSON *)box->p, 1)) {
+    lrag_box_free(box);
+    return lrag_fail(L, "decode", "rag.json.decode: %s at byte %lu", d.err,
+                     (unsigned long)d.errpos);
+  }
+  lrag_box_free(box);
+  return 1;
+}
+
+/* {====== Module ======} */
+
+/* json.object([t]): marks t (or a new table) to encode as an object. */
+static int json_object(lua_State *L) {
+  if (lua_isnoneornil(L, 1)) lua_newtable(L);
+  else luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  luaL_setmetatable(L, OBJECT_MT);
+  return 1;
+}
+
+static const luaL_Reg json_funcs[] = {
+  {"decode", json_decode},
+  {"encode", json_encode},
+  {"object", json_object},
+  {NULL, NULL},
+};
+
+int lrag_open_json(lua_State *L) {
+  luaL_newmetatable(L, OBJECT_MT);
+  lua_pop(L, 1);
+  luaL_setfuncs(L, json_funcs, 0);
+  push_null(L);
+  lua_setfield(L, -2, "null");
+  return 0;
+}

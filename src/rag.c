@@ -1,0 +1,51 @@
+/*
+** rag.c: status strings and, in RAG_TESTING builds, the fault-injecting
+** allocator behind rag_malloc/rag_realloc.
+*/
+#include "rag.h"
+
+#include <stdlib.h>
+
+static const char *const messages[RAG_NSTATUS] = {
+  "ok",
+  "not enough memory",
+  "invalid argument",
+  "input/output error",
+  "bad format",
+  "unsupported version",
+  "corrupt data",
+  "invalid utf-8",
+  "http failure",
+  "timed out",
+  "size limit exceeded",
+};
+
+const char *rag_strerror(int rc) {
+  if (rc < 0 || rc >= RAG_NSTATUS) return "unknown error";
+  return messages[rc];
+}
+
+#ifdef RAG_TESTING
+/*
+** Test builds only: one countdown shared by the process. This is the single
+** piece of global mutable state in the core, and release builds omit it.
+*/
+static long countdown = 0;
+
+void rag_test_fail_alloc(long n) {
+  countdown = n > 0 ? n : 0;
+}
+
+static int should_fail(void) {
+  if (countdown == 0) return 0;
+  return --countdown == 0;
+}
+
+void *rag_test_malloc(size_t n) {
+  return should_fail() ? NULL : malloc(n);
+}
+
+void *rag_test_realloc(void *p, size_t n) {
+  return should_fail() ? NULL : realloc(p, n);
+}
+#endif
