@@ -78,20 +78,22 @@ ASAN_RT = $(shell clang -print-file-name=libclang_rt.asan-x86_64.so)
 ASAN_ENV = LD_PRELOAD="$(ASAN_RT) $(CURDIR)/build/asan/nodlclose.so" \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 RAG_ASAN=1
+ASAN_MAKE = LUA_VERSION=5.4 BUILD=build/asan VARIANT=-asan CC=clang XCFLAGS=-DRAG_TESTING \
+  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+  XLDFLAGS="-fsanitize=address,undefined"
 asan: deps-all
-	@$(MAKE) --no-print-directory all LUA_VERSION=5.4 BUILD=build/asan VARIANT=-asan CC=clang \
-	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-	  XCFLAGS=-DRAG_TESTING XLDFLAGS="-fsanitize=address,undefined"
+	@$(MAKE) --no-print-directory all $(ASAN_MAKE)
 	@printf 'int dlclose(void *h) { (void)h; return 0; }\n' > build/asan/nodlclose.c
 	@clang -shared -fPIC -O1 build/asan/nodlclose.c -o build/asan/nodlclose.so
 	@sh .ci/asan-selftest "$(ASAN_RT)" build/asan
-	@$(ASAN_ENV) $(MAKE) --no-print-directory test-one LUA_VERSION=5.4 BUILD=build/asan \
-	  VARIANT=-asan CC=clang XCFLAGS=-DRAG_TESTING \
-	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-	  XLDFLAGS="-fsanitize=address,undefined"
+	$(ASAN_ENV) lua5.4 /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
+	  --cpath='build/asan/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
+
+# Runs a script against the source tree: $(RUN) lua5.4 x.lua
+RUN = LUA_PATH='$(LPATH);;' LUA_CPATH='$(BUILD)/?.so;;'
 
 demo: deps all
-	@sh .ci/with-httpd $(LUA) examples/01_json_http.lua
+	@$(RUN) sh .ci/with-httpd $(LUA) examples/01_json_http.lua
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define RAG_VERSION "0.1.0"
 
@@ -66,7 +67,6 @@ void rag_test_fail_alloc(long n);
 #define rag_malloc(n) rag_test_malloc(n)
 #define rag_realloc(p, n) rag_test_realloc((p), (n))
 #else
-#include <stdlib.h>
 #define rag_malloc(n) malloc(n)
 #define rag_realloc(p, n) realloc((p), (n))
 #endif

@@ -21,6 +21,7 @@
 typedef struct sink {
   char *p;
   size_t len, cap, max;
+  size_t seen;  /* bytes offered by libcurl, kept or not */
   int overflow; /* the cap was hit */
   int nomem;    /* an allocation failed */
 } sink;
@@ -33,6 +34,7 @@ static void global_init(void) {
 }
 
 static int sink_add(sink *s, const char *data, size_t n) {
+  s->seen += n;
   if (n > s->max - s->len) {
     s->overflow = 1;
     return 0;
@@ -138,7 +140,7 @@ static void configure(CURL *c, const rag_http_req *req, struct curl_slist *hl,
 
 static int map_error(CURLcode rc, const sink *head, const sink *body,
                      const char *curl_err, char *err, size_t errlen) {
-  char cap[80];
+  char cap[120];
   const char *what = curl_err[0] != '\0' ? curl_err : curl_easy_strerror(rc);
   int status = RAG_EHTTP;
   if (head->nomem || body->nomem || rc == CURLE_OUT_OF_MEMORY) {
@@ -146,8 +148,9 @@ static int map_error(CURLcode rc, const sink *head, const sink *body,
     what = "not enough memory";
   } else if (body->overflow) {
     status = RAG_ETOOBIG;
-    snprintf(cap, sizeof cap, "response body exceeds max_body (%lu bytes)",
-             (unsigned long)body->max);
+    snprintf(cap, sizeof cap,
+             "response body exceeds max_body (%lu bytes; stopped after %lu)",
+             (unsigned long)body->max, (unsigned long)body->seen);
     what = cap;
   } else if (head->overflow) {
     status = RAG_ETOOBIG;
@@ -162,8 +165,8 @@ static int map_error(CURLcode rc, const sink *head, const sink *body,
 int rag_http_request(const rag_http_req *req, rag_http_res **out, char *err,
                      size_t errlen) {
   char curl_err[CURL_ERROR_SIZE] = "";
-  sink head = {NULL, 0, 0, RAG_HTTP_MAX_HEAD, 0, 0};
-  sink body = {NULL, 0, 0, 0, 0, 0};
+  sink head = {NULL, 0, 0, RAG_HTTP_MAX_HEAD, 0, 0, 0};
+  sink body = {NULL, 0, 0, 0, 0, 0, 0};
   struct curl_slist *hl = NULL;
   rag_http_res *res;
   CURLcode rc;

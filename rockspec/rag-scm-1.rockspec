@@ -1,0 +1,49 @@
+rockspec_format = "3.0"
+package = "rag"
+version = "scm-1"
+source = { url = "git+https://example.invalid/rag.git", branch = "main" }
+description = {
+  summary = "Retrieval-augmented generation for Lua, with a C core",
+  detailed = [[
+    Chunkers, a BM25 index, vector indexes, rank fusion, reranking and
+    token-budget context packing in C, with HTTP providers and scriptable
+    pipelines in Lua. Works on Lua 5.1-5.4 and LuaJIT (OpenResty).
+  ]],
+  license = "MIT",
+  homepage = "https://example.invalid/rag",
+}
+dependencies = { "lua >= 5.1, < 5.5" }
+-- Probe libcurl by library only: Debian keeps curl.h in a multiarch directory.
+external_dependencies = {
+  CURL = { library = "curl" },
+  CJSON = { header = "cjson/cJSON.h", library = "cjson" },
+  UTF8PROC = { header = "utf8proc.h", library = "utf8proc" },
+  STEMMER = { header = "libstemmer.h", library = "stemmer" },
+  OPENSSL = { header = "openssl/evp.h", library = "crypto" },
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["rag"] = "lua/rag/init.lua",
+    ["rag.text"] = "lua/rag/text.lua",
+    ["rag.core"] = {
+      -- every src/*.c (spec/core/build_spec.lua checks this list)
+      sources = {
+        "src/lrag.c", "src/lrag_http.c", "src/lrag_json.c", "src/lrag_text.c",
+        "src/rag.c", "src/rag_hash.c", "src/rag_http.c",
+      },
+      defines = { "_POSIX_C_SOURCE=200809L" },
+      incdirs = { "src", "$(CJSON_INCDIR)", "$(UTF8PROC_INCDIR)", "$(STEMMER_INCDIR)",
+        "$(OPENSSL_INCDIR)" },
+      libdirs = { "$(CURL_LIBDIR)", "$(CJSON_LIBDIR)", "$(UTF8PROC_LIBDIR)",
+        "$(STEMMER_LIBDIR)", "$(OPENSSL_LIBDIR)" },
+      libraries = { "curl", "cjson", "utf8proc", "stemmer", "crypto", "pthread", "m" },
+    },
+  },
+  install = { bin = { rag = "bin/rag" } },
+  copy_directories = { "examples", "docs" },
+}
+test = {
+  type = "command",
+  command = "make test",
+}

@@ -1,0 +1,199 @@
+-- rag.http.request against a real server on 127.0.0.1 (spec/fixtures/httpd.py).
+local rag = require("rag")
+local helpers = require("spec.helpers")
+
+local http = rag.http
+
+describe("rag.http.request", function()
+  local base, stop
+
+  setup(function()
+    base, stop = helpers.start_httpd()
+  end)
+
+  teardown(function()
+    stop()
+  end)
+
+  it("returns status, lowercased headers and body for a 200", function()
+    local res = assert(http.request({ url = base .. "/ok" }))
+    assert.equal(200, res.status)
+    assert.equal("application/json", res.headers["content-type"])
+    assert.equal("11", res.headers["content-length"])
+    assert.equal('{"ok":true}', res.body)
+  end)
+
+  it("treats a 404 as a response, not an error", function()
+    local res, msg, code = http.request({ url = base .. "/status/404" })
+    assert.is_nil(msg)
+    assert.is_nil(code)
+    assert.equal(404, res.status)
+    assert.equal('{"error":"status 404"}', res.body)
+  end)
+
+  it("returns 5xx statuses as responses", function()
+    local res = assert(http.request({ url = base .. "/status/503" }))
+    assert.equal(503, res.status)
+  end)
+
+  it("sends method, headers and body", function()
+    local body = rag.json.encode({ input = { "a", "b" } })
+    local res = assert(http.request({
+      method = "PUT",
+      url = base .. "/echo?x=1",
+      headers = { ["Content-Type"] = "application/json", ["X-Count"] = 3 },
+      body = body,
+    }))
+    local echo = rag.json.decode(res.body)
+    assert.equal("PUT", echo.method)
+    assert.equal("/echo?x=1", echo.path)
+    assert.equal("application/json", echo.headers["content-type"])
+    assert.equal("3", echo.headers["x-count"])
+    assert.equal(body, echo.body)
+    assert.is_nil(echo.headers["expect"])
+    assert.truthy(echo.headers["user-agent"]:match("^rag/"))
+  end)
+
+  it("defaults to POST when a body is given and GET otherwise", function()
+    local post = rag.json.decode(assert(http.request({
+      url = base .. "/echo", body = "x" })).body)
+    assert.equal("POST", post.method)
+    assert.equal("x", post.body)
+    local get = rag.json.decode(assert(http.request({ url = base .. "/echo" })).body)
+    assert.equal("GET", get.method)
+  end)
+
+  it("sends a 2 MB body without an Expect pause", function()
+    local big = string.rep("y", 2 * 1024 * 1024)
+    local t0 = helpers.now()
+    local res = assert(http.request({ url = base .. "/echo", body = big }))
+    assert.equal(#big, #rag.json.decode(res.body).body)
+    assert.is_true(helpers.now() - t0 < 0.9)
+  end)
+
+  it("does a HEAD request without a body", function()
+    local res = assert(http.request({ method = "HEAD", url = base .. "/ok" }))
+    assert.equal(200, res.status)
+    assert.equal("", res.body)
+  end)
+
+  it("joins repeated headers and trims values", function()
+    local res = assert(http.request({ url = base .. "/headers" }))
+    assert.equal("a, b", res.headers["x-multi"])
+    assert.equal("padded", res.headers["x-mixed-case"])
+  end)
+
+  it("does not follow redirects unless asked", function()
+    local res = assert(http.request({ url = base .. "/redirect" }))
+    assert.equal(302, res.status)
+    assert.equal("/ok", res.headers["location"])
+    res = assert(http.request({ url = base .. "/redirect", redirects = 1 }))
+    assert.equal(200, res.status)
+    assert.equal('{"ok":true}', res.body)
+    assert.is_nil(res.headers["location"])
+  end)
+
+  it("times out a slow reply within 20% of a 1 s timeout", function()
+    local t0 = helpers.now()
+    local res, msg, code = http.request({ url = base .. "/slow?s=5", timeout = 1 })
+    local elapsed = helpers.now() - t0
+    assert.is_nil(res)
+    assert.equal("timeout", code)
+    assert.truthy(msg:match("^rag%.http%.request: GET http://127%.0%.0%.1:%d+/slow: "))
+    assert.is_true(elapsed >= 1.0 and elapsed <= 1.2, "elapsed " .. elapsed)
+  end)
+
+  it("accepts fractional timeouts", function()
+    local t0 = helpers.now()
+    local _, _, code = http.request({ url = base .. "/slow?s=3", timeout = 0.3 })
+    assert.equal("timeout", code)
+    assert.is_true(helpers.now() - t0 < 0.6)
+  end)
+
+  it("stops an endless chunked body at max_body, within cap + 64 KiB", function()
+    local cap = 1024 * 1024
+    local t0 = helpers.now()
+    local res, msg, code = http.request({ url = base .. "/endless", max_body = cap })
+    assert.is_nil(res)
+    assert.equal("http", code)
+    local seen = tonumber(msg:match("stopped after (%d+)"))
+    assert.truthy(msg:match("exceeds max_body %(1048576 bytes"), msg)
+    assert.is_true(seen > cap and seen <= cap + 64 * 1024, "received " .. seen)
+    assert.is_true(helpers.now() - t0 < 5)
+  end)
+
+  it("reports a refused connection as an http failure", function()
+    local port = helpers.free_port()
+    local res, msg, code = http.request({ url = "http://127.0.0.1:" .. port .. "/" })
+    assert.is_nil(res)
+    assert.equal("http", code)
+    assert.truthy(msg:match("^rag%.http%.request: GET http://127%.0%.0%.1:%d+/: "), msg)
+  end)
+
+  it("keeps query strings and user info out of messages", function()
+    local port = helpers.free_port()
+    local _, msg = http.request({
+      url = "http://user:sk-SECRET1@127.0.0.1:" .. port .. "/v1?api_key=sk-SECRET2",
+      headers = { Authorization = "Bearer sk-SECRET3" },
+    })
+    assert.is_nil(msg:find("SECRET", 1, true), msg)
+    assert.truthy(msg:find("127.0.0.1:" .. port .. "/v1", 1, true))
+  end)
+
+  it("fails TLS against a plain-HTTP port rather than downgrading", function()
+    local res, msg, code = http.request({ url = base:gsub("^http:", "https:") .. "/ok",
+      timeout = 5 })
+    assert.is_nil(res)
+    assert.equal("http", code)
+    assert.is_string(msg)
+  end)
+
+  it("refuses schemes other than http and https", function()
+    for _, url in ipairs({ "file:///etc/passwd", "ftp://127.0.0.1/", "gopher://x/" }) do
+      local res, msg, code = http.request({ url = url })
+      assert.is_nil(res)
+      assert.equal("http", code)
+      assert.truthy(msg:match("^rag%.http%.request: "))
+    end
+  end)
+
+  it("raises on misuse", function()
+    local bad = {
+      {},
+      { url = 1 },
+      { url = base, method = "GET X" },
+      { url = base, timeout = 0 },
+      { url = base, timeout = -1 },
+      { url = base, max_body = -1 },
+      { url = base, redirects = 100 },
+      { url = base, headers = "x" },
+      { url = base, headers = { ["X-A"] = "1\r\nX-B: 2" } },
+      { url = base, headers = { ["Bad Name"] = "1" } },
+      { url = base, headers = { [1] = "x" } },
+      { url = base, bogus = true },
+    }
+    for _, req in ipairs(bad) do
+      assert.has_error(function() http.request(req) end)
+    end
+    assert.has_error(function() http.request() end)
+    assert.has_error(function() http.request("http://x") end)
+  end)
+
+  it("raises, and leaks nothing, when memory runs out", function()
+    if not rag.core._fail_alloc then
+      pending("needs a RAG_TESTING build (make asan)")
+      return
+    end
+    rag.core._fail_alloc(1)
+    local ok, err = pcall(http.request, { url = base .. "/ok" })
+    rag.core._fail_alloc(0)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):match("not enough memory"))
+    for n = 2, 4 do -- the body buffer's growth
+      rag.core._fail_alloc(n)
+      pcall(http.request, { url = base .. "/ok" })
+      rag.core._fail_alloc(0)
+    end
+    assert.equal(200, assert(http.request({ url = base .. "/ok" })).status)
+  end)
+end)

@@ -1,0 +1,36 @@
+-- Shared spec helpers: the loopback HTTP server and a wall clock.
+local M = {}
+
+local system = require("system") -- lua-system, a dependency of busted
+
+--- Seconds from a monotonic clock.
+function M.now()
+  return system.monotime()
+end
+
+--- Starts spec/fixtures/httpd.py on 127.0.0.1; returns its base URL and a
+-- function that stops it. Sanitizer preloads are not passed to python.
+function M.start_httpd()
+  local proc = assert(io.popen(
+    "exec env -u LD_PRELOAD python3 spec/fixtures/httpd.py --lifetime 300", "r"))
+  local line = assert(proc:read("*l"), "httpd did not start")
+  local port, pid = line:match("^(%d+) (%d+)$")
+  assert(port, "httpd said: " .. line)
+  local function stop()
+    os.execute("exec kill " .. pid .. " 2>/dev/null")
+    proc:close()
+  end
+  return "http://127.0.0.1:" .. port, stop
+end
+
+--- A loopback port on which nothing listens (bound, then released).
+function M.free_port()
+  local p = assert(io.popen("exec env -u LD_PRELOAD python3 -c " ..
+    "'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); " ..
+    "print(s.getsockname()[1])'"))
+  local port = tonumber(p:read("*l"))
+  p:close()
+  return port
+end
+
+return M
