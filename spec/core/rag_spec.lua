@@ -1,0 +1,152 @@
+-- The facade, rag.text.hash, and properties of the build itself.
+local rag = require("rag")
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function lines(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  local ok, _, code = p:close()
+  return out, ok, code
+end
+
+describe("rag facade", function()
+  it("exposes the C pieces and a version", function()
+    assert.equal("string", type(rag._VERSION))
+    assert.truthy(rag._VERSION:match("^%d+%.%d+%.%d+$"))
+    assert.equal(rag.core.version, rag._VERSION)
+    assert.equal(rag.core.json, rag.json)
+    assert.equal(rag.core.http, rag.http)
+    assert.equal("function", type(rag.text.hash))
+    assert.equal(package.loaded["rag.core"], rag.core)
+  end)
+end)
+
+describe("rag.text.hash", function()
+  -- FIPS 180-4 test vectors.
+  local cases = {
+    { "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+    { "abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+    { "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
+    { string.rep("a", 1000000),
+      "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0" },
+  }
+  for i, c in ipairs(cases) do
+    it("matches test vector " .. i, function()
+      assert.equal(c[2], rag.text.hash(c[1]))
+    end)
+  end
+
+  it("hashes bytes, embedded NULs included", function()
+    assert.are_not.equal(rag.text.hash("a\0b"), rag.text.hash("a"))
+    assert.equal(64, #rag.text.hash("a\0b"))
+  end)
+
+  it("raises on a non-string", function()
+    assert.has_error(function() rag.text.hash({}) end)
+    assert.has_error(function() rag.text.hash() end)
+  end)
+end)
+
+describe("the build", function()
+  it("lists every src/*.c in the rockspec", function()
+    local spec = read("rockspec/rag-scm-1.rockspec")
+    local listed = {}
+    for f in spec:gmatch('"(src/[%w_]+%.c)"') do
+      listed[f] = true
+    end
+    local out = lines("ls src/*.c")
+    local n = 0
+    for f in out:gmatch("[^\n]+") do
+      n = n + 1
+      assert.is_true(listed[f] == true, f .. " missing from the rockspec")
+      listed[f] = nil
+    end
+    assert.is_true(n > 0)
+    assert.is_nil(next(listed), "rockspec lists a file that does not exist")
+  end)
+
+  it("lists every lua/rag module in the rockspec", function()
+    local spec = read("rockspec/rag-scm-1.rockspec")
+    local out = lines("cd lua && find rag -name '*.lua' | sort")
+    for f in out:gmatch("[^\n]+") do
+      local mod = f:gsub("/init%.lua$", ""):gsub("%.lua$", ""):gsub("/", ".")
+      assert.truthy(spec:find('["' .. mod .. '"] = "lua/' .. f .. '"', 1, true),
+        mod .. " missing from the rockspec")
+    end
+  end)
+
+  it("keeps the core free of lua.h", function()
+    local out = lines("grep -lE '#include [<\"](lua|lauxlib|lualib)' src/rag*.c src/rag*.h")
+    assert.equal("", out)
+  end)
+
+  it("exports luaopen_rag_core and nothing else", function()
+    local so = package.searchpath("rag.core", package.cpath)
+    local out = lines("nm -D --defined-only '" .. so .. "'")
+    local funcs = {}
+    for kind, name in out:gmatch("%x+ (%a) ([%w_]+)") do
+      if kind == "T" then
+        funcs[#funcs + 1] = name
+      end
+    end
+    assert.are.same({ "luaopen_rag_core" }, funcs)
+  end)
+end)
+
+describe("bin/rag", function()
+  local lua = ({ ["Lua 5.1"] = "lua5.1", ["Lua 5.2"] = "lua5.2", ["Lua 5.3"] = "lua5.3",
+    ["Lua 5.4"] = "lua5.4" })[_VERSION]
+  if jit then
+    lua = "luajit"
+  end
+  local cpath = package.searchpath("rag.core", package.cpath):gsub("rag/core%.so$", "?.so")
+  local env = "env -u LD_PRELOAD"
+  for _, v in ipairs({ "", "_5_2", "_5_3", "_5_4" }) do
+    env = env .. " LUA_PATH" .. v .. "='lua/?.lua;lua/?/init.lua;;' LUA_CPATH" .. v
+      .. "='" .. cpath .. ";;'"
+  end
+  env = env .. " "
+
+  local function run(args)
+    return lines(env .. lua .. " bin/rag " .. args .. " 2>&1")
+  end
+
+  if os.getenv("RAG_ASAN") then
+    pending("runs a second interpreter; covered by the plain runs")
+    return
+  end
+
+  it("prints usage for --help and exits 0", function()
+    local out, ok = run("--help")
+    assert.truthy(out:match("^usage: rag"))
+    assert.is_true(ok == true or ok == 0)
+  end)
+
+  it("rejects an unknown command", function()
+    local out, ok = run("frobnicate")
+    assert.truthy(out:find("unknown command 'frobnicate'", 1, true))
+    assert.is_not_true(ok == true or ok == 0)
+  end)
+
+  it("hashes and canonicalises JSON from standard input", function()
+    assert.equal(rag.text.hash("") .. "\n", run("hash < /dev/null"))
+    local out = lines("printf abc | " .. env .. lua .. " bin/rag hash")
+    assert.equal(rag.text.hash("abc") .. "\n", out)
+    out = lines("printf '{\"b\": 1, \"a\": [true, null]}' | " .. env .. lua .. " bin/rag json")
+    assert.equal('{"a":[true,null],"b":1}\n', out)
+  end)
+
+  it("reports invalid JSON and a missing file", function()
+    local out = lines("printf '[1,' | " .. env .. lua .. " bin/rag json 2>&1")
+    assert.truthy(out:find("rag.json.decode", 1, true))
+    out = run("hash /nonexistent/file")
+    assert.truthy(out:find("/nonexistent/file", 1, true))
+  end)
+end)
