@@ -40,7 +40,7 @@ LPATH := lua/?.lua;lua/?/init.lua
 BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-.PHONY: all deps deps-all test test-one test-all asan demo rock lint \
+.PHONY: all deps deps-all test test-one test-all asan demo rock lint bench-json \
   check-exports clean
 
 all: $(SO)
@@ -94,6 +94,11 @@ RUN = LUA_PATH='$(LPATH);;' LUA_CPATH='$(BUILD)/?.so;;'
 
 demo: deps all
 	@$(RUN) sh .ci/with-httpd $(LUA) examples/01_json_http.lua
+
+# Benchmarks: never part of `make test`.
+bench-json: all
+	@sh .ci/deps lua-cjson
+	@$(RUN) $(LUA) bench/json.lua
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

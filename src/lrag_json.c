@@ -115,9 +115,9 @@ static void encode_float(enc *e, double v) {
   char point = localeconv()->decimal_point[0];
   if (isnan(v) || isinf(v))
     luaL_error(e->L, "rag.json.encode: cannot encode %s", isnan(v) ? "nan" : "inf");
-  for (prec = 15; prec <= 17; prec++) {
+  for (prec = 15; prec <= 17; prec++) { /* 17 digits always read back */
     n = snprintf(s, sizeof s, "%.*g", prec, v);
-    if (strtod(s, NULL) == v) break;
+    if (prec == 17 || strtod(s, NULL) == v) break;
   }
   if (point != '.') {
     char *c = strchr(s, point);
