@@ -339,14 +339,24 @@ static void next_token(dec *d, const char **start, size_t *len, int *escaped) {
 
 /*
 ** cJSON is lenient where RFC 8259 is not: it skips any byte <= 0x20 as
-** whitespace and lets raw control characters into strings. Returns the
-** 1-based position of the first such byte, or 0.
+** whitespace, lets raw control characters into strings and does not check
+** UTF-8. Returns the 1-based position of the first such byte, or 0, and
+** what is wrong there in *what.
 */
-static size_t check_bytes(const char *s, size_t len) {
+static size_t check_bytes(const char *s, size_t len, const char **what) {
+  const unsigned char *p = (const unsigned char *)s;
   int in_string = 0;
+  *what = "control character";
   for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (in_string) {
+    unsigned char c = p[i];
+    if (c >= 0x80) {
+      size_t n = utf8_seq(p + i, len - i);
+      if (n == 0) {
+        *what = "invalid utf-8";
+        return i + 1;
+      }
+      i += n - 1;
+    } else if (in_string) {
       if (c == '\\') i++;
       else if (c == '"') in_string = 0;
       else if (c < 0x20) return i + 1;
@@ -518,14 +528,15 @@ static int json_decode(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   const char *end = NULL;
+  const char *what;
   size_t bad;
   lrag_box *box;
   dec d;
   d.max_depth = check_depth(L, 2, "rag.json.decode");
   lua_settop(L, 2);
-  bad = check_bytes(s, len);
+  bad = check_bytes(s, len, &what);
   if (bad != 0)
-    return lrag_fail(L, "decode", "rag.json.decode: control character at byte %lu",
+    return lrag_fail(L, "decode", "rag.json.decode: %s at byte %lu", what,
                      (unsigned long)bad);
   box = lrag_box_new(L, tree_fin);
   box->p = cJSON_ParseWithLengthOpts(s, len, &end, 0);
@@ -559,9 +570,12 @@ static int json_decode(lua_State *L) {
 
 /* json.object([t]): marks t (or a new table) to encode as an object. */
 static int json_object(lua_State *L) {
-  if (lua_isnoneornil(L, 1)) lua_newtable(L);
-  else luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
+  if (lua_isnil(L, 1)) {
+    lua_newtable(L);
+    lua_replace(L, 1);
+  }
+  luaL_checktype(L, 1, LUA_TTABLE);
   luaL_setmetatable(L, OBJECT_MT);
   return 1;
 }
