@@ -7,6 +7,7 @@
 #include "lrag.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
@@ -36,8 +37,8 @@ static int check_depth(lua_State *L, int idx, const char *fname) {
   lua_Number d;
   lrag_checkopts(L, idx, fname, allowed);
   d = lrag_optnumber(L, idx, "max_depth", RAG_JSON_MAX_DEPTH);
-  if (!(d >= 1 && d <= RAG_JSON_MAX_DEPTH))
-    luaL_error(L, "%s: max_depth must be in 1..%d", fname, RAG_JSON_MAX_DEPTH);
+  if (!(d >= 1 && d <= RAG_JSON_MAX_DEPTH && d == floor(d)))
+    luaL_error(L, "%s: max_depth must be an integer in 1..%d", fname, RAG_JSON_MAX_DEPTH);
   return (int)d;
 }
 
@@ -337,10 +338,20 @@ static void next_token(dec *d, const char **start, size_t *len, int *escaped) {
   }
 }
 
+/* True if s (n bytes) starts an escape's body: one of "\/bfnrt or uXXXX. */
+static int is_escape(const unsigned char *s, size_t n) {
+  if (n == 0) return 0;
+  if (*s != 'u') return *s != '\0' && strchr("\"\\/bfnrt", *s) != NULL;
+  if (n < 5) return 0;
+  for (int i = 1; i <= 4; i++)
+    if (!isxdigit(s[i])) return 0;
+  return 1;
+}
+
 /*
 ** cJSON is lenient where RFC 8259 is not: it skips any byte <= 0x20 as
-** whitespace, lets raw control characters into strings and does not check
-** UTF-8. Returns the 1-based position of the first such byte, or 0, and
+** whitespace, lets raw control characters into strings, reads a bad hex
+** digit in \\u as zero and does not check UTF-8. Returns the 1-based position of the first such byte, or 0, and
 ** what is wrong there in *what.
 */
 static size_t check_bytes(const char *s, size_t len, const char **what) {
@@ -357,9 +368,17 @@ static size_t check_bytes(const char *s, size_t len, const char **what) {
       }
       i += n - 1;
     } else if (in_string) {
-      if (c == '\\') i++;
-      else if (c == '"') in_string = 0;
-      else if (c < 0x20) return i + 1;
+      if (c == '\\') {
+        if (!is_escape(p + i + 1, len - i - 1)) {
+          *what = "invalid escape";
+          return i + 1;
+        }
+        i++;
+      } else if (c == '"') {
+        in_string = 0;
+      } else if (c < 0x20) {
+        return i + 1;
+      }
     } else if (c == '"') {
       in_string = 1;
     } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
