@@ -153,3 +153,22 @@ describe("bin/rag", function()
     assert.truthy(out:find("/nonexistent/file", 1, true))
   end)
 end)
+
+describe("docs/api.md", function()
+  it("documents every function the C module registers", function()
+    local api = read("docs/api.md")
+    local out = lines("ls src/lrag_*.c")
+    local n = 0
+    for file in out:gmatch("[^\n]+") do
+      local src = read(file)
+      for module, body in src:gmatch("static const luaL_Reg (%a+)_funcs%[%] = (%b{})") do
+        for name in body:gmatch('{"([%w_]+)",') do
+          n = n + 1
+          local full = "rag." .. module .. "." .. name
+          assert.truthy(api:find("`" .. full .. "(", 1, true), full .. " is not in docs/api.md")
+        end
+      end
+    end
+    assert.is_true(n >= 5, "found only " .. n .. " registered functions")
+  end)
+end)
