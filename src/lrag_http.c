@@ -21,12 +21,17 @@ static const char *const request_opts[] = {
 };
 
 /* Pushes field `key` of the request table (nil or a string) and returns it. */
-static const char *field_string(lua_State *L, const char *key, size_t *len) {
+static const char *field_string(lua_State *L, const char *key, size_t *plen) {
+  size_t len;
+  const char *s;
   lua_getfield(L, 1, key);
   if (lua_isnil(L, -1)) return NULL;
   if (lua_type(L, -1) != LUA_TSTRING)
     luaL_error(L, FNAME ": '%s' must be a string, got %s", key, luaL_typename(L, -1));
-  return lua_tolstring(L, -1, len);
+  s = lua_tolstring(L, -1, &len);
+  if (plen != NULL) *plen = len;
+  else if (strlen(s) != len) luaL_error(L, FNAME ": '%s' contains a NUL byte", key);
+  return s;
 }
 
 static double field_seconds(lua_State *L, const char *key, double def) {
@@ -72,7 +77,8 @@ static const char *const *build_headers(lua_State *L) {
     value = lua_tolstring(L, -1, &vlen);
     if (strpbrk(value, "\r\n") != NULL || strlen(value) != vlen)
       luaL_error(L, FNAME ": header '%s' contains CR, LF or NUL", name);
-    lua_pushfstring(L, "%s: %s", name, value);
+    if (vlen == 0) lua_pushfstring(L, "%s;", name); /* curl drops "Name: " */
+    else lua_pushfstring(L, "%s: %s", name, value);
     lua_rawseti(L, lines, ++n);
     lua_pop(L, 2);
   }
@@ -86,19 +92,23 @@ static const char *const *build_headers(lua_State *L) {
   return list;
 }
 
-/* Shortens the URL to scheme://host[:port]/path for messages: no query, no user info. */
+/*
+** Pushes the URL as scheme://host[:port]/path for messages: no query or
+** fragment (keys live there) and no user info (the last '@' of the
+** authority ends it).
+*/
 static void push_safe_url(lua_State *L, const char *url) {
-  const char *p = strstr(url, "://");
-  const char *host = p != NULL ? p + 3 : url;
-  const char *at = strchr(host, '@');
-  const char *end = host + strcspn(host, "?#");
-  if (at != NULL && at < host + strcspn(host, "/")) {
-    lua_pushlstring(L, url, (size_t)(host - url));
-    lua_pushlstring(L, at + 1, (size_t)(end - at - 1));
-    lua_concat(L, 2);
-  } else {
-    lua_pushlstring(L, url, (size_t)(end - url));
-  }
+  size_t cut = strcspn(url, "/?#");
+  const char *host = url, *end, *at = NULL, *p;
+  if (cut > 0 && url[cut - 1] == ':' && strncmp(url + cut, "//", 2) == 0) host = url + cut + 2;
+  end = host + strcspn(host, "/?#");
+  for (p = host; p < end; p++)
+    if (*p == '@') at = p;
+  lua_pushlstring(L, url, (size_t)(host - url));
+  if (at != NULL) host = at + 1;
+  end += strcspn(end, "?#");
+  lua_pushlstring(L, host, (size_t)(end - host));
+  lua_concat(L, 2);
 }
 
 /* Adds "name: value" header lines to the table at -1, names lowercased. */
@@ -143,7 +153,7 @@ static int http_request(lua_State *L) {
   rag_http_res *res;
   lrag_box *box;
   char err[256];
-  double max_body;
+  double max_body, redirects;
   int rc;
   luaL_checktype(L, 1, LUA_TTABLE);
   lrag_checkopts(L, 1, FNAME, request_opts);
@@ -164,9 +174,12 @@ static int http_request(lua_State *L) {
   max_body = (double)lrag_optnumber(L, 1, "max_body", DEFAULT_MAX_BODY);
   if (!(max_body >= 0 && max_body <= 1e15)) luaL_error(L, FNAME ": 'max_body' out of range");
   req.max_body = (size_t)max_body;
-  req.max_redirects = (long)lrag_optnumber(L, 1, "redirects", 0);
-  if (req.max_redirects < 0 || req.max_redirects > 50)
-    luaL_error(L, FNAME ": 'redirects' must be in 0..50");
+  redirects = (double)lrag_optnumber(L, 1, "redirects", 0);
+  if (!(redirects >= 0 && redirects <= 50 && redirects == (long)redirects))
+    luaL_error(L, FNAME ": 'redirects' must be an integer in 0..50");
+  req.max_redirects = (long)redirects;
+  if (req.body != NULL && strcmp(req.method, "HEAD") == 0)
+    luaL_error(L, FNAME ": a HEAD request has no body");
   req.headers = build_headers(L);
   box = lrag_box_new(L, res_fin);
   rc = rag_http_request(&req, &res, err, sizeof err);

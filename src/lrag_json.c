@@ -507,6 +507,11 @@ static int push_number(dec *d, const cJSON *item) {
     }
   }
 #endif
+  if (isinf(item->valuedouble)) { /* JSON cannot say inf; encode would refuse it */
+    d->err = "number out of range";
+    d->errpos = (size_t)(s - d->src) + 1;
+    return 0;
+  }
   lua_pushnumber(d->L, (lua_Number)item->valuedouble);
   return 1;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "rag.h"
 
@@ -114,13 +115,11 @@ static void set_method(CURL *c, const rag_http_req *req) {
   }
 }
 
-static void configure(CURL *c, const rag_http_req *req, struct curl_slist *hl,
-                      sink *head, sink *body, char *curl_err) {
+/* Fails closed: without PROTOCOLS_STR (libcurl < 7.85) file:// would work. */
+static CURLcode configure(CURL *c, const rag_http_req *req, struct curl_slist *hl,
+                          sink *head, sink *body, char *curl_err) {
+  CURLcode rc = curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_URL, req->url);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, req->max_redirects > 0 ? 1L : 0L);
-  curl_easy_setopt(c, CURLOPT_MAXREDIRS, req->max_redirects);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_VERBOSE, 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -136,6 +135,68 @@ static void configure(CURL *c, const rag_http_req *req, struct curl_slist *hl,
   curl_easy_setopt(c, CURLOPT_HEADERDATA, head);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
   set_method(c, req);
+  return rc;
+}
+
+/* {====== Redirects ======} */
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+** Same scheme, host and port. Redirects are followed only within one origin,
+** because libcurl would carry custom headers such as "x-api-key" to any host
+** it is sent to. Any parse or allocation failure means "not the same".
+*/
+static int same_origin(const char *a, const char *b) {
+  static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+  CURLU *ua = curl_url(), *ub = curl_url();
+  int same = ua != NULL && ub != NULL &&
+             curl_url_set(ua, CURLUPART_URL, a, 0) == CURLUE_OK &&
+             curl_url_set(ub, CURLUPART_URL, b, 0) == CURLUE_OK;
+  for (int i = 0; same && i < 3; i++) {
+    char *pa = NULL, *pb = NULL;
+    unsigned flags = parts[i] == CURLUPART_PORT ? CURLU_DEFAULT_PORT : 0;
+    same = curl_url_get(ua, parts[i], &pa, flags) == CURLUE_OK &&
+           curl_url_get(ub, parts[i], &pb, flags) == CURLUE_OK &&
+           strcasecmp(pa, pb) == 0;
+    curl_free(pa);
+    curl_free(pb);
+  }
+  curl_url_cleanup(ua);
+  curl_url_cleanup(ub);
+  return same;
+}
+
+/*
+** After a response: if it is a redirect we may follow, points the handle at
+** the new URL (POST becomes GET on 301/302, anything but HEAD on 303, as
+** browsers do) with what is left of the deadline, and returns 1.
+*/
+static int follow(CURL *c, const rag_http_req *req, long hops, double start,
+                  sink *head, sink *body) {
+  long code = 0;
+  char *loc = NULL, *cur = NULL;
+  double left = req->timeout - (now() - start);
+  int head_only = strcmp(req->method, "HEAD") == 0;
+  if (hops >= req->max_redirects || left <= 0) return 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 301 && code != 302 && code != 303 && code != 307 && code != 308) return 0;
+  if (curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || loc == NULL ||
+      curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &cur) != CURLE_OK || cur == NULL ||
+      !same_origin(cur, loc) || curl_easy_setopt(c, CURLOPT_URL, loc) != CURLE_OK)
+    return 0;
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, to_ms(left));
+  if ((code == 303 && !head_only) ||
+      ((code == 301 || code == 302) && strcmp(req->method, "POST") == 0)) {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  }
+  head->len = body->len = body->seen = 0;
+  return 1;
 }
 
 static int map_error(CURLcode rc, const sink *head, const sink *body,
@@ -143,7 +204,7 @@ static int map_error(CURLcode rc, const sink *head, const sink *body,
   char cap[120];
   const char *what = curl_err[0] != '\0' ? curl_err : curl_easy_strerror(rc);
   int status = RAG_EHTTP;
-  if (head->nomem || body->nomem || rc == CURLE_OUT_OF_MEMORY) {
+  if (head->nomem || body->nomem) { /* libcurl's own OOM also means "header too long" */
     status = RAG_ENOMEM;
     what = "not enough memory";
   } else if (body->overflow) {
@@ -188,8 +249,16 @@ int rag_http_request(const rag_http_req *req, rag_http_res **out, char *err,
     if (errlen > 0) snprintf(err, errlen, "not enough memory");
     return RAG_ENOMEM;
   }
-  configure(c, req, hl, &head, &body, curl_err);
-  rc = curl_easy_perform(c);
+  if (configure(c, req, hl, &head, &body, curl_err) != CURLE_OK) {
+    snprintf(curl_err, sizeof curl_err, "libcurl cannot restrict protocols");
+    rc = CURLE_UNSUPPORTED_PROTOCOL;
+  } else {
+    double start = now();
+    for (long hops = 0;; hops++) {
+      rc = curl_easy_perform(c);
+      if (rc != CURLE_OK || !follow(c, req, hops, start, &head, &body)) break;
+    }
+  }
   if (rc == CURLE_OK) {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res->status);
     res->head = head.p;

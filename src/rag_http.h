@@ -18,8 +18,8 @@ typedef struct rag_http_req {
   double timeout;              /* whole request, seconds, > 0 */
   double connect_timeout;      /* connection phase, seconds, > 0 */
   size_t max_body;             /* response body cap, bytes */
-  long max_redirects;          /* 0: redirects are returned, not followed */
-  const char *ca_file;         /* extra trust anchors (PEM) or NULL */
+  long max_redirects;          /* same-origin redirects to follow; others are returned */
+  const char *ca_file;         /* PEM bundle trusted instead of the system store, or NULL */
 } rag_http_req;
 
 /* A response, owned by the core and released with rag_http_res_free. */

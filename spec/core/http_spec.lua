@@ -93,6 +93,38 @@ describe("rag.http.request", function()
     assert.is_nil(res.headers["location"])
   end)
 
+  it("turns POST into GET on 303 and keeps it on 307", function()
+    local res = assert(http.request({ url = base .. "/redirect?code=303&to=/echo",
+      body = "payload", redirects = 1 }))
+    local echo = rag.json.decode(res.body)
+    assert.equal("GET", echo.method)
+    assert.equal("", echo.body)
+    res = assert(http.request({ url = base .. "/redirect?code=307&to=/echo",
+      body = "payload", redirects = 1 }))
+    echo = rag.json.decode(res.body)
+    assert.equal("POST", echo.method)
+    assert.equal("payload", echo.body)
+  end)
+
+  it("stops after the allowed number of redirects", function()
+    local res = assert(http.request({ url = base .. "/redirect?to=/redirect", redirects = 1 }))
+    assert.equal(302, res.status)
+    assert.equal("/ok", res.headers["location"])
+  end)
+
+  it("never follows a redirect to another origin, so keys stay home", function()
+    local other = base:gsub("127%.0%.0%.1", "localhost") .. "/echo"
+    local res = assert(http.request({ url = base .. "/redirect?to=" .. other, redirects = 3,
+      headers = { ["x-api-key"] = "sk-SECRET" } }))
+    assert.equal(302, res.status)
+    assert.equal(other, res.headers["location"])
+  end)
+
+  it("sends headers with empty values", function()
+    local res = assert(http.request({ url = base .. "/echo", headers = { ["X-Empty"] = "" } }))
+    assert.equal("", rag.json.decode(res.body).headers["x-empty"])
+  end)
+
   it("times out a slow reply within 20% of a 1 s timeout", function()
     local t0 = helpers.now()
     local res, msg, code = http.request({ url = base .. "/slow?s=5", timeout = 1 })
@@ -122,6 +154,17 @@ describe("rag.http.request", function()
     assert.is_true(helpers.now() - t0 < 5)
   end)
 
+  it("fails, without raising, on oversized response headers", function()
+    -- one 200 KB line (libcurl's own limit), then 320 KB in all (rag's cap)
+    for _, q in ipairs({ "n=1&size=200000", "n=4&size=80000" }) do
+      local res, msg, code = http.request({ url = base .. "/bigheader?" .. q })
+      assert.is_nil(res)
+      assert.equal("http", code)
+      assert.truthy(msg:match("^rag%.http%.request: GET "), msg)
+    end
+    assert.equal(200, assert(http.request({ url = base .. "/bigheader?n=4&size=1000" })).status)
+  end)
+
   it("reports a refused connection as an http failure", function()
     local port = helpers.free_port()
     local res, msg, code = http.request({ url = "http://127.0.0.1:" .. port .. "/" })
@@ -138,6 +181,23 @@ describe("rag.http.request", function()
     })
     assert.is_nil(msg:find("SECRET", 1, true), msg)
     assert.truthy(msg:find("127.0.0.1:" .. port .. "/v1", 1, true))
+  end)
+
+  it("never shows user info, queries or fragments, however the URL is shaped", function()
+    local port = helpers.free_port()
+    local urls = {
+      "http://127.0.0.1:" .. port .. "#frag@x",
+      "http://user:p@ssSECRET@127.0.0.1:" .. port .. "/x",
+      "127.0.0.1:" .. port .. "/x?key=sk-SECRET&next=http://y",
+      "http://127.0.0.1:" .. port .. "/a?k=SECRET#SECRET",
+    }
+    for _, url in ipairs(urls) do
+      local res, msg, code = http.request({ url = url })
+      assert.is_nil(res)
+      assert.equal("http", code)
+      assert.is_nil(msg:find("SECRET", 1, true), msg)
+      assert.is_nil(msg:find("frag", 1, true), msg)
+    end
   end)
 
   it("fails TLS against a plain-HTTP port rather than downgrading", function()
@@ -166,6 +226,10 @@ describe("rag.http.request", function()
       { url = base, timeout = -1 },
       { url = base, max_body = -1 },
       { url = base, redirects = 100 },
+      { url = base, redirects = 1.5 },
+      { url = base .. "/ok\0.evil" },
+      { url = base, method = "GET\0x" },
+      { url = base, method = "HEAD", body = "x" },
       { url = base, headers = "x" },
       { url = base, headers = { ["X-A"] = "1\r\nX-B: 2" } },
       { url = base, headers = { ["Bad Name"] = "1" } },

@@ -512,6 +512,8 @@ describe("rag.json.decode of malformed input", function()
     '"\\ud800\\udbff"',
     '"\\ud83d"x',
     "NaN",
+    "1e400",
+    "[-1e999]",
     "-Infinity",
     "Infinity",
     "[NaN]",
