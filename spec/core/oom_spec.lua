@@ -41,6 +41,14 @@ describe("allocation failures", function()
     assert.equal(expected, rag.json.encode(value))
   end)
 
+  it("text.normalize raises and recovers at every fault point", function()
+    local s = "Ｈｅｌｌｏ\255  world\r\n\n\n"
+    local expected = rag.text.normalize(s)
+    local points = walk(function() return rag.text.normalize(s) end)
+    assert.is_true(points >= 2, "fault points: " .. points)
+    assert.equal(expected, rag.text.normalize(s))
+  end)
+
   it("http.request raises and recovers at every fault point", function()
     local base, stop = helpers.start_httpd()
     local ok, err = pcall(function()
