@@ -73,20 +73,6 @@ lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,
   return v;
 }
 
-int lrag_optboolean(lua_State *L, int idx, const char *key, int def) {
-  int v = def;
-  if (!lua_istable(L, idx)) return def;
-  lua_getfield(L, idx, key);
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isboolean(L, -1))
-      luaL_error(L, "option '%s' must be a boolean, got %s", key,
-                 luaL_typename(L, -1));
-    v = lua_toboolean(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
 /* {====== Boxes ======} */
 
 #define BOX_MT "rag.box"

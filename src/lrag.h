@@ -31,10 +31,9 @@ const char *lrag_code(int rc);
 void lrag_checkopts(lua_State *L, int idx, const char *fname,
                     const char *const allowed[]);
 
-/* Typed option readers: the field, or `def` when absent; a wrong type raises. */
+/* Option reader: the number field, or `def` when absent; a wrong type raises. */
 lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,
                           lua_Number def);
-int lrag_optboolean(lua_State *L, int idx, const char *key, int def);
 
 /*
 ** A box: a userdata that owns one C pointer and frees it with `fin` when
