@@ -174,14 +174,21 @@ static const luaL_Reg opens[] = {
   {"http", lrag_open_http},
   {"json", lrag_open_json},
   {"text", lrag_open_text},
+  {"text", lrag_open_analyzer},
+  {"text", lrag_open_sentences},
+  {"tokenizer", lrag_open_tokenizer},
   {NULL, NULL},
 };
 
 RAG_API int luaopen_rag_core(lua_State *L) {
   const luaL_Reg *o;
   lua_newtable(L);
-  for (o = opens; o->name != NULL; o++) {
-    lua_newtable(L);
+  for (o = opens; o->name != NULL; o++) { /* several openers may share a table */
+    lua_getfield(L, -1, o->name);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+    }
     o->func(L);
     lua_setfield(L, -2, o->name);
   }

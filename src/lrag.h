@@ -14,6 +14,16 @@
 int lrag_open_http(lua_State *L);
 int lrag_open_json(lua_State *L);
 int lrag_open_text(lua_State *L);
+int lrag_open_analyzer(lua_State *L);  /* rag.text.analyzer, rag.text.tokenize */
+int lrag_open_sentences(lua_State *L); /* rag.text.sentences */
+int lrag_open_tokenizer(lua_State *L);
+
+/*
+** The analyzer at idx (userdata "rag.analyzer"; raises when it is anything
+** else or closed). Other bindings (BM25) keep a reference to the userdata
+** for as long as they use the pointer.
+*/
+struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx);
 
 /*
 ** The failure tuple: pushes nil, the formatted message and `code` (one of

@@ -28,4 +28,54 @@ M.hash = core.text.hash
 -- @raise on a non-string `s` or a bad option
 M.normalize = core.text.normalize
 
+--- Builds an analyzer: the rules that turn text into index terms, kept in C
+-- (userdata "rag.analyzer") and reused across calls.
+-- Words are maximal runs of letters, marks, digits and connector punctuation
+-- (so `error_code` and `4012` stay whole); an apostrophe between letters
+-- stays inside a word (`don't`), as do `.` and `,` between digits (`3.14`,
+-- `1,000`); everything else, hyphens included, separates words. Han,
+-- Hiragana, Katakana and Hangul runs become overlapping bigrams (`cjk`).
+-- Order: segmentation, lowercasing, stopword removal, stemming.
+-- @function analyzer
+-- @tparam[opt] table opts
+--   `lang` = a Snowball stemmer language ("english", default; also "french",
+--   "german", "porter", ... any name libstemmer lists);
+--   `stem` = true (default) or false;
+--   `stopwords` = true (the built-in list; English only), false, or a list of
+--   words (matched after lowercasing); default true for English, else false;
+--   `cjk` = "bigram" (default), "unigram", "both" or false (a CJK run is then
+--   one token);
+--   `lowercase` = true (default) or false
+-- @treturn userdata an analyzer with `a:tokenize(s [, opts])`
+-- @raise on an unknown option, a bad value or an unknown language
+M.analyzer = core.text.analyzer
+
+--- Splits text into index terms with an analyzer.
+-- @function tokenize
+-- @tparam string s UTF-8 text
+-- @tparam[opt] userdata|table analyzer an analyzer, or options for a
+--   one-off `rag.text.analyzer(opts)`; default: the English analyzer
+-- @tparam[opt] table opts `spans` = true to also return the byte spans
+-- @treturn {string,...} the terms in text order
+-- @treturn[opt] {int,...} with `spans`: 1-based start byte of each term's source
+-- @treturn[opt] {int,...} with `spans`: 1-based inclusive stop byte
+-- @return nil, msg, "encoding" on invalid UTF-8
+-- @raise on a non-string `s` or a bad analyzer or option
+M.tokenize = core.text.tokenize
+
+--- Splits text into sentences, with their byte offsets.
+-- Breaks after `.`, `!`, `?` (and runs of them) followed by whitespace, and
+-- after the CJK terminators `。！？；…` (no space needed); closing quotes
+-- and brackets stay with their sentence. No break after common English
+-- abbreviations (`Dr.`, `e.g.`, `U.S.`, `p.m.`, ...), initials, inside
+-- numbers (`3.14`) or after an ellipsis followed by a lowercase word. A blank
+-- line always breaks; a single line break does not. Sentences never include
+-- the whitespace between them.
+-- @function sentences
+-- @tparam string s UTF-8 text
+-- @treturn table `{ {text=, start=, stop=}, ... }` where `text == s:sub(start, stop)`
+-- @return nil, msg, "encoding" on invalid UTF-8
+-- @raise on a non-string `s`
+M.sentences = core.text.sentences
+
 return M
