@@ -18,7 +18,11 @@ M.json = core.json
 --- HTTP over libcurl: `request(req)`. See docs/api.md.
 M.http = core.http
 
---- Text utilities: `hash(s)`. See docs/api.md.
+--- Text utilities: `normalize`, `analyzer`, `tokenize`, `sentences`, `hash`.
+-- See docs/api.md.
 M.text = require("rag.text")
+
+--- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
+M.tokenizer = require("rag.tokenizer")
 
 return M

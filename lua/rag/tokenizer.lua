@@ -1,0 +1,142 @@
+--- rag.tokenizer: exact tiktoken-compatible BPE (in C) and a fast estimate.
+-- The cl100k_base and o200k_base vocabularies ship with the module (MIT,
+-- from OpenAI's tiktoken; sha256 checked in the specs) in `rag/vocab/`
+-- beside this file, which is where `luarocks make` installs them too.
+-- @module rag.tokenizer
+local core = require("rag.core")
+local json = core.json
+
+local M = {}
+
+-- The pre-tokenization rules implemented in C, by encoding name.
+local PATTERNS = { cl100k_base = true, o200k_base = true }
+
+-- Their special tokens, as the vocabularies' meta files list them.
+local SPECIALS = {
+  cl100k_base = {
+    ["<|endoftext|>"] = 100257,
+    ["<|fim_prefix|>"] = 100258,
+    ["<|fim_middle|>"] = 100259,
+    ["<|fim_suffix|>"] = 100260,
+    ["<|endofprompt|>"] = 100276,
+  },
+  o200k_base = { ["<|endoftext|>"] = 199999, ["<|endofprompt|>"] = 200018 },
+}
+
+local cache = {}
+
+--- The directory the bundled vocabularies are read from: `rag/vocab/` next
+-- to this module, unless the environment variable `RAG_VOCAB_DIR` is set.
+-- @function vocab_dir
+-- @treturn string a directory path, with no trailing slash
+function M.vocab_dir()
+  local env = os.getenv("RAG_VOCAB_DIR")
+  if env and env ~= "" then
+    return (env:gsub("/+$", ""))
+  end
+  local src = debug.getinfo(1, "S").source
+  local dir = src:sub(1, 1) == "@" and src:sub(2):match("^(.*)[/\\]") or "."
+  return dir .. "/vocab"
+end
+
+local function read_file(path, fname)
+  local f, err = io.open(path, "rb")
+  if not f then
+    return nil, fname .. ": " .. tostring(err), "io"
+  end
+  local data, rerr = f:read("*a")
+  f:close()
+  if not data then
+    return nil, fname .. ": '" .. path .. "': " .. tostring(rerr), "io"
+  end
+  return data
+end
+
+local function check_name(name, fname)
+  if type(name) ~= "string" then
+    error(fname .. ": encoding name must be a string", 3)
+  end
+  if not PATTERNS[name] then
+    error(fname .. ": unknown encoding '" .. name .. "' (cl100k_base or o200k_base)", 3)
+  end
+end
+
+--- Loads a vocabulary in tiktoken's format ("base64 rank" per line) and
+-- tokenizes with the pre-tokenization rules and special tokens of the
+-- encoding `name`.
+-- @function load
+-- @tparam string path a .tiktoken file
+-- @tparam string name "cl100k_base" or "o200k_base": which split rules apply
+-- @tparam[opt] table opts `special_tokens` = `{ [text] = id }` (default:
+--   the encoding's own); `name` = the name `info()` reports (default `name`)
+-- @treturn userdata a tokenizer with `encode`, `decode`, `count`, `info`, `close`
+-- @return nil, msg, "io" when the file cannot be read, or "format" when it
+--   is not a vocabulary
+-- @raise on a bad argument or an unknown encoding name
+function M.load(path, name, opts)
+  if type(path) ~= "string" then
+    error("rag.tokenizer.load: path must be a string", 2)
+  end
+  check_name(name, "rag.tokenizer.load")
+  if opts ~= nil and type(opts) ~= "table" then
+    error("rag.tokenizer.load: opts must be a table", 2)
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "special_tokens" and k ~= "name" then
+      error("rag.tokenizer.load: unknown option '" .. tostring(k) .. "'", 2)
+    end
+  end
+  local data, err, code = read_file(path, "rag.tokenizer.load")
+  if not data then
+    return nil, err, code
+  end
+  local tok, msg, mcode = core.tokenizer.new(data, name, opts.special_tokens or SPECIALS[name],
+    opts.name or name)
+  if not tok then
+    return nil, (msg:gsub("^rag%.tokenizer%.new", "rag.tokenizer.load: '" .. path .. "'")), mcode
+  end
+  return tok
+end
+
+--- The bundled tokenizer for an encoding, loaded once per process and
+-- shared (it is immutable; do not close it).
+-- @function get
+-- @tparam string name "cl100k_base" (GPT-3.5, GPT-4, text-embedding-3) or
+--   "o200k_base" (GPT-4o, o1, o3)
+-- @treturn userdata the tokenizer
+-- @return nil, msg, "io" or "format" when the bundled file is missing or bad
+-- @raise on an unknown name
+function M.get(name)
+  check_name(name, "rag.tokenizer.get")
+  local tok = cache[name]
+  if tok then
+    return tok
+  end
+  local path = M.vocab_dir() .. "/" .. name .. ".tiktoken"
+  local err, code
+  tok, err, code = M.load(path, name)
+  if not tok then
+    return nil, (err:gsub("^rag%.tokenizer%.load", "rag.tokenizer.get")), code
+  end
+  cache[name] = tok
+  return tok
+end
+
+--- The special tokens of the bundled encoding `name`, read from its meta
+-- file (the regex there is documentation: the rules are implemented in C).
+-- @function meta
+-- @tparam string name "cl100k_base" or "o200k_base"
+-- @treturn table `{ pat_str =, special_tokens = { [text] = id } }`
+-- @return nil, msg, code when the file is missing or not JSON
+function M.meta(name)
+  check_name(name, "rag.tokenizer.meta")
+  local path = M.vocab_dir() .. "/" .. name .. ".meta.json"
+  local data, err, code = read_file(path, "rag.tokenizer.meta")
+  if not data then
+    return nil, err, code
+  end
+  return json.decode(data)
+end
+
+return M

@@ -1,0 +1,742 @@
+/*
+** rag_tokenizer.c: tiktoken-compatible BPE. The vocabulary is a hash table
+** from token bytes to rank over one byte arena; the pre-tokenizer follows
+** each encoding's regex alternative by alternative, with the same
+** leftmost-first and backtracking outcome; pieces that are not whole tokens
+** are merged lowest rank first (leftmost on ties), as tiktoken does.
+*/
+#include "rag_tokenizer.h"
+
+#include <string.h>
+
+#include <utf8proc.h>
+
+#include "rag.h"
+
+#define NO_RANK UINT32_MAX
+#define SMALL_PIECE 128 /* longer pieces merge with a heap, not quadratic scans */
+
+typedef struct token {
+  uint32_t off; /* into the arena */
+  uint32_t len; /* 0: no token has this rank */
+} token;
+
+struct rag_tokenizer {
+  rag_pretok pretok;
+  unsigned char *arena;  /* token bytes, then special texts */
+  token *tokens;         /* indexed by rank */
+  uint32_t nranks;
+  uint32_t maxlen;       /* longest token in bytes */
+  uint32_t *slots;       /* rank + 1, 0 = empty; open addressing */
+  uint32_t mask;         /* slots - 1 */
+  rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
+  size_t nspecial;
+};
+
+/* --- hashing ------------------------------------------------------------ */
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+  uint64_t w;
+  while (n >= 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+    p += 8;
+    n -= 8;
+  }
+  w = 0;
+  memcpy(&w, p, n);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 29;
+  return h;
+}
+
+static uint32_t lookup(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  uint32_t i, r;
+  if (n > t->maxlen) return NO_RANK;
+  i = (uint32_t)hash_bytes(p, n) & t->mask;
+  while ((r = t->slots[i]) != 0) {
+    const token *k = &t->tokens[r - 1];
+    if (k->len == n && memcmp(t->arena + k->off, p, n) == 0) return r - 1;
+    i = (i + 1) & t->mask;
+  }
+  return NO_RANK;
+}
+
+/* --- loading ------------------------------------------------------------ */
+
+static int b64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+/* Decodes padded base64 into out; returns the byte count or -1. */
+static long b64_decode(const unsigned char *s, size_t n, unsigned char *out) {
+  long o = 0;
+  size_t i;
+  if (n == 0 || n % 4 != 0) return -1;
+  for (i = 0; i < n; i += 4) {
+    int v[4], k, pad = 0;
+    for (k = 0; k < 4; k++) {
+      if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+        v[k] = 0;
+        pad++;
+      } else if (pad > 0 || (v[k] = b64_value(s[i + k])) < 0) {
+        return -1;
+      }
+    }
+    out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+    if (pad < 2) out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
+    if (pad < 1) out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
+  }
+  return o;
+}
+
+/* One parsed line: the token's base64 text and its rank. */
+static int parse_line(const unsigned char *s, size_t n, size_t *b64len, uint32_t *rank) {
+  size_t i = 0;
+  uint64_t r = 0;
+  while (i < n && s[i] != ' ') i++;
+  if (i == 0 || i == n || i + 1 == n) return 0;
+  *b64len = i;
+  for (i++; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    r = r * 10 + (uint64_t)(s[i] - '0');
+    if (r >= 0x7fffffffu) return 0;
+  }
+  *rank = (uint32_t)r;
+  return 1;
+}
+
+static int insert(rag_tokenizer *t, uint32_t rank) {
+  const token *k = &t->tokens[rank];
+  uint32_t i = (uint32_t)hash_bytes(t->arena + k->off, k->len) & t->mask, r;
+  while ((r = t->slots[i]) != 0) {
+    const token *o = &t->tokens[r - 1];
+    if (o->len == k->len && memcmp(t->arena + o->off, t->arena + k->off, k->len) == 0)
+      return 0; /* duplicate token */
+    i = (i + 1) & t->mask;
+  }
+  t->slots[i] = rank + 1;
+  return 1;
+}
+
+/* Splits data into lines (a final newline optional, CRLF accepted). */
+static size_t next_line(const unsigned char *d, size_t len, size_t pos, size_t *n) {
+  size_t e = pos;
+  while (e < len && d[e] != '\n') e++;
+  *n = e - pos;
+  if (*n > 0 && d[pos + *n - 1] == '\r') (*n)--;
+  return e < len ? e + 1 : e;
+}
+
+static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *errline) {
+  size_t pos, n, line, lines = 0, b64len, slots = 2, used = 0;
+  uint32_t rank, maxrank = 0;
+  for (pos = 0, line = 1; pos < len; line++) { /* pass 1: validate, size */
+    size_t start = pos;
+    pos = next_line(d, len, pos, &n);
+    if (n == 0 && pos >= len) break; /* a trailing newline */
+    if (n == 0 || !parse_line(d + start, n, &b64len, &rank)) {
+      *errline = line;
+      return RAG_EFORMAT;
+    }
+    if (rank > maxrank) maxrank = rank;
+    lines++;
+  }
+  if (lines == 0 || maxrank >= lines + 65536) return RAG_EFORMAT; /* empty or too sparse */
+  t->nranks = maxrank + 1;
+  while (slots < 2 * (size_t)t->nranks) slots *= 2;
+  if (RAG_MUL_OVERFLOWS((size_t)t->nranks, sizeof(token)) || slots > 0x80000000u)
+    return RAG_EFORMAT;
+  t->tokens = (token *)rag_malloc((size_t)t->nranks * sizeof(token));
+  t->slots = (uint32_t *)rag_malloc(slots * sizeof(uint32_t));
+  t->arena = (unsigned char *)rag_malloc(len + 1);
+  if (t->tokens == NULL || t->slots == NULL || t->arena == NULL) return RAG_ENOMEM;
+  memset(t->tokens, 0, (size_t)t->nranks * sizeof(token));
+  memset(t->slots, 0, slots * sizeof(uint32_t));
+  t->mask = (uint32_t)(slots - 1);
+  for (pos = 0, line = 1; pos < len; line++) { /* pass 2: decode, insert */
+    size_t start = pos;
+    long got;
+    pos = next_line(d, len, pos, &n);
+    if (n == 0) break;
+    parse_line(d + start, n, &b64len, &rank);
+    got = b64_decode(d + start, b64len, t->arena + used);
+    if (got <= 0 || t->tokens[rank].len != 0) { /* bad base64 or a repeated rank */
+      *errline = line;
+      return RAG_EFORMAT;
+    }
+    t->tokens[rank].off = (uint32_t)used;
+    t->tokens[rank].len = (uint32_t)got;
+    if ((uint32_t)got > t->maxlen) t->maxlen = (uint32_t)got;
+    used += (size_t)got;
+    if (!insert(t, rank)) { /* a repeated token */
+      *errline = line;
+      return RAG_EFORMAT;
+    }
+  }
+  for (n = 0; n < 256; n++) { /* every byte must be a token, or BPE can fail */
+    unsigned char b = (unsigned char)n;
+    if (lookup(t, &b, 1) == NO_RANK) return RAG_EFORMAT;
+  }
+  return RAG_OK;
+}
+
+int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
+                      const rag_special *specials, size_t nspecial,
+                      rag_tokenizer **out, size_t *errline) {
+  rag_tokenizer *t;
+  size_t i, extra = 0;
+  int rc;
+  *out = NULL;
+  *errline = 0;
+  if (nspecial > RAG_TOKENIZER_MAX_SPECIALS) return RAG_EINVAL;
+  for (i = 0; i < nspecial; i++) {
+    if (specials[i].len == 0 || specials[i].len > 1024) return RAG_EINVAL;
+    extra += specials[i].len;
+  }
+  if (len > 0x7fffffffu) return RAG_EFORMAT; /* offsets are 32-bit */
+  t = (rag_tokenizer *)rag_malloc(sizeof *t);
+  if (t == NULL) return RAG_ENOMEM;
+  memset(t, 0, sizeof *t);
+  t->pretok = pretok;
+  rc = load(t, (const unsigned char *)data, len, errline);
+  if (rc == RAG_OK) {
+    unsigned char *grown = (unsigned char *)rag_realloc(t->arena, len + 1 + extra);
+    if (grown == NULL) rc = RAG_ENOMEM;
+    else t->arena = grown;
+  }
+  for (i = 0; rc == RAG_OK && i < nspecial; i++) {
+    size_t off = len + 1;
+    if (specials[i].id < t->nranks && t->tokens[specials[i].id].len != 0) {
+      rc = RAG_EFORMAT; /* the id is taken by an ordinary token */
+      break;
+    }
+    for (size_t k = 0; k < i; k++) off += specials[k].len;
+    memcpy(t->arena + off, specials[i].text, specials[i].len);
+    t->specials[i].text = (const char *)t->arena + off;
+    t->specials[i].len = specials[i].len;
+    t->specials[i].id = specials[i].id;
+  }
+  t->nspecial = nspecial;
+  if (rc != RAG_OK) {
+    rag_tokenizer_free(t);
+    return rc;
+  }
+  *out = t;
+  return RAG_OK;
+}
+
+void rag_tokenizer_free(rag_tokenizer *t) {
+  if (t == NULL) return;
+  rag_free(t->arena);
+  rag_free(t->tokens);
+  rag_free(t->slots);
+  rag_free(t);
+}
+
+size_t rag_tokenizer_nranks(const rag_tokenizer *t) {
+  return t->nranks;
+}
+
+size_t rag_tokenizer_nspecials(const rag_tokenizer *t) {
+  return t->nspecial;
+}
+
+const rag_special *rag_tokenizer_special(const rag_tokenizer *t, size_t i) {
+  return i < t->nspecial ? &t->specials[i] : NULL;
+}
+
+/* --- character classes -------------------------------------------------- */
+
+enum {
+  C_LU = 1,   /* Lu, Lt */
+  C_LL = 2,   /* Ll */
+  C_LMO = 4,  /* Lm, Lo */
+  C_M = 8,    /* Mn, Mc, Me */
+  C_N = 16,   /* Nd, Nl, No */
+  C_WS = 32,  /* the Unicode White_Space property (regex \s) */
+  C_NL = 64,  /* \r or \n */
+  C_L = C_LU | C_LL | C_LMO,
+  C_UP = C_LU | C_LMO | C_M, /* o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
+  C_LO = C_LL | C_LMO | C_M  /* o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+};
+
+static unsigned class_of_cp(int32_t c) {
+  unsigned k = 0;
+  switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LT: k = C_LU; break;
+    case UTF8PROC_CATEGORY_LL: k = C_LL; break;
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: k = C_LMO; break;
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME: k = C_M; break;
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO: k = C_N; break;
+    default: break;
+  }
+  if ((c >= 9 && c <= 13) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+      (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+      c == 0x205f || c == 0x3000)
+    k |= C_WS;
+  if (c == '\r' || c == '\n') k |= C_NL;
+  return k;
+}
+
+/* Classes of the ASCII characters, as class_of_cp computes them. */
+static const unsigned char ascii_class[128] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 96, 32, 32, 96, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0,
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+  0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+  2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0,
+};
+
+/* Class of the (valid) UTF-8 character at s[i]; its length in *n. */
+static unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
+  unsigned char b = s[i];
+  int32_t c;
+  if (b < 0x80) {
+    *n = 1;
+    return ascii_class[b];
+  }
+  if (b < 0xe0) {
+    *n = 2;
+    c = (int32_t)(b & 0x1f) << 6 | (s[i + 1] & 0x3f);
+  } else if (b < 0xf0) {
+    *n = 3;
+    c = (int32_t)(b & 0x0f) << 12 | (int32_t)(s[i + 1] & 0x3f) << 6 | (s[i + 2] & 0x3f);
+  } else {
+    *n = 4;
+    c = (int32_t)(b & 0x07) << 18 | (int32_t)(s[i + 1] & 0x3f) << 12 |
+        (int32_t)(s[i + 2] & 0x3f) << 6 | (s[i + 3] & 0x3f);
+  }
+  return class_of_cp(c);
+}
+
+/* --- pre-tokenization --------------------------------------------------- */
+
+/* End of the run of characters whose class meets `want`, from i. */
+static size_t scan(const unsigned char *s, size_t len, size_t i, unsigned want) {
+  size_t n;
+  while (i < len && (class_at(s, i, &n) & want)) i += n;
+  return i;
+}
+
+static size_t scan_not(const unsigned char *s, size_t len, size_t i, unsigned avoid) {
+  size_t n;
+  while (i < len && !(class_at(s, i, &n) & avoid)) i += n;
+  return i;
+}
+
+static size_t prev_char(const unsigned char *s, size_t i) {
+  do i--;
+  while (i > 0 && (s[i] & 0xc0) == 0x80);
+  return i;
+}
+
+static int lower_is(unsigned char c, char want) {
+  return c == (unsigned char)want || c == (unsigned char)(want - 32);
+}
+
+/* Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i, or 0. Case-insensitive in
+** Unicode's sense: U+017F (long s) folds to 's'. */
+static size_t contraction(const unsigned char *s, size_t len, size_t i) {
+  unsigned char a, b;
+  if (i + 1 >= len || s[i] != '\'') return 0;
+  a = s[i + 1];
+  b = i + 2 < len ? s[i + 2] : 0;
+  if (lower_is(a, 's') || lower_is(a, 't') || lower_is(a, 'm') || lower_is(a, 'd')) return 2;
+  if (a == 0xc5 && b == 0xbf) return 3;
+  if ((lower_is(a, 'r') || lower_is(a, 'v')) && lower_is(b, 'e')) return 3;
+  if (lower_is(a, 'l') && lower_is(b, 'l')) return 3;
+  return 0;
+}
+
+/* ' ?[^\s\p{L}\p{N}]+[\r\n]*' (o200k also lets '/' trail). */
+static size_t punct(const unsigned char *s, size_t len, size_t i, unsigned c0, int slash) {
+  size_t p = i, n;
+  if (s[i] == ' ' && i + 1 < len && !(class_at(s, i + 1, &n) & (C_WS | C_L | C_N))) p = i + 1;
+  else if (c0 & (C_WS | C_L | C_N)) return 0;
+  p = scan_not(s, len, p, C_WS | C_L | C_N);
+  while (p < len && (s[p] == '\r' || s[p] == '\n' || (slash && s[p] == '/'))) p++;
+  return p;
+}
+
+/* The three whitespace alternatives, in order:
+** \s*[\r\n]+ | \s+(?!\S) | \s+ */
+static size_t space(const unsigned char *s, size_t len, size_t i) {
+  size_t j = i, n, nl_end = 0, last = i;
+  while (j < len) {
+    unsigned k = class_at(s, j, &n);
+    if (!(k & C_WS)) break;
+    if (k & C_NL) nl_end = j + n;
+    last = j;
+    j += n;
+  }
+  if (nl_end) return nl_end;
+  if (j == len || last == i) return j;
+  return last; /* leave the last space to prefix the next word */
+}
+
+static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
+  size_t n0, n, e;
+  unsigned c0 = class_at(s, i, &n0);
+  if ((e = contraction(s, len, i)) != 0) return i + e;
+  if (c0 & C_L) return scan(s, len, i + n0, C_L);
+  if (!(c0 & (C_NL | C_N)) && i + n0 < len && (class_at(s, i + n0, &n) & C_L))
+    return scan(s, len, i + n0, C_L);
+  if (c0 & C_N) {
+    e = i + n0;
+    if (e < len && (class_at(s, e, &n) & C_N)) {
+      e += n;
+      if (e < len && (class_at(s, e, &n) & C_N)) e += n;
+    }
+    return e;
+  }
+  if ((e = punct(s, len, i, c0, 0)) != 0) return e;
+  return space(s, len, i);
+}
+
+/* o200k's two word alternatives:
+** P? [UP]* [LO]+ C?  then  P? [UP]+ [LO]* C?
+** with P = [^\r\n\p{L}\p{N}] and C the contractions. */
+static size_t word_o200k(const unsigned char *s, size_t len, size_t i, unsigned c0, size_t n0) {
+  int alt, pass;
+  for (alt = 0; alt < 2; alt++) {
+    for (pass = 0; pass < 2; pass++) {
+      size_t p = i, u, k, n, e;
+      if (pass == 0) {
+        if (c0 & (C_NL | C_L | C_N)) continue;
+        p = i + n0;
+      }
+      u = scan(s, len, p, C_UP);
+      if (alt == 0) { /* backtrack [UP]* until [LO]+ can start */
+        for (k = u;; k = prev_char(s, k)) {
+          if (k < len && (class_at(s, k, &n) & C_LO)) break;
+          if (k == p) break;
+        }
+        if (k >= len || !(class_at(s, k, &n) & C_LO)) continue;
+        e = scan(s, len, k, C_LO);
+      } else {
+        if (u == p) continue;
+        e = scan(s, len, u, C_LO);
+      }
+      return e + contraction(s, len, e);
+    }
+  }
+  return 0;
+}
+
+static size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
+  size_t n0, n, e;
+  unsigned c0 = class_at(s, i, &n0);
+  if ((e = word_o200k(s, len, i, c0, n0)) != 0) return e;
+  if (c0 & C_N) {
+    e = i + n0;
+    if (e < len && (class_at(s, e, &n) & C_N)) {
+      e += n;
+      if (e < len && (class_at(s, e, &n) & C_N)) e += n;
+    }
+    return e;
+  }
+  if ((e = punct(s, len, i, c0, 1)) != 0) return e;
+  return space(s, len, i);
+}
+
+size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size_t i) {
+  if (pretok == RAG_PRETOK_O200K) return next_o200k((const unsigned char *)s, len, i);
+  return next_cl100k((const unsigned char *)s, len, i);
+}
+
+/* --- merging ------------------------------------------------------------ */
+
+/* Where tokens go: an id array, or only a count when ids is not wanted. */
+typedef struct sink {
+  uint32_t *ids;
+  size_t n, cap;
+  int keep;
+} sink;
+
+static int emit(sink *k, uint32_t id) {
+  if (k->keep) {
+    if (k->n == k->cap) {
+      size_t cap = k->cap ? k->cap * 2 : 256;
+      uint32_t *ids;
+      if (RAG_MUL_OVERFLOWS(cap, sizeof(uint32_t))) return RAG_ENOMEM;
+      ids = (uint32_t *)rag_realloc(k->ids, cap * sizeof(uint32_t));
+      if (ids == NULL) return RAG_ENOMEM;
+      k->ids = ids;
+      k->cap = cap;
+    }
+    k->ids[k->n] = id;
+  }
+  k->n++;
+  return RAG_OK;
+}
+
+/* tiktoken's own loop for short pieces: boundaries b[0..m), pair ranks r. */
+static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
+  size_t m = len + 1, i, best;
+  int rc;
+  for (i = 0; i < m; i++) {
+    b[i] = (uint32_t)i;
+    r[i] = i + 2 < m ? lookup(t, p + i, 2) : NO_RANK;
+  }
+  for (;;) {
+    uint32_t min = NO_RANK;
+    best = 0;
+    for (i = 0; i + 1 < m; i++)
+      if (r[i] < min) {
+        min = r[i];
+        best = i;
+      }
+    if (min == NO_RANK) break;
+    /* parts best and best+1 become one: drop boundary best+1 */
+    memmove(b + best + 1, b + best + 2, (m - best - 2) * sizeof b[0]);
+    memmove(r + best + 1, r + best + 2, (m - best - 2) * sizeof r[0]);
+    m--;
+    r[best] = best + 2 < m ? lookup(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
+    if (best > 0) r[best - 1] = lookup(t, p + b[best - 1], b[best + 1] - b[best - 1]);
+  }
+  for (i = 0; i + 1 < m; i++)
+    if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]))) != RAG_OK) return rc;
+  return RAG_OK;
+}
+
+/* Long pieces: the same merge order (lowest rank, then leftmost) from a
+** binary heap of candidate pairs over a linked list of parts. Entries whose
+** pair has changed since they were pushed are skipped when popped. */
+typedef struct cand {
+  uint32_t rank, pos;
+} cand;
+
+static int cand_less(cand a, cand b) {
+  return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
+
+static void heap_push(cand *h, size_t *n, cand c) {
+  size_t i = (*n)++;
+  while (i > 0 && cand_less(c, h[(i - 1) / 2])) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = c;
+}
+
+static cand heap_pop(cand *h, size_t *n) {
+  cand top = h[0], last = h[--(*n)];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && cand_less(h[c + 1], h[c])) c++;
+    if (!cand_less(h[c], last)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) h[i] = last;
+  return top;
+}
+
+static int merge_large(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  /* per byte position: next part start (len = end), previous, pair rank */
+  uint32_t *next, *prev, *rank;
+  cand *heap;
+  size_t nh = 0, i, bytes;
+  int rc = RAG_OK;
+  if (len > 0x7fffffffu || RAG_MUL_OVERFLOWS(len, 3 * sizeof(uint32_t) + 2 * sizeof(cand)))
+    return RAG_ENOMEM;
+  bytes = len * (3 * sizeof(uint32_t) + 2 * sizeof(cand));
+  next = (uint32_t *)rag_malloc(bytes);
+  if (next == NULL) return RAG_ENOMEM;
+  prev = next + len;
+  rank = prev + len;
+  heap = (cand *)(rank + len); /* at most len initial + 2 per merge (< 2 len) */
+  for (i = 0; i < len; i++) {
+    next[i] = (uint32_t)(i + 1);
+    prev[i] = i > 0 ? (uint32_t)(i - 1) : UINT32_MAX;
+    rank[i] = i + 1 < len ? lookup(t, p + i, 2) : NO_RANK;
+    if (rank[i] != NO_RANK) heap_push(heap, &nh, (cand){rank[i], (uint32_t)i});
+  }
+  while (nh > 0) {
+    cand c = heap_pop(heap, &nh);
+    uint32_t a = c.pos, b;
+    if (rank[a] != c.rank || prev[a] == UINT32_MAX - 1) continue; /* stale */
+    b = next[a]; /* absorb part b into a */
+    next[a] = next[b];
+    if (next[b] < len) prev[next[b]] = a;
+    prev[b] = UINT32_MAX - 1; /* b is no longer a part start */
+    rank[b] = NO_RANK;
+    rank[a] = next[a] < len ? lookup(t, p + a, next[next[a]] - a) : NO_RANK;
+    if (rank[a] != NO_RANK) heap_push(heap, &nh, (cand){rank[a], a});
+    if (prev[a] != UINT32_MAX) {
+      uint32_t z = prev[a];
+      rank[z] = lookup(t, p + z, next[a] - z);
+      if (rank[z] != NO_RANK) heap_push(heap, &nh, (cand){rank[z], z});
+    }
+  }
+  for (i = 0; i < len && rc == RAG_OK; i = next[i]) rc = emit(k, lookup(t, p + i, next[i] - i));
+  rag_free(next);
+  return rc;
+}
+
+static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  uint32_t r = lookup(t, p, len);
+  if (r != NO_RANK) return emit(k, r);
+  if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
+  if (len <= SMALL_PIECE) return merge_small(t, p, len, k);
+  return merge_large(t, p, len, k);
+}
+
+static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_t len, sink *k) {
+  size_t i = 0, e;
+  int rc;
+  while (i < len) {
+    e = t->pretok == RAG_PRETOK_O200K ? next_o200k(s, len, i) : next_cl100k(s, len, i);
+    if ((rc = encode_piece(t, s + i, e - i, k)) != RAG_OK) return rc;
+    i = e;
+  }
+  return RAG_OK;
+}
+
+/* 1-based offset of the first byte that is not valid UTF-8, or 0. */
+static size_t invalid_utf8(const unsigned char *s, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    utf8proc_int32_t c;
+    utf8proc_ssize_t n;
+    if (s[i] < 0x80) {
+      i++;
+      continue;
+    }
+    n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
+    if (n < 0) return i + 1;
+    i += (size_t)n;
+  }
+  return 0;
+}
+
+static const unsigned char *find_bytes(const unsigned char *h, size_t hn, const char *needle,
+                                       size_t nn) {
+  const unsigned char *end = h + hn - nn + 1, *p = h; /* hn >= nn >= 1 */
+  while (p < end && (p = (const unsigned char *)memchr(p, needle[0], (size_t)(end - p))) != NULL) {
+    if (memcmp(p, needle, nn) == 0) return p;
+    p++;
+  }
+  return NULL;
+}
+
+/* The earliest allowed special at or after i: its index, or -1. */
+static int find_special(const rag_tokenizer *t, const unsigned char *s, size_t len, size_t i,
+                        uint32_t allowed, size_t *at) {
+  int best = -1;
+  size_t j;
+  for (j = 0; j < t->nspecial; j++) {
+    const rag_special *sp = &t->specials[j];
+    const unsigned char *hit;
+    if (!(allowed & (1u << j)) || len - i < sp->len) continue;
+    hit = find_bytes(s + i, len - i, sp->text, sp->len);
+    if (hit == NULL) continue;
+    if (best < 0 || (size_t)(hit - s) < *at ||
+        ((size_t)(hit - s) == *at && sp->len > t->specials[best].len)) {
+      best = (int)j;
+      *at = (size_t)(hit - s);
+    }
+  }
+  return best;
+}
+
+static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t allowed, sink *k,
+               size_t *errpos) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0, at = 0;
+  int rc, sp;
+  if ((*errpos = invalid_utf8(s, len)) != 0) return RAG_EENCODING;
+  allowed &= t->nspecial >= 32 ? UINT32_MAX : ((1u << t->nspecial) - 1);
+  while (allowed && (sp = find_special(t, s, len, i, allowed, &at)) >= 0) {
+    if ((rc = encode_ordinary(t, s + i, at - i, k)) != RAG_OK) return rc;
+    if ((rc = emit(k, t->specials[sp].id)) != RAG_OK) return rc;
+    i = at + t->specials[sp].len;
+  }
+  return encode_ordinary(t, s + i, len - i, k);
+}
+
+int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
+                         uint32_t **ids, size_t *n, size_t *errpos) {
+  sink k = {NULL, 0, 0, 1};
+  int rc = run(t, s, len, allowed, &k, errpos);
+  *ids = NULL;
+  *n = 0;
+  if (rc != RAG_OK) {
+    rag_free(k.ids);
+    return rc;
+  }
+  *ids = k.ids;
+  *n = k.n;
+  return RAG_OK;
+}
+
+int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
+                        size_t *n, size_t *errpos) {
+  sink k = {NULL, 0, 0, 0};
+  int rc = run(t, s, len, allowed, &k, errpos);
+  *n = rc == RAG_OK ? k.n : 0;
+  return rc;
+}
+
+/* The bytes of one id, or NULL for an unknown id. */
+static const unsigned char *id_bytes(const rag_tokenizer *t, uint32_t id, size_t *len) {
+  size_t j;
+  if (id < t->nranks && t->tokens[id].len != 0) {
+    *len = t->tokens[id].len;
+    return t->arena + t->tokens[id].off;
+  }
+  for (j = 0; j < t->nspecial; j++)
+    if (t->specials[j].id == id) {
+      *len = t->specials[j].len;
+      return (const unsigned char *)t->specials[j].text;
+    }
+  return NULL;
+}
+
+int rag_tokenizer_decode(const rag_tokenizer *t, const uint32_t *ids, size_t n, char **out,
+                         size_t *outlen, size_t *bad) {
+  size_t i, total = 0, len, o = 0;
+  char *buf;
+  *out = NULL;
+  *outlen = 0;
+  for (i = 0; i < n; i++) {
+    if (id_bytes(t, ids[i], &len) == NULL) {
+      *bad = i;
+      return RAG_EINVAL;
+    }
+    if (total + len < total) return RAG_ENOMEM;
+    total += len;
+  }
+  if (total == (size_t)-1) return RAG_ENOMEM;
+  buf = (char *)rag_malloc(total + 1);
+  if (buf == NULL) return RAG_ENOMEM;
+  for (i = 0; i < n; i++) {
+    const unsigned char *b = id_bytes(t, ids[i], &len);
+    memcpy(buf + o, b, len);
+    o += len;
+  }
+  buf[o] = '\0';
+  *out = buf;
+  *outlen = o;
+  return RAG_OK;
+}

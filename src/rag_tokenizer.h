@@ -1,0 +1,87 @@
+/*
+** rag_tokenizer.h: exact tiktoken-compatible byte-pair encoding. A
+** vocabulary in tiktoken's text format ("base64 rank" per line), a
+** pre-tokenizer that reproduces an encoding's split regex by hand over
+** utf8proc categories (no regex engine), and merges by rank, so that counts
+** and ids equal OpenAI's tiktoken for cl100k_base and o200k_base.
+**
+** A tokenizer is immutable once built: any number of threads may encode,
+** count and decode with one tokenizer at the same time.
+*/
+#ifndef RAG_TOKENIZER_H
+#define RAG_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rag_tokenizer rag_tokenizer;
+
+/* The pre-tokenization rules: which encoding's split regex to reproduce. */
+typedef enum rag_pretok {
+  RAG_PRETOK_CL100K = 0, /* cl100k_base (GPT-3.5, GPT-4, text-embedding-3) */
+  RAG_PRETOK_O200K       /* o200k_base (GPT-4o, o1, o3) */
+} rag_pretok;
+
+/* A special token: its text and id (distinct from every rank). */
+typedef struct rag_special {
+  const char *text;
+  size_t len;
+  uint32_t id;
+} rag_special;
+
+#define RAG_TOKENIZER_MAX_SPECIALS 32
+
+/*
+** Builds a tokenizer from `len` bytes of a .tiktoken file at `data` and
+** `nspecial` (<= RAG_TOKENIZER_MAX_SPECIALS) special tokens; all inputs are
+** borrowed and copied. RAG_EFORMAT: a malformed line (*errline, 1-based, or
+** 0 when the vocabulary as a whole is unusable: empty, a single byte
+** missing, a duplicate token or rank, a special id that is also a rank).
+** RAG_EINVAL: too many specials or an empty special text.
+*/
+int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
+                      const rag_special *specials, size_t nspecial,
+                      rag_tokenizer **out, size_t *errline);
+
+/* Frees a tokenizer; NULL is a no-op. */
+void rag_tokenizer_free(rag_tokenizer *t);
+
+/* Number of ranks (the largest rank + 1) and of special tokens. */
+size_t rag_tokenizer_nranks(const rag_tokenizer *t);
+size_t rag_tokenizer_nspecials(const rag_tokenizer *t);
+/* The ith special token (0-based, i < nspecials); borrowed from t. */
+const rag_special *rag_tokenizer_special(const rag_tokenizer *t, size_t i);
+
+/*
+** Encodes `len` bytes of UTF-8 at `s`. Special-token text is ordinary text
+** unless bit i of `allowed` is set for the ith special, which is then
+** emitted as its id. On RAG_OK, *ids is a new array of *n ids (NULL when
+** *n == 0) that the caller releases with rag_free. RAG_EENCODING: `s` is
+** not valid UTF-8, *errpos is the 1-based offset of the first bad byte.
+** RAG_ENOMEM: nothing is allocated.
+*/
+int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len,
+                         uint32_t allowed, uint32_t **ids, size_t *n,
+                         size_t *errpos);
+
+/* Like rag_tokenizer_encode, but only counts the tokens (no id array). */
+int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len,
+                        uint32_t allowed, size_t *n, size_t *errpos);
+
+/*
+** The bytes of `n` ids concatenated (the result may split a UTF-8 sequence
+** when the ids do). On RAG_OK, *out is a new NUL-terminated string of
+** *outlen bytes that the caller releases with rag_free. RAG_EINVAL: ids[*bad]
+** (0-based) is neither a rank nor a special id. RAG_ENOMEM: nothing allocated.
+*/
+int rag_tokenizer_decode(const rag_tokenizer *t, const uint32_t *ids, size_t n,
+                         char **out, size_t *outlen, size_t *bad);
+
+/*
+** The end of the pre-token that starts at byte i of valid UTF-8 `s` (i <
+** len): the regex match a tiktoken encoder would take there. Exposed for
+** the specs and fuzzers.
+*/
+size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size_t i);
+
+#endif
