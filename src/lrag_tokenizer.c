@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "rag.h"
+#include "rag_approx.h"
 #include "rag_tokenizer.h"
 
 #define MT "rag.tokenizer"
+#define MT_APPROX "rag.tokenizer.approx"
 
 typedef struct ltok {
   rag_tokenizer *t; /* NULL once closed */
@@ -183,6 +185,85 @@ static int tok_tostring(lua_State *L) {
   return 1;
 }
 
+/* --- the estimate: pseudo-tokens are byte strings, not ids ------------- */
+
+static int approx_count(lua_State *L) {
+  size_t len, n, errpos = 0;
+  const char *s;
+  luaL_checkudata(L, 1, MT_APPROX);
+  s = luaL_checklstring(L, 2, &len);
+  if (rag_approx_count(s, len, &n, &errpos) != RAG_OK)
+    return fail_status(L, RAG_EENCODING, "count", errpos);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+static int approx_encode(lua_State *L) {
+  size_t len, n, errpos = 0, i, from = 0;
+  size_t *ends;
+  const char *s;
+  lrag_box *box;
+  int rc;
+  luaL_checkudata(L, 1, MT_APPROX);
+  s = luaL_checklstring(L, 2, &len);
+  box = lrag_box_new(L, ids_fin);
+  rc = rag_approx_split(s, len, &ends, &n, &errpos);
+  if (rc != RAG_OK) return fail_status(L, rc, "encode", errpos);
+  box->p = ends;
+  lua_createtable(L, n > 0x7fffffff ? 0x7fffffff : (int)n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushlstring(L, s + from, ends[i] - from);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+    from = ends[i];
+  }
+  lrag_box_free(box);
+  return 1;
+}
+
+static int approx_decode(lua_State *L) {
+  luaL_Buffer b;
+  size_t i, n;
+  luaL_checkudata(L, 1, MT_APPROX);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  n = (size_t)lua_rawlen(L, 2);
+  luaL_buffinit(L, &b);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, (lua_Integer)i);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      return luaL_error(L, "rag.tokenizer.decode: pieces[%d] is not a string", (int)i);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static int approx_info(lua_State *L) {
+  luaL_checkudata(L, 1, MT_APPROX);
+  lua_createtable(L, 0, 2);
+  lua_pushliteral(L, "approx");
+  lua_setfield(L, -2, "name");
+  lua_pushliteral(L, "cl100k_base");
+  lua_setfield(L, -2, "estimates");
+  return 1;
+}
+
+static int approx_close(lua_State *L) {
+  luaL_checkudata(L, 1, MT_APPROX);
+  return 0;
+}
+
+static int approx_tostring(lua_State *L) {
+  lua_pushliteral(L, "rag.tokenizer (approx)");
+  return 1;
+}
+
+/* approx(): the estimator; it holds no state, so one is as good as many. */
+static int tok_approx(lua_State *L) {
+  lua_newuserdatauv(L, 1, 0);
+  luaL_setmetatable(L, MT_APPROX);
+  return 1;
+}
+
 static const char *const pretok_names[] = {"cl100k_base", "o200k_base", NULL};
 
 /* new(vocab_bytes, pretok, specials [, name]) */
@@ -247,8 +328,18 @@ static const luaL_Reg tok_methods[] = {
   {NULL, NULL},
 };
 
+static const luaL_Reg approx_methods[] = {
+  {"encode", approx_encode},
+  {"decode", approx_decode},
+  {"count", approx_count},
+  {"info", approx_info},
+  {"close", approx_close},
+  {NULL, NULL},
+};
+
 static const luaL_Reg tokenizer_funcs[] = {
   {"new", tok_new},
+  {"approx", tok_approx},
   {NULL, NULL},
 };
 
@@ -261,6 +352,13 @@ int lrag_open_tokenizer(lua_State *L) {
     lua_pushcfunction(L, tok_close);
     lua_setfield(L, -2, "__close");
     lua_pushcfunction(L, tok_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, MT_APPROX)) {
+    luaL_newlib(L, approx_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, approx_tostring);
     lua_setfield(L, -2, "__tostring");
   }
   lua_pop(L, 1);

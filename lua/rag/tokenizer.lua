@@ -123,6 +123,18 @@ function M.get(name)
   return tok
 end
 
+--- A fast estimate of cl100k_base counts, without a vocabulary (C, one
+-- pass, no allocation for `count`). Its "tokens" are pseudo-tokens: byte
+-- strings cut from the input, so `approx:encode(s)` returns strings,
+-- `approx:decode(pieces)` concatenates them, `decode(encode(s)) == s` and
+-- `#approx:encode(s) == approx:count(s)`. Error against exact cl100k counts
+-- is stated in docs/api.md and measured by bench/tokenizer.lua.
+-- @function approx
+-- @treturn userdata the estimator, with `count`, `encode`, `decode`, `info`
+function M.approx()
+  return core.tokenizer.approx()
+end
+
 --- The special tokens of the bundled encoding `name`, read from its meta
 -- file (the regex there is documentation: the rules are implemented in C).
 -- @function meta
