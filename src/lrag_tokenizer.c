@@ -5,6 +5,7 @@
 */
 #include "lrag.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "rag.h"
@@ -142,9 +143,12 @@ static int tok_decode(lua_State *L) {
   }
   obox = lrag_box_new(L, ids_fin);
   rc = rag_tokenizer_decode(u->t, ids, n, &out, &outlen, &bad);
-  if (rc == RAG_EINVAL)
-    return luaL_error(L, "rag.tokenizer.decode: unknown token id %lu at ids[%lu]",
-                      (unsigned long)ids[bad], (unsigned long)bad + 1);
+  if (rc == RAG_EINVAL) { /* lua_pushfstring has no %lu before 5.3 */
+    char msg[96];
+    snprintf(msg, sizeof msg, "rag.tokenizer.decode: unknown token id %lu at ids[%lu]",
+             (unsigned long)ids[bad], (unsigned long)bad + 1);
+    return luaL_error(L, "%s", msg);
+  }
   if (rc != RAG_OK) return luaL_error(L, "rag.tokenizer.decode: not enough memory");
   obox->p = out;
   lua_pushlstring(L, out, outlen);

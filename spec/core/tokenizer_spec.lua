@@ -1,0 +1,363 @@
+-- rag.tokenizer: exact BPE against ids and counts from the official tiktoken
+-- (spec/fixtures/tiktoken, made by generate.mjs with the npm WASM port), and
+-- the approx estimator's contract.
+local rag = require("rag")
+
+local tokenizer = rag.tokenizer
+local json = rag.json
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+  end
+  return f ~= nil
+end
+
+local fixtures = json.decode(read("spec/fixtures/tiktoken/cases.json"))
+local encodings = { "cl100k_base", "o200k_base" }
+local SHARED = "../shared"
+
+describe("rag.tokenizer bundled vocabularies", function()
+  it("are the genuine files (tiktoken's own sha256 values)", function()
+    local dir = tokenizer.vocab_dir()
+    assert.equal("223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+      rag.text.hash(read(dir .. "/cl100k_base.tiktoken")))
+    assert.equal("446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+      rag.text.hash(read(dir .. "/o200k_base.tiktoken")))
+  end)
+
+  it("carry special tokens equal to their meta files", function()
+    for _, name in ipairs(encodings) do
+      local meta = assert(tokenizer.meta(name))
+      assert.same(meta.special_tokens, tokenizer.get(name):info().special_tokens)
+    end
+  end)
+
+  it("get caches one tokenizer per encoding", function()
+    assert.equal(tokenizer.get("cl100k_base"), tokenizer.get("cl100k_base"))
+    assert.are_not.equal(tokenizer.get("cl100k_base"), tokenizer.get("o200k_base"))
+  end)
+
+  it("info names the encoding and its size", function()
+    local info = tokenizer.get("cl100k_base"):info()
+    assert.equal("cl100k_base", info.name)
+    assert.equal(100256, info.n_ranks)
+    assert.equal(199998, tokenizer.get("o200k_base"):info().n_ranks)
+    assert.equal("rag.tokenizer (o200k_base)", tostring(tokenizer.get("o200k_base")))
+  end)
+end)
+
+for _, name in ipairs(encodings) do
+  describe("rag.tokenizer " .. name .. " equals tiktoken " .. fixtures.tiktoken, function()
+    local tok = assert(tokenizer.get(name))
+
+    for _, c in ipairs(fixtures.cases) do
+      it(c.name, function()
+        assert.same(c[name], tok:encode(c.text))
+        assert.equal(#c[name], tok:count(c.text))
+        assert.equal(c.text, tok:decode(c[name]))
+      end)
+    end
+
+    it("counts every SciFact document and seed as tiktoken does", function()
+      local corpus = SHARED .. "/data/scifact/corpus.jsonl"
+      if not exists(corpus) then
+        pending("needs " .. corpus)
+        return
+      end
+      local want = json.decode(read("spec/fixtures/tiktoken/counts.json"))[name]
+      local seen, wrong = 0, {}
+      for line in io.lines(corpus) do
+        local doc = json.decode(line)
+        local key = "scifact:" .. doc._id
+        seen = seen + 1
+        local ids = tok:encode(doc.text)
+        if #ids ~= want[key] or tok:count(doc.text) ~= want[key] then
+          wrong[#wrong + 1] = key
+        end
+        if tok:decode(ids) ~= doc.text then
+          wrong[#wrong + 1] = key .. " (round trip)"
+        end
+      end
+      for key, n in pairs(want) do
+        local file = key:match("^seed:(.*)$")
+        if file then
+          seen = seen + 1
+          local text = read(SHARED .. "/seeds/" .. file)
+          if tok:count(text) ~= n or tok:decode(tok:encode(text)) ~= text then
+            wrong[#wrong + 1] = key
+          end
+        end
+      end
+      assert.equal(5188, seen)
+      assert.same({}, wrong)
+    end)
+  end)
+end
+
+describe("rag.tokenizer encode", function()
+  local tok = tokenizer.get("cl100k_base")
+  local eot = "<|endoftext|>"
+
+  it("gives nothing for empty input", function()
+    assert.same({}, tok:encode(""))
+    assert.equal(0, tok:count(""))
+    assert.equal("", tok:decode({}))
+  end)
+
+  it("treats special-token text as plain text by default", function()
+    local ids = tok:encode(eot)
+    assert.is_true(#ids > 1)
+    for _, id in ipairs(ids) do
+      assert.is_true(id < 100256)
+    end
+    assert.equal(eot, tok:decode(ids))
+  end)
+
+  it("emits special ids only when allowed", function()
+    assert.same({ 100257 }, tok:encode(eot, { allowed_special = "all" }))
+    assert.same({ 100257 }, tok:encode(eot, { allowed_special = { eot } }))
+    assert.same({ 100257 }, tok:encode(eot, { allowed_special = { [eot] = true } }))
+    local mixed = tok:encode("a" .. eot .. "b<|fim_prefix|>", { allowed_special = { eot } })
+    assert.equal(100257, mixed[2])
+    assert.is_nil(({ [100258] = true })[mixed[#mixed]])
+    assert.equal("a" .. eot .. "b<|fim_prefix|>", tok:decode(mixed))
+    assert.equal(#mixed, tok:count("a" .. eot .. "b<|fim_prefix|>", { allowed_special = { eot } }))
+  end)
+
+  it("splits ordinary text around an allowed special as tiktoken does", function()
+    local text = "Hello world" .. eot .. " again"
+    local ids = tok:encode(text, { allowed_special = "all" })
+    local want = tok:encode("Hello world")
+    want[#want + 1] = 100257
+    for _, id in ipairs(tok:encode(" again")) do
+      want[#want + 1] = id
+    end
+    assert.same(want, ids)
+  end)
+
+  it("returns nil, msg, 'encoding' on invalid UTF-8", function()
+    for _, bad in ipairs({ "a\255b", "\192\175", "ab\228\184", "\237\160\128" }) do
+      local ids, msg, code = tok:encode(bad)
+      assert.is_nil(ids)
+      assert.equal("encoding", code)
+      assert.matches("^rag%.tokenizer%.encode: invalid utf%-8 at byte %d+$", msg)
+      local n, _, code2 = tok:count(bad)
+      assert.is_nil(n)
+      assert.equal("encoding", code2)
+    end
+    assert.equal("rag.tokenizer.encode: invalid utf-8 at byte 2", select(2, tok:encode("a\255")))
+  end)
+
+  it("encodes a 1 MB text in one call, and long single pieces", function()
+    local text = string.rep("The quick brown fox jumps over the lazy dog. ", 23000)
+    assert.equal(10 * 23000 + 1, tok:count(text)) -- the final space is a token of its own
+    local blob = string.rep("x", 100000)
+    local ids = tok:encode(blob)
+    assert.equal(blob, tok:decode(ids))
+    assert.equal(#ids, tok:count(blob))
+  end)
+
+  it("decodes ids that split a UTF-8 character, byte for byte", function()
+    local ids = tok:encode("🦙")
+    assert.is_true(#ids > 1)
+    local parts = {}
+    for i, id in ipairs(ids) do
+      parts[i] = tok:decode({ id })
+    end
+    assert.equal("🦙", table.concat(parts))
+  end)
+end)
+
+describe("rag.tokenizer misuse", function()
+  local tok = tokenizer.get("cl100k_base")
+
+  it("raises on bad arguments", function()
+    assert.has_error(function() tok:encode(nil) end)
+    assert.has_error(function() tok:encode("x", { bogus = 1 }) end)
+    assert.has_error(function() tok:encode("x", { allowed_special = 1 }) end)
+    assert.has_error(function() tok:encode("x", { allowed_special = { "<|nope|>" } }) end)
+    assert.has_error(function() tok:decode("x") end)
+    assert.has_error(function() tok:decode({ 1.5 }) end)
+    assert.has_error(function() tok:decode({ -1 }) end)
+    assert.has_error(function() tok:decode({ "1" .. "x" }) end)
+    assert.has_error(function() tokenizer.get("p50k_base") end)
+    assert.has_error(function() tokenizer.get(nil) end)
+    assert.has_error(function() tokenizer.load(1, "cl100k_base") end)
+    assert.has_error(function() tokenizer.load("x", "nope") end)
+    assert.has_error(function() tokenizer.load("x", "cl100k_base", { bogus = true }) end)
+  end)
+
+  it("raises on an unknown id, naming it", function()
+    local ok, err = pcall(tok.decode, tok, { 1, 100256 })
+    assert.is_false(ok)
+    assert.matches("unknown token id 100256 at ids%[2%]", err)
+  end)
+end)
+
+describe("rag.tokenizer.load", function()
+  local dir = tokenizer.vocab_dir()
+
+  it("loads a .tiktoken file with the rules of the named encoding", function()
+    local tok = assert(tokenizer.load(dir .. "/cl100k_base.tiktoken", "cl100k_base", { name = "mine" }))
+    assert.equal("mine", tok:info().name)
+    assert.same(tokenizer.get("cl100k_base"):encode("hello world's"), tok:encode("hello world's"))
+    tok:close()
+  end)
+
+  it("returns nil, msg, 'io' for a missing file", function()
+    local tok, msg, code = tokenizer.load("/nonexistent/x.tiktoken", "cl100k_base")
+    assert.is_nil(tok)
+    assert.equal("io", code)
+    assert.matches("^rag%.tokenizer%.load: ", msg)
+  end)
+
+  it("returns nil, msg, 'format' for files that are not vocabularies", function()
+    local tmp = os.tmpname()
+    local bytes = {}
+    for b = 0, 255 do
+      local chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+      local function c(i) return chars:sub(i + 1, i + 1) end
+      bytes[#bytes + 1] = c(math.floor(b / 4)) .. c(b % 4 * 16) .. "== " .. b
+    end
+    local good = table.concat(bytes, "\n") .. "\n"
+    local cases = {
+      { "empty", "" },
+      { "no rank", "IQ==\n" },
+      { "bad base64", "I!== 0\n" },
+      { "negative rank", "IQ== -1\n" },
+      { "blank line inside", "IQ== 0\n\nIg== 1\n" },
+      { "a byte missing", "IQ== 0\nIg== 1\n" },
+      { "duplicate rank", good .. "YWI= 0\n" },
+      { "duplicate token", good .. "IQ== 256\n" },
+      { "binary junk", "\0\1\2\255" },
+    }
+    for _, c in ipairs(cases) do
+      local f = assert(io.open(tmp, "wb"))
+      f:write(c[2])
+      f:close()
+      local tok, msg, code = tokenizer.load(tmp, "cl100k_base", { special_tokens = {} })
+      assert.is_nil(tok, c[1])
+      assert.equal("format", code, c[1])
+      assert.matches("^rag%.tokenizer%.load: ", msg)
+    end
+    -- the minimal byte-level vocabulary is valid: every byte is a token
+    local f = assert(io.open(tmp, "wb"))
+    f:write(good)
+    f:close()
+    local tok = assert(tokenizer.load(tmp, "o200k_base", { special_tokens = { ["<|x|>"] = 300 } }))
+    assert.same({ 104, 105 }, tok:encode("hi"))
+    assert.same({ 300 }, tok:encode("<|x|>", { allowed_special = "all" }))
+    os.remove(tmp)
+  end)
+
+  it("closes: idempotent, and use after close raises", function()
+    local tok = assert(tokenizer.load(dir .. "/o200k_base.tiktoken", "o200k_base"))
+    tok:close()
+    tok:close()
+    assert.matches("closed", tostring(tok))
+    assert.has_error(function() tok:encode("x") end, "rag.tokenizer.encode: tokenizer is closed")
+    assert.has_error(function() tok:count("x") end)
+    assert.has_error(function() tok:decode({ 1 }) end)
+  end)
+end)
+
+describe("rag.tokenizer.approx", function()
+  local approx = tokenizer.approx()
+  local exact = tokenizer.get("cl100k_base")
+
+  local texts = {
+    "",
+    " ",
+    "Hello, world!",
+    "The mitochondrial DNA polymerase gamma (POLG) is essential for replication.",
+    "检索增强生成（RAG）是一种结合检索与生成的技术。",
+    "日本語のテキストを分割します。",
+    "👩‍💻 🇫🇷 ok",
+    "x = 12345678 -- comment\n\n    indented\r\n",
+  }
+
+  it("splits into pieces that concatenate to the input; count == #encode", function()
+    for _, s in ipairs(texts) do
+      local pieces = approx:encode(s)
+      assert.equal(s, approx:decode(pieces))
+      assert.equal(#pieces, approx:count(s))
+      assert.equal(s == "" and 0 or 1, math.min(1, #pieces))
+    end
+  end)
+
+  it("stays near exact cl100k on English and Chinese prose", function()
+    local en = "Retrieval-augmented generation combines a retriever with a generator. "
+      .. "The retriever finds passages; the generator writes an answer grounded in them. "
+    local zh = "检索增强生成是一种结合信息检索与文本生成的技术。它先从知识库中找到相关的段落，"
+      .. "再让大语言模型根据这些段落生成回答，从而减少幻觉并提高答案的可追溯性。"
+    for _, s in ipairs({ en:rep(20), zh:rep(20) }) do
+      local a, e = approx:count(s), exact:count(s)
+      assert.is_true(math.abs(a - e) / e < 0.15, ("approx %d, exact %d"):format(a, e))
+    end
+  end)
+
+  it("returns nil, msg, 'encoding' on invalid UTF-8", function()
+    for _, bad in ipairs({ "a\255", "\192\175", "ab\228\184", "\237\160\128", "\244\144\128\128" }) do
+      local n, msg, code = approx:count(bad)
+      assert.is_nil(n)
+      assert.equal("encoding", code)
+      assert.matches("invalid utf%-8 at byte", msg)
+      assert.is_nil((approx:encode(bad)))
+    end
+  end)
+
+  it("raises on misuse", function()
+    assert.has_error(function() approx:count(nil) end)
+    assert.has_error(function() approx:decode({ 1 }) end)
+    assert.has_error(function() approx.count(exact, "x") end)
+    assert.equal("approx", approx:info().name)
+    assert.equal("rag.tokenizer (approx)", tostring(approx))
+  end)
+end)
+
+describe("rag.tokenizer out of memory", function()
+  local fail_alloc = rag.core._fail_alloc
+  if not fail_alloc then
+    it("needs a RAG_TESTING build", function()
+      pending("run make asan")
+    end)
+    return
+  end
+
+  local function walk(op)
+    local points = 0
+    for n = 1, 10000 do
+      fail_alloc(n)
+      local ok, err = pcall(op)
+      fail_alloc(0)
+      if ok then
+        return points
+      end
+      assert.truthy(tostring(err):find("not enough memory", 1, true), tostring(err))
+      points = points + 1
+    end
+    error("operation never completed")
+  end
+
+  it("load, encode, decode and approx raise and recover at every fault point", function()
+    local path = tokenizer.vocab_dir() .. "/cl100k_base.tiktoken"
+    assert.is_true(walk(function() tokenizer.load(path, "cl100k_base"):close() end) >= 3)
+    local tok = tokenizer.get("cl100k_base")
+    local text = string.rep("naïve tokenizers " .. string.rep("q", 300) .. " ", 50)
+    local ids = tok:encode(text)
+    assert.is_true(walk(function() assert.same(ids, tok:encode(text)) end) >= 2)
+    walk(function() assert.equal(text, tok:decode(ids)) end)
+    walk(function() assert.equal(#ids, tok:count(text)) end)
+    local approx = tokenizer.approx()
+    walk(function() assert.equal(text, approx:decode(approx:encode(text))) end)
+  end)
+end)
