@@ -40,8 +40,8 @@ LPATH := lua/?.lua;lua/?/init.lua
 BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-.PHONY: all deps deps-all test test-one test-all asan demo rock lint bench-json \
-  check-exports clean
+.PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
+  bench-tokenizer check-exports clean
 
 all: $(SO)
 
@@ -89,16 +89,25 @@ asan: deps-all
 	$(ASAN_ENV) lua5.4 /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 	  --cpath='build/asan/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
+# libFuzzer harnesses (fuzz/*.c) over the C core, FUZZ_TIME seconds each.
+FUZZ_TIME ?= 60
+fuzz-smoke: deps-all
+	@sh .ci/fuzz $(FUZZ_TIME)
+
 # Runs a script against the source tree: $(RUN) lua5.4 x.lua
 RUN = LUA_PATH='$(LPATH);;' LUA_CPATH='$(BUILD)/?.so;;'
 
 demo: deps all
 	@$(RUN) sh .ci/with-httpd $(LUA) examples/01_json_http.lua
 
-# Benchmarks: never part of `make test`.
+# Benchmarks: never part of `make test`. DATA is the data directory.
+DATA ?= ../shared/data
 bench-json: all
 	@sh .ci/deps lua-cjson
 	@$(RUN) $(LUA) bench/json.lua
+
+bench-tokenizer: all
+	@$(RUN) $(LUA) bench/tokenizer.lua $(DATA)
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

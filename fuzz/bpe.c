@@ -1,0 +1,89 @@
+/*
+** fuzz/bpe.c: exact BPE and the approx split on any bytes. For valid UTF-8:
+** encode succeeds, decode gives the input back, count equals the number of
+** ids, and pre-tokens tile the input on character boundaries; otherwise
+** both refuse with RAG_EENCODING. Reads the bundled vocabularies from
+** lua/rag/vocab (run from the repository root, as .ci/fuzz does).
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rag.h"
+#include "rag_approx.h"
+#include "rag_tokenizer.h"
+
+static rag_tokenizer *toks[2];
+
+static rag_tokenizer *load(const char *path, rag_pretok pretok) {
+  static const rag_special sp[] = {{"<|endoftext|>", 13, 300000}, {"<|fim_prefix|>", 14, 300001}};
+  rag_tokenizer *t = NULL;
+  size_t len, errline;
+  char *data;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  data = (char *)malloc(len);
+  if (data != NULL && fread(data, 1, len, f) == len)
+    rag_tokenizer_new(data, len, pretok, sp, 2, &t, &errline);
+  free(data);
+  fclose(f);
+  return t;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  toks[0] = load("lua/rag/vocab/cl100k_base.tiktoken", RAG_PRETOK_CL100K);
+  toks[1] = load("lua/rag/vocab/o200k_base.tiktoken", RAG_PRETOK_O200K);
+  if (toks[0] == NULL || toks[1] == NULL) {
+    fprintf(stderr, "fuzz/bpe: cannot load lua/rag/vocab/*.tiktoken\n");
+    abort();
+  }
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const rag_tokenizer *t;
+  const char *s;
+  uint32_t *ids = NULL;
+  size_t len, n = 0, count = 0, errpos = 0, errpos2 = 0, outlen, bad, i, *ends = NULL;
+  char *out = NULL;
+  int rc, rc2;
+  if (size == 0) return 0;
+  t = toks[data[0] & 1];
+  s = (const char *)data + 1;
+  len = size - 1;
+  rc = rag_tokenizer_encode(t, s, len, (data[0] >> 1) & 3, &ids, &n, &errpos);
+  rc2 = rag_tokenizer_count(t, s, len, (data[0] >> 1) & 3, &count, &errpos2);
+  if (rc != rc2) __builtin_trap();
+  if (rc == RAG_OK) {
+    if (count != n || (n == 0) != (len == 0)) __builtin_trap();
+    if (rag_tokenizer_decode(t, ids, n, &out, &outlen, &bad) != RAG_OK) __builtin_trap();
+    if (outlen != len || memcmp(out, s, len) != 0) __builtin_trap();
+    rag_free(out);
+    rag_free(ids);
+    for (i = 0; i < len;) { /* pre-tokens tile the input, on character boundaries */
+      size_t e = rag_tokenizer_pretoken((rag_pretok)(data[0] & 1), s, len, i);
+      if (e <= i || e > len || (e < len && ((unsigned char)s[e] & 0xc0) == 0x80)) __builtin_trap();
+      i = e;
+    }
+  } else if (rc != RAG_EENCODING || errpos != errpos2 || errpos < 1 || errpos > len) {
+    __builtin_trap();
+  }
+  rc2 = rag_approx_split(s, len, &ends, &n, &errpos2);
+  if (rc2 != RAG_OK && rc2 != RAG_EENCODING) __builtin_trap();
+  if ((rc2 == RAG_OK) != (rc == RAG_OK)) __builtin_trap(); /* same UTF-8 verdict */
+  if (rc2 == RAG_OK) {
+    if (rag_approx_count(s, len, &count, &errpos2) != RAG_OK || count != n) __builtin_trap();
+    if ((n == 0) != (len == 0) || (n > 0 && ends[n - 1] != len)) __builtin_trap();
+    for (i = 1; i < n; i++)
+      if (ends[i] <= ends[i - 1]) __builtin_trap();
+    rag_free(ends);
+  } else if (errpos2 != errpos) {
+    __builtin_trap();
+  }
+  return 0;
+}
