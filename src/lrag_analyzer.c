@@ -1,7 +1,390 @@
-/* lrag_analyzer.c: placeholder while the analyzer binding is written. */
+/*
+** lrag_analyzer.c: rag.text.analyzer(opts) builds a "rag.analyzer" userdata
+** (a:tokenize, a:config, a:close); rag.text.tokenize(s [, analyzer [, opts]])
+** runs one, by default a cached English analyzer. Terms are collected in C
+** during the run and pushed afterwards, so no Lua call happens inside it.
+*/
 #include "lrag.h"
 
+#include <string.h>
+
+#include "rag.h"
+#include "rag_analyzer.h"
+
+#define ANALYZER_MT "rag.analyzer"
+
+typedef struct LAnalyzer {
+  rag_analyzer *p; /* NULL once closed */
+} LAnalyzer;
+
+static const char *const cjk_names[] = {"bigram", "unigram", "both", NULL};
+
+/* Registry key of the default analyzer (created on first use). */
+static const char default_key = 0;
+
+/* {====== Collecting terms ======} */
+
+typedef struct term {
+  size_t off, len;   /* the term's bytes in the collector's buffer */
+  size_t start, stop; /* its 0-based source span [start, stop) */
+} term;
+
+typedef struct collector {
+  char *bytes;
+  size_t len, cap;
+  term *terms;
+  size_t n, ncap;
+} collector;
+
+static void collector_fin(void *p) {
+  collector *c = (collector *)p;
+  rag_free(c->bytes);
+  rag_free(c->terms);
+  rag_free(c);
+}
+
+/*
+** Returns p grown to hold `need` elements of `size` bytes (p itself when it
+** already does) and updates *cap; NULL when out of memory, p intact.
+*/
+static void *grow(void *p, size_t *cap, size_t need, size_t size) {
+  size_t n = *cap ? *cap : 64;
+  if (need <= *cap && p != NULL) return p;
+  while (n < need) {
+    if (n > ((size_t)-1) / 2) return NULL;
+    n *= 2;
+  }
+  if (RAG_MUL_OVERFLOWS(n, size) || (p = rag_realloc(p, n * size)) == NULL) return NULL;
+  *cap = n;
+  return p;
+}
+
+/* The term callback: appends to the collector; RAG_ENOMEM stops the run. */
+static int collect(void *ud, const char *t, size_t n, size_t start, size_t stop) {
+  collector *c = (collector *)ud;
+  char *bytes;
+  term *e;
+  if (n > ((size_t)-1) - c->len) return RAG_ENOMEM;
+  if ((bytes = (char *)grow(c->bytes, &c->cap, c->len + n, 1)) == NULL) return RAG_ENOMEM;
+  c->bytes = bytes;
+  if ((e = (term *)grow(c->terms, &c->ncap, c->n + 1, sizeof *e)) == NULL) return RAG_ENOMEM;
+  c->terms = e;
+  memcpy(c->bytes + c->len, t, n);
+  e = &c->terms[c->n++];
+  e->off = c->len;
+  e->len = n;
+  e->start = start;
+  e->stop = stop;
+  c->len += n;
+  return RAG_OK;
+}
+
+/* {====== Options ======} */
+
+static int opt_boolean(lua_State *L, int idx, const char *fname, const char *key,
+                       int def) {
+  int v = def;
+  lua_getfield(L, idx, key);
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isboolean(L, -1))
+      luaL_error(L, "%s: option '%s' must be a boolean, got %s", fname, key,
+                 luaL_typename(L, -1));
+    v = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static rag_analyzer_cjk opt_cjk(lua_State *L, int idx) {
+  rag_analyzer_cjk cjk = RAG_ANALYZER_CJK_BIGRAM;
+  lua_getfield(L, idx, "cjk");
+  if (lua_isboolean(L, -1)) {
+    if (!lua_toboolean(L, -1)) cjk = RAG_ANALYZER_CJK_RUN;
+  } else if (lua_type(L, -1) == LUA_TSTRING) {
+    const char *name = lua_tostring(L, -1);
+    int i;
+    for (i = 0; cjk_names[i] != NULL && strcmp(cjk_names[i], name) != 0; i++) continue;
+    if (cjk_names[i] == NULL)
+      luaL_error(L, "rag.text.analyzer: cjk must be \"bigram\", \"unigram\", \"both\" or false");
+    cjk = (rag_analyzer_cjk)i;
+  } else if (!lua_isnil(L, -1)) {
+    luaL_error(L, "rag.text.analyzer: cjk must be \"bigram\", \"unigram\", \"both\" or false");
+  }
+  lua_pop(L, 1);
+  return cjk;
+}
+
+/*
+** Reads `stopwords` (left on the stack: the list's strings must stay alive
+** until the analyzer has copied them). A list becomes an array of pointers
+** in a userdata, also left on the stack.
+*/
+static void opt_stopwords(lua_State *L, int idx, rag_analyzer_opts *o, int english) {
+  lua_getfield(L, idx, "stopwords");
+  if (lua_isnil(L, -1)) {
+    o->stopwords = english ? RAG_ANALYZER_STOP_BUILTIN : RAG_ANALYZER_STOP_NONE;
+  } else if (lua_isboolean(L, -1)) {
+    o->stopwords = lua_toboolean(L, -1) ? RAG_ANALYZER_STOP_BUILTIN : RAG_ANALYZER_STOP_NONE;
+    if (o->stopwords == RAG_ANALYZER_STOP_BUILTIN && !english)
+      luaL_error(L, "rag.text.analyzer: the built-in stopwords are English; "
+                    "give a list for '%s'", o->lang);
+  } else if (lua_istable(L, -1)) {
+    int t = lua_gettop(L);
+    size_t i, n = (size_t)lua_rawlen(L, t);
+    const char **words;
+    if (RAG_MUL_OVERFLOWS(n, sizeof *words)) luaL_error(L, "rag.text.analyzer: too many stopwords");
+    words = (const char **)lua_newuserdatauv(L, n ? n * sizeof *words : 1, 0);
+    for (i = 0; i < n; i++) {
+      size_t len;
+      lua_rawgeti(L, t, (lua_Integer)(i + 1));
+      if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "rag.text.analyzer: stopwords[%d] must be a string, got %s", (int)(i + 1),
+                   luaL_typename(L, -1));
+      words[i] = lua_tolstring(L, -1, &len); /* kept alive by the list */
+      if (strlen(words[i]) != len)
+        luaL_error(L, "rag.text.analyzer: stopwords[%d] contains a NUL byte", (int)(i + 1));
+      lua_pop(L, 1);
+    }
+    o->stopwords = RAG_ANALYZER_STOP_LIST;
+    o->words = words;
+    o->nwords = n;
+  } else {
+    luaL_error(L, "rag.text.analyzer: stopwords must be a boolean or a list of strings, got %s",
+               luaL_typename(L, -1));
+  }
+}
+
+/* {====== The analyzer object ======} */
+
+static LAnalyzer *test_analyzer(lua_State *L, int idx) {
+  return (LAnalyzer *)luaL_testudata(L, idx, ANALYZER_MT);
+}
+
+struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx) {
+  LAnalyzer *ud = (LAnalyzer *)luaL_checkudata(L, idx, ANALYZER_MT);
+  if (ud->p == NULL) luaL_error(L, "attempt to use a closed rag.analyzer");
+  return ud->p;
+}
+
+/*
+** Pushes a new analyzer built from the options table at idx (or the defaults
+** when idx is 0 or nil). The userdata exists before the core object, so an
+** error at any point leaks nothing.
+*/
+static LAnalyzer *new_analyzer(lua_State *L, int idx) {
+  static const char *const allowed[] = {"cjk", "lang", "lowercase", "stem", "stopwords", NULL};
+  rag_analyzer_opts o;
+  rag_analyzer_langkind kind;
+  LAnalyzer *ud;
+  int top = lua_gettop(L), rc;
+  rag_analyzer_defaults(&o);
+  if (idx != 0 && !lua_isnoneornil(L, idx)) {
+    idx = lua_absindex(L, idx);
+    lrag_checkopts(L, idx, "rag.text.analyzer", allowed);
+    lua_getfield(L, idx, "lang");
+    if (!lua_isnil(L, -1)) {
+      if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "rag.text.analyzer: option 'lang' must be a string, got %s",
+                   luaL_typename(L, -1));
+      o.lang = lua_tostring(L, -1); /* stays on the stack */
+    }
+    kind = rag_analyzer_langkind_of(o.lang);
+    if (kind == RAG_ANALYZER_LANG_UNKNOWN)
+      luaL_error(L, "rag.text.analyzer: unknown language '%s'", o.lang);
+    o.stem = opt_boolean(L, idx, "rag.text.analyzer", "stem", 1);
+    o.lowercase = opt_boolean(L, idx, "rag.text.analyzer", "lowercase", 1);
+    o.cjk = opt_cjk(L, idx);
+    opt_stopwords(L, idx, &o, kind == RAG_ANALYZER_LANG_ENGLISH);
+  }
+  ud = (LAnalyzer *)lua_newuserdatauv(L, sizeof *ud, 0);
+  ud->p = NULL;
+  luaL_setmetatable(L, ANALYZER_MT);
+  rc = rag_analyzer_new(&o, &ud->p);
+  if (rc == RAG_ENOMEM) luaL_error(L, "rag.text.analyzer: not enough memory");
+  if (rc != RAG_OK) luaL_error(L, "rag.text.analyzer: %s", rag_strerror(rc));
+  if (lua_gettop(L) > top + 1) { /* drop the option values kept alive above */
+    lua_replace(L, top + 1);
+    lua_settop(L, top + 1);
+  }
+  return ud;
+}
+
+static int text_analyzer(lua_State *L) {
+  new_analyzer(L, 1);
+  return 1;
+}
+
+/* Pushes the cached default English analyzer, created on first use. */
+static void push_default(lua_State *L) {
+  LAnalyzer *ud;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &default_key);
+  ud = test_analyzer(L, -1);
+  if (ud != NULL && ud->p != NULL) return;
+  lua_pop(L, 1);
+  new_analyzer(L, 0);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &default_key);
+}
+
+/* A table size hint for n elements. */
+static int narr(size_t n) {
+  return n > 0x7fffffff ? 0x7fffffff : (int)n;
+}
+
+/*
+** Runs the analyzer at aidx over the string at sidx with the tokenize
+** options at oidx and pushes the results (terms, or terms, starts, stops)
+** or the failure tuple. The analyzer is looked up after the last call that
+** can run Lua code (a finalizer could close it), and nothing in the run
+** calls Lua.
+*/
+static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
+  static const char *const allowed[] = {"spans", NULL};
+  size_t len, errpos = 0, i;
+  const char *s = luaL_checklstring(L, sidx, &len);
+  int spans = 0, rc;
+  rag_analyzer *a;
+  lrag_box *box;
+  collector *c;
+  lrag_checkopts(L, oidx, fname, allowed);
+  if (lua_istable(L, oidx)) spans = opt_boolean(L, oidx, fname, "spans", 0);
+  box = lrag_box_new(L, collector_fin);
+  if ((c = (collector *)rag_malloc(sizeof *c)) == NULL)
+    return luaL_error(L, "%s: not enough memory", fname);
+  memset(c, 0, sizeof *c);
+  box->p = c;
+  a = lrag_checkanalyzer(L, aidx);
+  rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
+  if (rc == RAG_EENCODING) {
+    lrag_box_free(box);
+    return lrag_fail(L, "encoding", "%s: invalid utf-8 at byte %lu", fname, (unsigned long)errpos);
+  }
+  if (rc != RAG_OK) return luaL_error(L, "%s: not enough memory", fname);
+  lua_createtable(L, narr(c->n), 0);
+  if (spans) {
+    lua_createtable(L, narr(c->n), 0);
+    lua_createtable(L, narr(c->n), 0);
+  }
+  for (i = 0; i < c->n; i++) {
+    const term *e = &c->terms[i];
+    lua_pushlstring(L, c->bytes + e->off, e->len);
+    lua_rawseti(L, spans ? -4 : -2, (lua_Integer)(i + 1));
+    if (!spans) continue;
+    lua_pushinteger(L, (lua_Integer)e->start + 1);
+    lua_rawseti(L, -3, (lua_Integer)(i + 1));
+    lua_pushinteger(L, (lua_Integer)e->stop);
+    lua_rawseti(L, -2, (lua_Integer)(i + 1));
+  }
+  lrag_box_free(box);
+  return spans ? 3 : 1;
+}
+
+static int text_tokenize(lua_State *L) {
+  LAnalyzer *once = NULL;
+  int nret;
+  luaL_checkstring(L, 1);
+  lua_settop(L, 3);
+  switch (lua_type(L, 2)) { /* the analyzer goes to index 4 */
+    case LUA_TNIL:
+      push_default(L);
+      break;
+    case LUA_TTABLE:
+      once = new_analyzer(L, 2);
+      break;
+    case LUA_TUSERDATA:
+      lrag_checkanalyzer(L, 2);
+      lua_pushvalue(L, 2);
+      break;
+    default:
+      return luaL_argerror(L, 2, lua_pushfstring(L, "rag.analyzer or table expected, got %s",
+                                                 luaL_typename(L, 2)));
+  }
+  nret = run(L, 4, 1, 3, "rag.text.tokenize");
+  if (once != NULL) { /* release the stemmer now rather than at the next GC */
+    rag_analyzer_free(once->p);
+    once->p = NULL;
+  }
+  return nret;
+}
+
+static int analyzer_tokenize(lua_State *L) {
+  lrag_checkanalyzer(L, 1);
+  lua_settop(L, 3);
+  return run(L, 1, 2, 3, "rag.analyzer.tokenize");
+}
+
+static void push_stopwords(lua_State *L, const rag_analyzer_opts *o) {
+  size_t i;
+  if (o->stopwords != RAG_ANALYZER_STOP_LIST) {
+    lua_pushboolean(L, o->stopwords == RAG_ANALYZER_STOP_BUILTIN);
+    return;
+  }
+  lua_createtable(L, (int)o->nwords, 0);
+  for (i = 0; i < o->nwords; i++) {
+    lua_pushstring(L, o->words[i]);
+    lua_rawseti(L, -2, (lua_Integer)(i + 1));
+  }
+}
+
+static int analyzer_config(lua_State *L) {
+  const rag_analyzer_opts *o = rag_analyzer_config(lrag_checkanalyzer(L, 1));
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, o->lang);
+  lua_setfield(L, -2, "lang");
+  lua_pushboolean(L, o->stem);
+  lua_setfield(L, -2, "stem");
+  lua_pushboolean(L, o->lowercase);
+  lua_setfield(L, -2, "lowercase");
+  if (o->cjk == RAG_ANALYZER_CJK_RUN) lua_pushboolean(L, 0);
+  else lua_pushstring(L, cjk_names[o->cjk]);
+  lua_setfield(L, -2, "cjk");
+  push_stopwords(L, o);
+  lua_setfield(L, -2, "stopwords");
+  return 1;
+}
+
+static int analyzer_close(lua_State *L) {
+  LAnalyzer *ud = (LAnalyzer *)luaL_checkudata(L, 1, ANALYZER_MT);
+  rag_analyzer_free(ud->p);
+  ud->p = NULL;
+  return 0;
+}
+
+static int analyzer_tostring(lua_State *L) {
+  LAnalyzer *ud = (LAnalyzer *)luaL_checkudata(L, 1, ANALYZER_MT);
+  if (ud->p == NULL) lua_pushliteral(L, "rag.analyzer (closed)");
+  else lua_pushfstring(L, "rag.analyzer (%s)", rag_analyzer_config(ud->p)->lang);
+  return 1;
+}
+
+static const luaL_Reg analyzer_methods[] = {
+  {"close", analyzer_close},
+  {"config", analyzer_config},
+  {"tokenize", analyzer_tokenize},
+  {NULL, NULL},
+};
+
+static const luaL_Reg analyzer_metamethods[] = {
+  {"__close", analyzer_close},
+  {"__gc", analyzer_close},
+  {"__tostring", analyzer_tostring},
+  {NULL, NULL},
+};
+
+static const luaL_Reg text_funcs[] = {
+  {"analyzer", text_analyzer},
+  {"tokenize", text_tokenize},
+  {NULL, NULL},
+};
+
 int lrag_open_analyzer(lua_State *L) {
-  (void)L;
+  if (luaL_newmetatable(L, ANALYZER_MT)) {
+    luaL_setfuncs(L, analyzer_metamethods, 0);
+    lua_createtable(L, 0, 3);
+    luaL_setfuncs(L, analyzer_methods, 0);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  luaL_setfuncs(L, text_funcs, 0);
   return 0;
 }

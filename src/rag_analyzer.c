@@ -1,0 +1,684 @@
+/*
+** rag_analyzer.c: text to index terms in one pass over validated UTF-8.
+** Words are runs of letters, marks, digits and connector punctuation (a
+** simplified UAX #29 word segmentation), CJK runs become n-grams; each term
+** is case-folded, checked against the stopword set and Snowball-stemmed.
+** Terms are built in scratch buffers the analyzer owns: nothing is
+** allocated per term once the buffers have grown to the longest word.
+*/
+#include "rag_analyzer.h"
+
+#include <libstemmer.h>
+#include <stdint.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "rag.h"
+
+/*
+** Words longer than this (bytes) are not stemmed: they are identifiers,
+** hashes or base64, not natural-language words, and Snowball's cost grows
+** with length.
+*/
+#ifndef RAG_ANALYZER_STEM_MAX
+#define RAG_ANALYZER_STEM_MAX 64
+#endif
+
+/*
+** Stemming costs ~180 ns a word, five times the rest of the analysis, and
+** word frequencies are Zipfian: a direct-mapped cache of recent stems
+** (64-byte entries, allocated once the analyzer has stemmed enough words to
+** make it pay) serves most words. Words longer than STEM_KEY bypass it.
+*/
+#ifndef RAG_ANALYZER_CACHE
+#define RAG_ANALYZER_CACHE 8192 /* entries, a power of two: 512 KiB */
+#endif
+#define CACHE_AFTER 512 /* stems before the cache is allocated */
+#define STEM_KEY 31
+
+/*
+** NFKC_Casefold as utf8proc approximates it: `ＡＢＣ`, `ABC` -> `abc`,
+** `ß` -> `ss`, default-ignorable code points (soft hyphen, ZWJ, variation
+** selectors) removed.
+*/
+#define FOLD_OPTS                                                            \
+  ((utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT | \
+                       UTF8PROC_CASEFOLD | UTF8PROC_IGNORE))
+
+/*
+** The built-in English stopwords: the list the Python library bm25s uses for
+** stopwords="en" (STOPWORDS_EN in bm25s/stopwords.py), which is Lucene's
+** EnglishAnalyzer default stop set. Short on purpose: BM25's IDF already
+** discounts common words, and longer lists drop words queries need.
+*/
+static const char *const english_stopwords[] = {
+  "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if",
+  "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that",
+  "the", "their", "then", "there", "these", "they", "this", "to", "was",
+  "will", "with",
+};
+
+/* {====== Character classes ======} */
+
+enum {
+  C_SEP = 0, /* separates words */
+  C_LETTER,  /* L*, outside CJK */
+  C_DIGIT,   /* N*, outside CJK */
+  C_MARK,    /* Mn, Mc and invisible joiners: continue a word or CJK character */
+  C_CONN,    /* Pc, e.g. '_' */
+  C_CJK,     /* a letter or number of Han, kana or Hangul */
+  C_APOS,    /* ' and U+2019: inside a word between two letters */
+  C_POINT    /* . and ,: inside a word between two digits */
+};
+
+static const unsigned char ascii_class[128] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 7, 0, 7, 0, /*  ' , .  */
+  2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, /* 0-9 */
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* A-O */
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, /* P-Z _ */
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* a-o */
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, /* p-z */
+};
+
+/*
+** Blocks of Han (with extensions and compatibility ideographs, planes 2-3),
+** Hiragana, Katakana (with half-width forms and U+30FC), Bopomofo and Hangul
+** (syllables, jamo, compatibility and half-width jamo). Only their letters
+** and numbers are CJK; their punctuation separates.
+*/
+static const int32_t cjk_blocks[][2] = {
+  {0x1100, 0x11FF},   {0x3005, 0x318F},   {0x31A0, 0x31BF},
+  {0x31F0, 0x31FF},   {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},
+  {0xA960, 0xA97F},   {0xAC00, 0xD7FF},   {0xF900, 0xFAFF},
+  {0xFF66, 0xFFDC},   {0x1AFF0, 0x1B16F}, {0x20000, 0x3FFFF},
+};
+
+static int in_cjk(int32_t cp) {
+  size_t i;
+  if (cp < 0x1100) return 0;
+  for (i = 0; i < sizeof cjk_blocks / sizeof cjk_blocks[0]; i++) {
+    if (cp < cjk_blocks[i][0]) return 0;
+    if (cp <= cjk_blocks[i][1]) return 1;
+  }
+  return 0;
+}
+
+/*
+** CJK letters that belong to the character before them: half-width voiced
+** sound marks and Hangul medial and final jamo (which compose a syllable).
+*/
+static int cjk_attaches(int32_t cp) {
+  return cp == 0xFF9E || cp == 0xFF9F || (cp >= 0x1160 && cp <= 0x11FF) ||
+         (cp >= 0xD7B0 && cp <= 0xD7FF);
+}
+
+static int classify(int32_t cp) {
+  if (cp < 0x80) return ascii_class[cp];
+  switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
+      return in_cjk(cp) ? C_CJK : C_LETTER;
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+      return in_cjk(cp) ? C_CJK : C_DIGIT;
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC:
+      return C_MARK;
+    case UTF8PROC_CATEGORY_PC:
+      return C_CONN;
+    case UTF8PROC_CATEGORY_CF: /* soft hyphen, ZWNJ, ZWJ, word joiner: folded away */
+      return cp == 0xAD || cp == 0x200C || cp == 0x200D || cp == 0x2060 ? C_MARK : C_SEP;
+    default: /* enclosing marks too: "1\uFE0F\u20E3" is the digit 1 */
+      return cp == 0x2019 ? C_APOS : C_SEP;
+  }
+}
+
+/* Decodes one code point of input already known to be valid UTF-8. */
+static size_t decode(const unsigned char *p, int32_t *cp) {
+  unsigned c = p[0];
+  if (c < 0x80) {
+    *cp = (int32_t)c;
+    return 1;
+  }
+  if (c < 0xE0) {
+    *cp = (int32_t)(((c & 0x1Fu) << 6) | (p[1] & 0x3Fu));
+    return 2;
+  }
+  if (c < 0xF0) {
+    *cp = (int32_t)(((c & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu));
+    return 3;
+  }
+  *cp = (int32_t)(((c & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) |
+                  ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu));
+  return 4;
+}
+
+/* The class of the code point at s[i], or C_SEP at the end of input. */
+static int class_at(const unsigned char *s, size_t len, size_t i, int32_t *cp,
+                    size_t *k) {
+  if (i >= len) {
+    *k = 0;
+    return C_SEP;
+  }
+  *k = decode(s + i, cp);
+  return classify(*cp);
+}
+
+/* Offset of the first byte that starts no valid UTF-8 sequence, or len. */
+static size_t first_invalid(const unsigned char *s, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t n;
+    if (s[i] < 0x80) { /* ASCII eight bytes at a time */
+      uint64_t w;
+      while (len - i >= 8) {
+        memcpy(&w, s + i, 8);
+        if (w & UINT64_C(0x8080808080808080)) break;
+        i += 8;
+      }
+      while (i < len && s[i] < 0x80) i++;
+      continue;
+    }
+    n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i < 4 ? len - i : 4), &cp);
+    if (n <= 0) return i;
+    i += (size_t)n;
+  }
+  return len;
+}
+
+/* {====== The analyzer ======} */
+
+typedef struct stopslot {
+  size_t off, len; /* the folded word in the set's arena; len 0: empty slot */
+  uint32_t hash;
+} stopslot;
+
+typedef struct stopset {
+  stopslot *slots; /* open addressing, linear probing, at most half full */
+  size_t mask;     /* slot count - 1; slot count is a power of two */
+  size_t n;        /* distinct words */
+  size_t minlen, maxlen;
+  char *arena;     /* the folded words, back to back */
+  size_t used, cap;
+} stopset;
+
+typedef struct stemslot {
+  unsigned char wlen, slen; /* wlen 0: empty */
+  char word[STEM_KEY];      /* the folded word */
+  char stem[STEM_KEY];      /* its stem */
+} stemslot;
+
+struct rag_analyzer {
+  rag_analyzer_opts cfg;      /* the options, with lang and words copied */
+  char *lang;                 /* cfg.lang's copy */
+  char **words;               /* cfg.words's copy: pointers then the bytes */
+  struct sb_stemmer *stemmer; /* NULL when stem is off */
+  stemslot *cache;            /* RAG_ANALYZER_CACHE stems, or NULL */
+  size_t nstems;              /* words stemmed while there was no cache */
+  stopset stop;
+  char *buf;                  /* scratch: a lowercased ASCII term */
+  size_t cap;
+  utf8proc_int32_t *cps;      /* scratch: a folded term, code points then UTF-8 */
+  size_t ncps;
+};
+
+/*
+** Returns p grown to hold `need` elements of `size` bytes (p itself when it
+** already does) and updates *cap; NULL when out of memory, p intact.
+*/
+static void *reserve(void *p, size_t *cap, size_t need, size_t size) {
+  size_t n = *cap ? *cap : 64;
+  if (need <= *cap && p != NULL) return p;
+  while (n < need) {
+    if (n > ((size_t)-1) / 2) return NULL;
+    n *= 2;
+  }
+  if (RAG_MUL_OVERFLOWS(n, size) || (p = rag_realloc(p, n * size)) == NULL) return NULL;
+  *cap = n;
+  return p;
+}
+
+static int lower_ascii(rag_analyzer *a, const char *t, size_t n, const char **out) {
+  size_t i;
+  char *p = (char *)reserve(a->buf, &a->cap, n, 1);
+  if (p == NULL) return RAG_ENOMEM;
+  a->buf = p;
+  for (i = 0; i < n; i++) {
+    unsigned c = (unsigned char)t[i];
+    a->buf[i] = (char)(c - 'A' < 26u ? c + 32 : c);
+  }
+  *out = a->buf;
+  return RAG_OK;
+}
+
+/* Drops each U+2019 to "'" so "don’t" and "don't" are one term. */
+static size_t plain_apostrophes(char *t, size_t n) {
+  size_t i, j = 0;
+  for (i = 0; i < n; i++) {
+    if ((unsigned char)t[i] == 0xE2 && i + 2 < n && (unsigned char)t[i + 1] == 0x80 &&
+        (unsigned char)t[i + 2] == 0x99) {
+      t[j++] = '\'';
+      i += 2;
+    } else {
+      t[j++] = t[i];
+    }
+  }
+  return j;
+}
+
+/*
+** NFKC_Casefold of valid UTF-8 into the code point scratch, re-encoded there
+** as UTF-8. Returns RAG_EENCODING for invalid input (stopwords only).
+*/
+static int fold_utf8(rag_analyzer *a, const char *t, size_t n, const char **out,
+                     size_t *outlen) {
+  const utf8proc_uint8_t *s = (const utf8proc_uint8_t *)t;
+  utf8proc_int32_t *p;
+  utf8proc_ssize_t m;
+  if (n > (size_t)(PTRDIFF_MAX / 16)) return RAG_ENOMEM;
+  for (;;) {
+    /* one spare element: utf8proc_reencode writes a NUL after the bytes */
+    utf8proc_ssize_t room = a->ncps > 0 ? (utf8proc_ssize_t)(a->ncps - 1) : 0;
+    m = utf8proc_decompose(s, (utf8proc_ssize_t)n, a->cps, room, FOLD_OPTS);
+    if (m == UTF8PROC_ERROR_INVALIDUTF8) return RAG_EENCODING;
+    if (m < 0) return RAG_ENOMEM; /* overflow: a word of hundreds of megabytes */
+    if (m <= room) break;
+    p = (utf8proc_int32_t *)reserve(a->cps, &a->ncps, (size_t)m + 1, sizeof *a->cps);
+    if (p == NULL) return RAG_ENOMEM;
+    a->cps = p;
+  }
+  if (m == 0) { /* only default-ignorable code points */
+    *out = t;
+    *outlen = 0;
+    return RAG_OK;
+  }
+  m = utf8proc_reencode(a->cps, m, FOLD_OPTS);
+  if (m < 0) return RAG_ENOMEM;
+  *out = (const char *)a->cps;
+  *outlen = plain_apostrophes((char *)a->cps, (size_t)m);
+  return RAG_OK;
+}
+
+/* {====== Stopwords ======} */
+
+static uint32_t hash_bytes(const char *s, size_t n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+/* Whether t[0..n), whose hash_bytes is h, is in the set. */
+static int is_stop(const stopset *st, const char *t, size_t n, uint32_t h) {
+  size_t i;
+  for (i = h & st->mask; st->slots[i].len != 0; i = (i + 1) & st->mask) {
+    const stopslot *e = &st->slots[i];
+    if (e->hash == h && e->len == n && memcmp(st->arena + e->off, t, n) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Appends one word (folded when the analyzer folds) to the arena. */
+static int add_stopword(rag_analyzer *a, const char *w, size_t n) {
+  stopset *st = &a->stop;
+  const char *t = w;
+  char *arena;
+  int rc = RAG_OK;
+  size_t i;
+  if (a->cfg.lowercase) {
+    int ascii = 1;
+    for (i = 0; i < n; i++) ascii &= (unsigned char)w[i] < 0x80;
+    rc = ascii ? lower_ascii(a, w, n, &t) : fold_utf8(a, w, n, &t, &n);
+    if (rc == RAG_EENCODING) t = w, rc = RAG_OK; /* kept as is: it matches nothing */
+    if (rc != RAG_OK) return rc;
+  }
+  if (n == 0) return RAG_OK; /* cannot match: terms are never empty */
+  if (n > ((size_t)-1) - st->used) return RAG_ENOMEM;
+  if ((arena = (char *)reserve(st->arena, &st->cap, st->used + n, 1)) == NULL) return RAG_ENOMEM;
+  st->arena = arena;
+  memcpy(st->arena + st->used, t, n);
+  st->used += n;
+  return RAG_OK;
+}
+
+/* Indexes the arena: words were appended in order, with their lengths in `lens`. */
+static int index_stopwords(stopset *st, const size_t *lens, size_t nlens) {
+  size_t size = 8, i, off = 0;
+  while (size / 2 < nlens) {
+    if (size > ((size_t)-1) / 4) return RAG_ENOMEM;
+    size *= 2;
+  }
+  if (RAG_MUL_OVERFLOWS(size, sizeof(stopslot))) return RAG_ENOMEM;
+  if ((st->slots = (stopslot *)rag_malloc(size * sizeof(stopslot))) == NULL) return RAG_ENOMEM;
+  memset(st->slots, 0, size * sizeof(stopslot));
+  st->mask = size - 1;
+  st->minlen = (size_t)-1;
+  for (i = 0; i < nlens; off += lens[i], i++) {
+    const char *w = st->arena + off;
+    size_t j, n = lens[i];
+    uint32_t h;
+    if (n == 0) continue;
+    h = hash_bytes(w, n);
+    if (is_stop(st, w, n, h)) continue;
+    for (j = h & st->mask; st->slots[j].len != 0; j = (j + 1) & st->mask) continue;
+    st->slots[j].off = off;
+    st->slots[j].len = n;
+    st->slots[j].hash = h;
+    st->n++;
+    if (n < st->minlen) st->minlen = n;
+    if (n > st->maxlen) st->maxlen = n;
+  }
+  return RAG_OK;
+}
+
+static int build_stopwords(rag_analyzer *a) {
+  const char *const *words = english_stopwords;
+  size_t n = sizeof english_stopwords / sizeof english_stopwords[0], i, *lens;
+  int rc = RAG_OK;
+  if (a->cfg.stopwords == RAG_ANALYZER_STOP_NONE) return RAG_OK;
+  if (a->cfg.stopwords == RAG_ANALYZER_STOP_LIST) {
+    words = a->cfg.words;
+    n = a->cfg.nwords;
+    if (n == 0) return RAG_OK;
+  }
+  if (RAG_MUL_OVERFLOWS(n, sizeof *lens)) return RAG_ENOMEM;
+  if ((lens = (size_t *)rag_malloc(n * sizeof *lens)) == NULL) return RAG_ENOMEM;
+  for (i = 0; i < n && rc == RAG_OK; i++) {
+    size_t before = a->stop.used;
+    rc = add_stopword(a, words[i], strlen(words[i]));
+    lens[i] = a->stop.used - before;
+  }
+  if (rc == RAG_OK) rc = index_stopwords(&a->stop, lens, n);
+  rag_free(lens);
+  return rc;
+}
+
+/* {====== Lifetime ======} */
+
+void rag_analyzer_defaults(rag_analyzer_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->lang = "english";
+  o->stem = 1;
+  o->lowercase = 1;
+  o->cjk = RAG_ANALYZER_CJK_BIGRAM;
+  o->stopwords = RAG_ANALYZER_STOP_BUILTIN;
+}
+
+rag_analyzer_langkind rag_analyzer_langkind_of(const char *lang) {
+  const char **l;
+  if (lang == NULL) return RAG_ANALYZER_LANG_UNKNOWN;
+  for (l = sb_stemmer_list(); *l != NULL; l++) {
+    if (strcmp(*l, lang) != 0) continue;
+    if (strcmp(lang, "english") == 0 || strcmp(lang, "porter") == 0)
+      return RAG_ANALYZER_LANG_ENGLISH;
+    return RAG_ANALYZER_LANG_OTHER;
+  }
+  return RAG_ANALYZER_LANG_UNKNOWN;
+}
+
+static char *copy_string(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = (char *)rag_malloc(n);
+  if (p != NULL) memcpy(p, s, n);
+  return p;
+}
+
+/* One allocation: nwords pointers, then the words with their NULs. */
+static int copy_words(rag_analyzer *a, const char *const *words, size_t nwords) {
+  size_t i, total, head;
+  char *p;
+  if (RAG_MUL_OVERFLOWS(nwords, sizeof(char *))) return RAG_ENOMEM;
+  total = head = nwords * sizeof(char *);
+  for (i = 0; i < nwords; i++) {
+    size_t n = strlen(words[i]) + 1;
+    if (n > ((size_t)-1) - total) return RAG_ENOMEM;
+    total += n;
+  }
+  if ((a->words = (char **)rag_malloc(total ? total : 1)) == NULL) return RAG_ENOMEM;
+  p = (char *)a->words + head;
+  for (i = 0; i < nwords; i++) {
+    size_t n = strlen(words[i]) + 1;
+    memcpy(p, words[i], n);
+    a->words[i] = p;
+    p += n;
+  }
+  a->cfg.words = (const char *const *)a->words;
+  a->cfg.nwords = nwords;
+  return RAG_OK;
+}
+
+static int check_opts(const rag_analyzer_opts *o) {
+  rag_analyzer_langkind kind = rag_analyzer_langkind_of(o->lang);
+  size_t i;
+  if (kind == RAG_ANALYZER_LANG_UNKNOWN) return RAG_EINVAL;
+  if ((unsigned)o->cjk > RAG_ANALYZER_CJK_RUN) return RAG_EINVAL;
+  if ((unsigned)o->stopwords > RAG_ANALYZER_STOP_LIST) return RAG_EINVAL;
+  if (o->stopwords == RAG_ANALYZER_STOP_BUILTIN && kind != RAG_ANALYZER_LANG_ENGLISH)
+    return RAG_EINVAL;
+  if (o->stopwords == RAG_ANALYZER_STOP_LIST && o->nwords > 0) {
+    if (o->words == NULL) return RAG_EINVAL;
+    for (i = 0; i < o->nwords; i++)
+      if (o->words[i] == NULL) return RAG_EINVAL;
+  }
+  return RAG_OK;
+}
+
+int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out) {
+  rag_analyzer *a;
+  int rc;
+  *out = NULL;
+  if ((rc = check_opts(o)) != RAG_OK) return rc;
+  if ((a = (rag_analyzer *)rag_malloc(sizeof *a)) == NULL) return RAG_ENOMEM;
+  memset(a, 0, sizeof *a);
+  a->cfg = *o;
+  a->cfg.stem = o->stem != 0;
+  a->cfg.lowercase = o->lowercase != 0;
+  a->cfg.words = NULL;
+  a->cfg.nwords = 0;
+  if ((a->lang = copy_string(o->lang)) == NULL) rc = RAG_ENOMEM;
+  a->cfg.lang = a->lang;
+  if (rc == RAG_OK && o->stopwords == RAG_ANALYZER_STOP_LIST)
+    rc = copy_words(a, o->words, o->nwords);
+  if (rc == RAG_OK) rc = build_stopwords(a);
+  if (rc == RAG_OK && a->cfg.stem) {
+    /* the language is known, so NULL means out of memory */
+    if ((a->stemmer = sb_stemmer_new(a->lang, "UTF_8")) == NULL) rc = RAG_ENOMEM;
+  }
+  if (rc != RAG_OK) {
+    rag_analyzer_free(a);
+    return rc;
+  }
+  *out = a;
+  return RAG_OK;
+}
+
+void rag_analyzer_free(rag_analyzer *a) {
+  if (a == NULL) return;
+  sb_stemmer_delete(a->stemmer);
+  rag_free(a->cache);
+  rag_free(a->stop.slots);
+  rag_free(a->stop.arena);
+  rag_free(a->buf);
+  rag_free(a->cps);
+  rag_free(a->words);
+  rag_free(a->lang);
+  rag_free(a);
+}
+
+const rag_analyzer_opts *rag_analyzer_config(const rag_analyzer *a) {
+  return &a->cfg;
+}
+
+/* {====== Running ======} */
+
+enum { T_ASCII = 1, T_UPPER = 2, T_STEM = 4 };
+
+/*
+** Replaces *t, *n by its stem (unless the stem is empty), through the cache;
+** h is hash_bytes(*t, *n) when *n <= STEM_KEY.
+*/
+static int stem_term(rag_analyzer *a, const char **t, size_t *n, uint32_t h) {
+  stemslot *e = NULL;
+  const sb_symbol *r;
+  int m;
+  if (*n <= STEM_KEY) {
+    if (a->cache == NULL && ++a->nstems > CACHE_AFTER) {
+      a->cache = (stemslot *)rag_malloc(RAG_ANALYZER_CACHE * sizeof(stemslot));
+      if (a->cache == NULL) return RAG_ENOMEM;
+      memset(a->cache, 0, RAG_ANALYZER_CACHE * sizeof(stemslot));
+    }
+    if (a->cache != NULL) {
+      e = &a->cache[h & (RAG_ANALYZER_CACHE - 1)];
+      if (e->wlen == *n && memcmp(e->word, *t, *n) == 0) {
+        *t = e->stem;
+        *n = e->slen;
+        return RAG_OK;
+      }
+    }
+  }
+  if ((r = sb_stemmer_stem(a->stemmer, (const sb_symbol *)*t, (int)*n)) == NULL)
+    return RAG_ENOMEM;
+  if ((m = sb_stemmer_length(a->stemmer)) <= 0) return RAG_OK;
+  if (e != NULL && m <= STEM_KEY) {
+    e->wlen = (unsigned char)*n;
+    memcpy(e->word, *t, *n);
+    e->slen = (unsigned char)m;
+    memcpy(e->stem, r, (size_t)m);
+  }
+  *t = (const char *)r;
+  *n = (size_t)m;
+  return RAG_OK;
+}
+
+/* Folds, filters and stems the source s[start, stop), then emits it. */
+static int put_term(rag_analyzer *a, const unsigned char *s, size_t start,
+                    size_t stop, int flags, rag_term_fn emit, void *ud) {
+  const char *t = (const char *)s + start;
+  size_t n = stop - start;
+  uint32_t h = 0;
+  int rc = RAG_OK, drop, stem;
+  if (a->cfg.lowercase) {
+    if (!(flags & T_ASCII)) rc = fold_utf8(a, t, n, &t, &n);
+    else if (flags & T_UPPER) rc = lower_ascii(a, t, n, &t);
+    if (rc != RAG_OK) return rc;
+    if (n == 0) return RAG_OK;
+  }
+  drop = a->stop.n > 0 && n >= a->stop.minlen && n <= a->stop.maxlen; /* may be */
+  stem = (flags & T_STEM) && a->stemmer != NULL && n <= RAG_ANALYZER_STEM_MAX;
+  if (drop || (stem && n <= STEM_KEY)) h = hash_bytes(t, n);
+  if (drop && is_stop(&a->stop, t, n, h)) return RAG_OK;
+  if (stem && (rc = stem_term(a, &t, &n, h)) != RAG_OK) return rc;
+  return emit(ud, t, n, start, stop);
+}
+
+/*
+** The word starting at *pos (a letter, digit or connector): extends it over
+** word characters, apostrophes between letters and points between digits.
+** Words without a letter or digit ("__") are dropped.
+*/
+static int run_word(rag_analyzer *a, const unsigned char *s, size_t len,
+                    size_t *pos, rag_term_fn emit, void *ud) {
+  size_t i = *pos, start = i, k;
+  int last = C_SEP, flags = T_ASCII | T_STEM, alnum = 0;
+  int32_t cp;
+  while (i < len) {
+    unsigned c = s[i];
+    int cls;
+    if (c < 0x80) {
+      cls = ascii_class[c];
+      k = 1;
+    } else {
+      k = decode(s + i, &cp);
+      cls = classify(cp);
+    }
+    if (cls == C_LETTER) {
+      alnum = 1;
+      if (c - 'A' < 26u) flags |= T_UPPER;
+    } else if (cls == C_DIGIT) {
+      alnum = 1;
+      flags &= ~T_STEM;
+    } else if (cls == C_CONN) {
+      flags &= ~T_STEM;
+    } else if (cls == C_APOS || cls == C_POINT) {
+      size_t k2;
+      int want = cls == C_APOS ? C_LETTER : C_DIGIT;
+      if (last != want || class_at(s, len, i + k, &cp, &k2) != want) break;
+    } else if (cls != C_MARK) {
+      break;
+    }
+    if (cls != C_MARK) last = cls;
+    if (c >= 0x80) flags &= ~T_ASCII;
+    i += k;
+  }
+  *pos = i;
+  return alnum ? put_term(a, s, start, i, flags, emit, ud) : RAG_OK;
+}
+
+/* Emits one CJK term over source bytes [start, stop), never stemmed. */
+static int put_cjk(rag_analyzer *a, const unsigned char *s, size_t start,
+                   size_t stop, rag_term_fn emit, void *ud) {
+  return put_term(a, s, start, stop, 0, emit, ud);
+}
+
+/*
+** The CJK run starting at *pos. A character is a CJK letter with the marks
+** and attaching jamo after it; terms are emitted as characters are found,
+** so text order holds: in "both" mode U0 B01 U1 B12 U2.
+*/
+static int run_cjk(rag_analyzer *a, const unsigned char *s, size_t len,
+                   size_t *pos, rag_term_fn emit, void *ud) {
+  rag_analyzer_cjk mode = a->cfg.cjk;
+  size_t i = *pos, rs = i, ps = 0, pe = 0, count = 0, k;
+  int32_t cp;
+  int rc = RAG_OK;
+  while (rc == RAG_OK && class_at(s, len, i, &cp, &k) == C_CJK) {
+    size_t cs = i;
+    int cls;
+    i += k;
+    while ((cls = class_at(s, len, i, &cp, &k)) == C_MARK || (cls == C_CJK && cjk_attaches(cp)))
+      i += k;
+    if (count > 0 && (mode == RAG_ANALYZER_CJK_BIGRAM || mode == RAG_ANALYZER_CJK_BOTH))
+      rc = put_cjk(a, s, ps, i, emit, ud);
+    if (rc == RAG_OK && (mode == RAG_ANALYZER_CJK_UNIGRAM || mode == RAG_ANALYZER_CJK_BOTH))
+      rc = put_cjk(a, s, cs, i, emit, ud);
+    ps = cs;
+    pe = i;
+    count++;
+  }
+  *pos = i;
+  if (rc != RAG_OK) return rc;
+  if (mode == RAG_ANALYZER_CJK_BIGRAM && count == 1) return put_cjk(a, s, ps, pe, emit, ud);
+  if (mode == RAG_ANALYZER_CJK_RUN) return put_cjk(a, s, rs, pe, emit, ud);
+  return RAG_OK;
+}
+
+int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
+                     rag_term_fn emit, void *ud, size_t *errpos) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0, bad = first_invalid(s, len);
+  if (bad < len) {
+    *errpos = bad + 1;
+    return RAG_EENCODING;
+  }
+  while (i < len) {
+    int32_t cp;
+    size_t k;
+    int cls, rc;
+    if (s[i] < 0x80) {
+      cls = ascii_class[s[i]];
+      k = 1;
+    } else {
+      k = decode(s + i, &cp);
+      cls = classify(cp);
+    }
+    if (cls == C_LETTER || cls == C_DIGIT || cls == C_CONN) rc = run_word(a, s, len, &i, emit, ud);
+    else if (cls == C_CJK) rc = run_cjk(a, s, len, &i, emit, ud);
+    else {
+      i += k;
+      continue;
+    }
+    if (rc != RAG_OK) return rc;
+  }
+  return RAG_OK;
+}

@@ -1,0 +1,91 @@
+/*
+** rag_analyzer.h: the analyzer turns text into index terms for BM25:
+** segmentation into words and CJK n-grams, case folding (NFKC_Casefold),
+** stopword removal and Snowball stemming (libstemmer). Each term carries the
+** byte span of its source in the input.
+*/
+#ifndef RAG_ANALYZER_H
+#define RAG_ANALYZER_H
+
+#include <stddef.h>
+
+typedef struct rag_analyzer rag_analyzer;
+
+/* What a run of Han, kana or Hangul characters becomes. */
+typedef enum rag_analyzer_cjk {
+  RAG_ANALYZER_CJK_BIGRAM = 0, /* overlapping pairs; a one-character run is a unigram */
+  RAG_ANALYZER_CJK_UNIGRAM,    /* each character */
+  RAG_ANALYZER_CJK_BOTH,       /* per position: the unigram, then the bigram starting there */
+  RAG_ANALYZER_CJK_RUN         /* the whole run as one term */
+} rag_analyzer_cjk;
+
+typedef enum rag_analyzer_stop {
+  RAG_ANALYZER_STOP_NONE = 0, /* keep every term */
+  RAG_ANALYZER_STOP_BUILTIN,  /* the built-in English list (English languages only) */
+  RAG_ANALYZER_STOP_LIST      /* `words`, matched after case folding */
+} rag_analyzer_stop;
+
+typedef enum rag_analyzer_langkind {
+  RAG_ANALYZER_LANG_UNKNOWN = 0, /* libstemmer has no such algorithm */
+  RAG_ANALYZER_LANG_OTHER,       /* a known, non-English algorithm */
+  RAG_ANALYZER_LANG_ENGLISH      /* "english" or "porter" */
+} rag_analyzer_langkind;
+
+typedef struct rag_analyzer_opts {
+  const char *lang;            /* a name from sb_stemmer_list(), e.g. "english" */
+  int stem;                    /* 1: Snowball-stem words without digits or '_' (up to 64 bytes) */
+  int lowercase;               /* 1: NFKC case folding; U+2019 becomes "'" */
+  rag_analyzer_cjk cjk;        /* CJK segmentation */
+  rag_analyzer_stop stopwords; /* which stopwords to drop */
+  const char *const *words;    /* RAG_ANALYZER_STOP_LIST: nwords NUL-terminated words */
+  size_t nwords;
+} rag_analyzer_opts;
+
+/*
+** A term callback: `term` (termlen > 0 bytes, not NUL-terminated) is valid
+** only during the call; [start, stop) is the 0-based byte span of its source
+** in the input. A non-zero return stops the run, which returns that value.
+** The callback must not run the same analyzer.
+*/
+typedef int (*rag_term_fn)(void *ud, const char *term, size_t termlen,
+                           size_t start, size_t stop);
+
+/* Fills *o with the defaults: english, stem, lowercase, bigrams, built-in stopwords. */
+void rag_analyzer_defaults(rag_analyzer_opts *o);
+
+/* Whether `lang` names a libstemmer algorithm, and whether it is English. */
+rag_analyzer_langkind rag_analyzer_langkind_of(const char *lang);
+
+/*
+** Creates an analyzer from *o (borrowed: lang and the stopwords are copied).
+** On RAG_OK, *out is a new analyzer that the caller releases with
+** rag_analyzer_free. RAG_EINVAL: unknown or NULL language, built-in
+** stopwords with a non-English language, a NULL word or a bad enum value.
+** RAG_ENOMEM: out of memory. On failure *out is NULL and nothing stays
+** allocated.
+*/
+int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out);
+
+/* Releases `a` and everything it owns. Passing NULL is a harmless no-op. */
+void rag_analyzer_free(rag_analyzer *a);
+
+/*
+** The options `a` was built with, as copies owned by `a` (valid until
+** rag_analyzer_free). Stopwords are given as passed in, before folding.
+*/
+const rag_analyzer_opts *rag_analyzer_config(const rag_analyzer *a);
+
+/*
+** Analyzes `len` bytes at `s` (borrowed) and calls `emit` for each term in
+** text order (start and stop never decrease). Returns RAG_OK; RAG_EENCODING
+** when `s` is not valid UTF-8, with *errpos the 1-based offset of the first
+** invalid byte and `emit` never called; RAG_ENOMEM (the terms emitted so far
+** stand); or the first non-zero value `emit` returned.
+** An analyzer is not thread-safe: it owns a stemmer, scratch buffers and a
+** stem cache, so use one analyzer per thread (or lock). What it keeps
+** across runs never changes results: equal input gives equal terms.
+*/
+int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len,
+                     rag_term_fn emit, void *ud, size_t *errpos);
+
+#endif
