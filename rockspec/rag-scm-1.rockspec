@@ -28,7 +28,7 @@ build = {
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.core"] = {
-      -- every src/*.c (spec/core/build_spec.lua checks this list)
+      -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {
         "src/lrag.c", "src/lrag_analyzer.c", "src/lrag_http.c", "src/lrag_json.c",
         "src/lrag_sentences.c", "src/lrag_text.c", "src/lrag_tokenizer.c", "src/rag.c",
