@@ -80,7 +80,8 @@ local function error_report(label, texts)
     rel[i] = math.abs(a - e) / e
   end
   table.sort(rel)
-  print(("approx vs cl100k, %-8s total %+.2f%%, per text: median %.1f%%, p90 %.1f%%, p95 %.1f%%, max %.1f%%  (%d texts)")
+  print(("approx vs cl100k, %-8s total %+.2f%%, per text: median %.1f%%, p90 %.1f%%, "
+    .. "p95 %.1f%%, max %.1f%%  (%d texts)")
     :format(label, (est / exact - 1) * 100, median(rel) * 100, rel[math.ceil(#rel * 0.9)] * 100,
       rel[math.ceil(#rel * 0.95)] * 100, rel[#rel] * 100, #rel))
 end

@@ -207,7 +207,8 @@ describe("rag.tokenizer.load", function()
   local dir = tokenizer.vocab_dir()
 
   it("loads a .tiktoken file with the rules of the named encoding", function()
-    local tok = assert(tokenizer.load(dir .. "/cl100k_base.tiktoken", "cl100k_base", { name = "mine" }))
+    local path = dir .. "/cl100k_base.tiktoken"
+    local tok = assert(tokenizer.load(path, "cl100k_base", { name = "mine" }))
     assert.equal("mine", tok:info().name)
     assert.same(tokenizer.get("cl100k_base"):encode("hello world's"), tok:encode("hello world's"))
     tok:close()
@@ -306,7 +307,8 @@ describe("rag.tokenizer.approx", function()
   end)
 
   it("returns nil, msg, 'encoding' on invalid UTF-8", function()
-    for _, bad in ipairs({ "a\255", "\192\175", "ab\228\184", "\237\160\128", "\244\144\128\128" }) do
+    local bads = { "a\255", "\192\175", "ab\228\184", "\237\160\128", "\244\144\128\128" }
+    for _, bad in ipairs(bads) do
       local n, msg, code = approx:count(bad)
       assert.is_nil(n)
       assert.equal("encoding", code)
