@@ -36,6 +36,8 @@ static uint32_t check_allowed(lua_State *L, const rag_tokenizer *t, int idx, con
   static const char *const keys[] = {"allowed_special", NULL};
   uint32_t mask = 0;
   size_t i, ns = rag_tokenizer_nspecials(t);
+  if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
+    luaL_error(L, "%s: opts must be a table", fname);
   lrag_checkopts(L, idx, fname, keys);
   if (lua_isnoneornil(L, idx)) return 0;
   lua_getfield(L, idx, "allowed_special");
@@ -136,7 +138,7 @@ static int tok_decode(lua_State *L) {
     lua_Number v;
     lua_rawgeti(L, 2, (lua_Integer)i + 1);
     v = lua_tonumber(L, -1);
-    if (!lua_isnumber(L, -1) || v != v || v < 0 || v > 4294967295.0 || v != (lua_Number)(uint32_t)v)
+    if (lua_type(L, -1) != LUA_TNUMBER || v != v || v < 0 || v > 4294967295.0 || v != (lua_Number)(uint32_t)v)
       return luaL_error(L, "rag.tokenizer.decode: ids[%d] is not a token id", (int)i + 1);
     ids[i] = (uint32_t)v;
     lua_pop(L, 1);
@@ -251,6 +253,8 @@ static int approx_info(lua_State *L) {
   return 1;
 }
 
+/* The estimator holds no memory: close is accepted (for <close> and for code
+** written against any tokenizer) and changes nothing. */
 static int approx_close(lua_State *L) {
   luaL_checkudata(L, 1, MT_APPROX);
   return 0;
@@ -283,7 +287,7 @@ static int tok_new(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 3) != 0) {
     lua_Number id = lua_tonumber(L, -1);
-    if (lua_type(L, -2) != LUA_TSTRING || !lua_isnumber(L, -1) || id < 0 || id > 4294967295.0 ||
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TNUMBER || id < 0 || id > 4294967295.0 ||
         id != (lua_Number)(uint32_t)id)
       return luaL_error(L, "rag.tokenizer.new: special tokens map text to an integer id");
     if (ns == RAG_TOKENIZER_MAX_SPECIALS)
@@ -364,6 +368,8 @@ int lrag_open_tokenizer(lua_State *L) {
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, approx_tostring);
     lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, approx_close);
+    lua_setfield(L, -2, "__close");
   }
   lua_pop(L, 1);
   luaL_setfuncs(L, tokenizer_funcs, 0);

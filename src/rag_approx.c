@@ -94,8 +94,8 @@ static int unit(cuts *c, size_t start, size_t end, unsigned long long w) {
   target = (c->cost + 500) / 1000;
   if (target <= c->n) return RAG_OK;
   k = (size_t)(target - c->n) < span ? (size_t)(target - c->n) : span;
-  for (j = 1; j <= k; j++)
-    if ((rc = cut_at(c, start + span * j / k)) != RAG_OK) return rc;
+  for (j = 1; j <= k; j++) /* 64-bit product: no overflow where size_t is 32 bits */
+    if ((rc = cut_at(c, start + (size_t)((unsigned long long)span * j / k))) != RAG_OK) return rc;
   return RAG_OK;
 }
 

@@ -640,21 +640,31 @@ static const unsigned char *find_bytes(const unsigned char *h, size_t hn, const 
   return NULL;
 }
 
-/* The earliest allowed special at or after i: its index, or -1. */
+/*
+** The earliest allowed special at or after i: its index, or -1 (longest on
+** a tie). next[j] caches special j's first hit at or after an earlier i, so
+** each special's text is scanned once overall; one with no hit left is
+** dropped from *allowed.
+*/
 static int find_special(const rag_tokenizer *t, const unsigned char *s, size_t len, size_t i,
-                        uint32_t allowed, size_t *at) {
+                        uint32_t *allowed, size_t *next, size_t *at) {
   int best = -1;
   size_t j;
   for (j = 0; j < t->nspecial; j++) {
     const rag_special *sp = &t->specials[j];
-    const unsigned char *hit;
-    if (!(allowed & (1u << j)) || len - i < sp->len) continue;
-    hit = find_bytes(s + i, len - i, sp->text, sp->len);
-    if (hit == NULL) continue;
-    if (best < 0 || (size_t)(hit - s) < *at ||
-        ((size_t)(hit - s) == *at && sp->len > t->specials[best].len)) {
+    if (!(*allowed & (1u << j))) continue;
+    if (next[j] == (size_t)-1 || next[j] < i) {
+      const unsigned char *hit =
+          len - i < sp->len ? NULL : find_bytes(s + i, len - i, sp->text, sp->len);
+      if (hit == NULL) {
+        *allowed &= ~(1u << j);
+        continue;
+      }
+      next[j] = (size_t)(hit - s);
+    }
+    if (best < 0 || next[j] < *at || (next[j] == *at && sp->len > t->specials[best].len)) {
       best = (int)j;
-      *at = (size_t)(hit - s);
+      *at = next[j];
     }
   }
   return best;
@@ -663,11 +673,12 @@ static int find_special(const rag_tokenizer *t, const unsigned char *s, size_t l
 static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t allowed, sink *k,
                size_t *errpos) {
   const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0, at = 0;
+  size_t i = 0, at = 0, j, next[RAG_TOKENIZER_MAX_SPECIALS];
   int rc, sp;
   if ((*errpos = invalid_utf8(s, len)) != 0) return RAG_EENCODING;
   allowed &= t->nspecial >= 32 ? UINT32_MAX : ((1u << t->nspecial) - 1);
-  while (allowed && (sp = find_special(t, s, len, i, allowed, &at)) >= 0) {
+  for (j = 0; j < RAG_TOKENIZER_MAX_SPECIALS; j++) next[j] = (size_t)-1;
+  while (allowed && (sp = find_special(t, s, len, i, &allowed, next, &at)) >= 0) {
     if ((rc = encode_ordinary(t, s + i, at - i, k)) != RAG_OK) return rc;
     if ((rc = emit(k, t->specials[sp].id)) != RAG_OK) return rc;
     i = at + t->specials[sp].len;

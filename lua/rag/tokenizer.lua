@@ -41,7 +41,7 @@ end
 
 local function read_file(path, fname)
   local f, err = io.open(path, "rb")
-  if not f then
+  if not f then -- err is "path: reason"
     return nil, fname .. ": " .. tostring(err), "io"
   end
   local data, rerr = f:read("*a")
@@ -87,6 +87,12 @@ function M.load(path, name, opts)
       error("rag.tokenizer.load: unknown option '" .. tostring(k) .. "'", 2)
     end
   end
+  if opts.special_tokens ~= nil and type(opts.special_tokens) ~= "table" then
+    error("rag.tokenizer.load: special_tokens must be a table { [text] = id }", 2)
+  end
+  if opts.name ~= nil and type(opts.name) ~= "string" then
+    error("rag.tokenizer.load: name must be a string", 2)
+  end
   local data, err, code = read_file(path, "rag.tokenizer.load")
   if not data then
     return nil, err, code
@@ -94,7 +100,7 @@ function M.load(path, name, opts)
   local tok, msg, mcode = core.tokenizer.new(data, name, opts.special_tokens or SPECIALS[name],
     opts.name or name)
   if not tok then
-    return nil, (msg:gsub("^rag%.tokenizer%.new", "rag.tokenizer.load: '" .. path .. "'")), mcode
+    return nil, "rag.tokenizer.load: '" .. path .. "'" .. msg:sub(#"rag.tokenizer.new" + 1), mcode
   end
   return tok
 end
@@ -110,14 +116,14 @@ end
 function M.get(name)
   check_name(name, "rag.tokenizer.get")
   local tok = cache[name]
-  if tok then
+  if tok and pcall(tok.info, tok) then -- reloaded if someone closed it
     return tok
   end
   local path = M.vocab_dir() .. "/" .. name .. ".tiktoken"
   local err, code
   tok, err, code = M.load(path, name)
   if not tok then
-    return nil, (err:gsub("^rag%.tokenizer%.load", "rag.tokenizer.get")), code
+    return nil, "rag.tokenizer.get" .. err:sub(#"rag.tokenizer.load" + 1), code
   end
   cache[name] = tok
   return tok
@@ -140,7 +146,8 @@ end
 -- @function meta
 -- @tparam string name "cl100k_base" or "o200k_base"
 -- @treturn table `{ pat_str =, special_tokens = { [text] = id } }`
--- @return nil, msg, code when the file is missing or not JSON
+-- @return nil, msg, "io" when the file is missing, or "format" when it is
+--   not JSON
 function M.meta(name)
   check_name(name, "rag.tokenizer.meta")
   local path = M.vocab_dir() .. "/" .. name .. ".meta.json"
@@ -148,7 +155,11 @@ function M.meta(name)
   if not data then
     return nil, err, code
   end
-  return json.decode(data)
+  local meta, jerr = json.decode(data)
+  if meta == nil then
+    return nil, "rag.tokenizer.meta: '" .. path .. "': " .. tostring(jerr), "format"
+  end
+  return meta
 end
 
 return M

@@ -133,6 +133,13 @@ describe("rag.tokenizer encode", function()
     assert.equal(#mixed, tok:count("a" .. eot .. "b<|fim_prefix|>", { allowed_special = { eot } }))
   end)
 
+  it("finds many allowed specials in linear time", function()
+    local text = ("<|endoftext|>x"):rep(50000)
+    local ids = tok:encode(text, { allowed_special = "all" })
+    assert.equal(100000, #ids)
+    assert.equal(100257, ids[99999])
+  end)
+
   it("splits ordinary text around an allowed special as tiktoken does", function()
     local text = "Hello world" .. eot .. " again"
     local ids = tok:encode(text, { allowed_special = "all" })
@@ -194,6 +201,20 @@ describe("rag.tokenizer misuse", function()
     assert.has_error(function() tokenizer.load(1, "cl100k_base") end)
     assert.has_error(function() tokenizer.load("x", "nope") end)
     assert.has_error(function() tokenizer.load("x", "cl100k_base", { bogus = true }) end)
+  end)
+
+  it("raises on wrong option types with the function's name", function()
+    assert.has_error(function() tok:encode("x", "all") end,
+      "rag.tokenizer.encode: opts must be a table")
+    assert.has_error(function() tokenizer.load("x", "cl100k_base", { special_tokens = "x" }) end,
+      "rag.tokenizer.load: special_tokens must be a table { [text] = id }")
+    assert.has_error(function() tokenizer.load("x", "cl100k_base", { name = 1 }) end,
+      "rag.tokenizer.load: name must be a string")
+  end)
+
+  it("takes ids as numbers only, not numeric strings", function()
+    assert.has_error(function() tok:decode({ "65" }) end)
+    assert.equal("b", tok:decode({ 65 }))
   end)
 
   it("raises on an unknown id, naming it", function()
@@ -260,6 +281,26 @@ describe("rag.tokenizer.load", function()
     os.remove(tmp)
   end)
 
+  it("reports a bad file whose path holds a %", function()
+    local tmp = os.tmpname() .. "100%"
+    local f = assert(io.open(tmp, "wb"))
+    f:write("junk\n")
+    f:close()
+    local tok, msg, code = tokenizer.load(tmp, "cl100k_base")
+    os.remove(tmp)
+    assert.is_nil(tok)
+    assert.equal("format", code)
+    assert.equal("rag.tokenizer.load: '" .. tmp .. "': bad vocabulary line 1", msg)
+  end)
+
+  it("get reloads a shared tokenizer that someone closed", function()
+    local shared = tokenizer.get("o200k_base")
+    shared:close()
+    local again = tokenizer.get("o200k_base")
+    assert.are_not.equal(shared, again)
+    assert.equal(2, again:count("hello world"))
+  end)
+
   it("closes: idempotent, and use after close raises", function()
     local tok = assert(tokenizer.load(dir .. "/o200k_base.tiktoken", "o200k_base"))
     tok:close()
@@ -322,6 +363,8 @@ describe("rag.tokenizer.approx", function()
     assert.has_error(function() approx:decode({ 1 }) end)
     assert.has_error(function() approx.count(exact, "x") end)
     assert.equal("approx", approx:info().name)
+    approx:close() -- stateless: close changes nothing, <close> works
+    assert.equal(2, approx:count("hello world"))
     assert.equal("rag.tokenizer (approx)", tostring(approx))
   end)
 end)
