@@ -33,4 +33,24 @@ function M.free_port()
   return port
 end
 
+--- Out-of-memory walk, SQLite style: fails the 1st, 2nd, ... allocation of
+-- `op` until it completes. Each failure must raise "not enough memory" (make
+-- asan's LeakSanitizer checks that nothing leaks). Returns the number of
+-- fault points. Needs a RAG_TESTING build (`rag.core._fail_alloc`).
+function M.oom_walk(op)
+  local fail_alloc = require("rag.core")._fail_alloc
+  local points = 0
+  for n = 1, 10000 do
+    fail_alloc(n)
+    local ok, err = pcall(op)
+    fail_alloc(0)
+    if ok then
+      return points
+    end
+    assert(tostring(err):find("not enough memory", 1, true), tostring(err))
+    points = points + 1
+  end
+  error("operation never completed")
+end
+
 return M

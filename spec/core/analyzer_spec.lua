@@ -3,6 +3,7 @@
 -- lifetime, misuse, and an out-of-memory walk in RAG_TESTING builds.
 -- Stems are the Snowball English algorithm's published outputs.
 local rag = require("rag")
+local helpers = require("spec.helpers")
 
 local analyzer, tokenize = rag.text.analyzer, rag.text.tokenize
 
@@ -369,20 +370,7 @@ describe("analyzer allocation failures", function()
 
   -- Fails the 1st, 2nd, ... allocation of op until it completes; each failure
   -- must raise "not enough memory" (LeakSanitizer checks nothing leaks).
-  local function walk(op)
-    local points = 0
-    for n = 1, 10000 do
-      fail_alloc(n)
-      local ok, err = pcall(op)
-      fail_alloc(0)
-      if ok then
-        return points
-      end
-      assert.truthy(tostring(err):find("not enough memory", 1, true), tostring(err))
-      points = points + 1
-    end
-    error("operation never completed")
-  end
+  local walk = helpers.oom_walk
 
   local function walk_same(fn, min_points)
     local expected = fn()

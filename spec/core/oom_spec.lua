@@ -7,20 +7,7 @@ local helpers = require("spec.helpers")
 
 local fail_alloc = rag.core._fail_alloc
 
-local function walk(op)
-  local points = 0
-  for n = 1, 10000 do
-    fail_alloc(n)
-    local ok, err = pcall(op)
-    fail_alloc(0)
-    if ok then
-      return points
-    end
-    assert.truthy(tostring(err):find("not enough memory", 1, true), tostring(err))
-    points = points + 1
-  end
-  error("operation never completed")
-end
+local walk = helpers.oom_walk
 
 -- For a call without side effects: walks it, then checks it still gives
 -- the result it gave before the walk.

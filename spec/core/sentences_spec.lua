@@ -2,6 +2,7 @@
 -- the span invariants on every case, generated strings and every SciFact
 -- document, misuse, and an out-of-memory walk in RAG_TESTING builds.
 local rag = require("rag")
+local helpers = require("spec.helpers")
 
 local sentences = rag.text.sentences
 
@@ -355,22 +356,7 @@ end)
 -- each failure raises "not enough memory", leaks nothing and the next call
 -- gives the same result as before the walk.
 if rag.core._fail_alloc then
-  local fail_alloc = rag.core._fail_alloc
-
-  local function walk(op)
-    local points = 0
-    for n = 1, 10000 do
-      fail_alloc(n)
-      local ok, err = pcall(op)
-      fail_alloc(0)
-      if ok then
-        return points
-      end
-      assert.truthy(tostring(err):find("not enough memory", 1, true), tostring(err))
-      points = points + 1
-    end
-    error("operation never completed")
-  end
+  local walk = helpers.oom_walk
 
   describe("rag.text.sentences allocation failures", function()
     it("raises and recovers at every fault point", function()

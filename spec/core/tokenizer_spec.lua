@@ -2,6 +2,7 @@
 -- (spec/fixtures/tiktoken, made by generate.mjs with the npm WASM port), and
 -- the approx estimator's contract.
 local rag = require("rag")
+local helpers = require("spec.helpers")
 
 local tokenizer = rag.tokenizer
 local json = rag.json
@@ -378,20 +379,7 @@ describe("rag.tokenizer out of memory", function()
     return
   end
 
-  local function walk(op)
-    local points = 0
-    for n = 1, 10000 do
-      fail_alloc(n)
-      local ok, err = pcall(op)
-      fail_alloc(0)
-      if ok then
-        return points
-      end
-      assert.truthy(tostring(err):find("not enough memory", 1, true), tostring(err))
-      points = points + 1
-    end
-    error("operation never completed")
-  end
+  local walk = helpers.oom_walk
 
   it("load, encode, decode and approx raise and recover at every fault point", function()
     local path = tokenizer.vocab_dir() .. "/cl100k_base.tiktoken"
