@@ -43,31 +43,15 @@ static void collector_fin(void *p) {
   rag_free(c);
 }
 
-/*
-** Returns p grown to hold `need` elements of `size` bytes (p itself when it
-** already does) and updates *cap; NULL when out of memory, p intact.
-*/
-static void *grow(void *p, size_t *cap, size_t need, size_t size) {
-  size_t n = *cap ? *cap : 64;
-  if (need <= *cap && p != NULL) return p;
-  while (n < need) {
-    if (n > ((size_t)-1) / 2) return NULL;
-    n *= 2;
-  }
-  if (RAG_MUL_OVERFLOWS(n, size) || (p = rag_realloc(p, n * size)) == NULL) return NULL;
-  *cap = n;
-  return p;
-}
-
 /* The term callback: appends to the collector; RAG_ENOMEM stops the run. */
 static int collect(void *ud, const char *t, size_t n, size_t start, size_t stop) {
   collector *c = (collector *)ud;
   char *bytes;
   term *e;
   if (n > ((size_t)-1) - c->len) return RAG_ENOMEM;
-  if ((bytes = (char *)grow(c->bytes, &c->cap, c->len + n, 1)) == NULL) return RAG_ENOMEM;
+  if ((bytes = (char *)rag_grow(c->bytes, &c->cap, c->len + n, 1)) == NULL) return RAG_ENOMEM;
   c->bytes = bytes;
-  if ((e = (term *)grow(c->terms, &c->ncap, c->n + 1, sizeof *e)) == NULL) return RAG_ENOMEM;
+  if ((e = (term *)rag_grow(c->terms, &c->ncap, c->n + 1, sizeof *e)) == NULL) return RAG_ENOMEM;
   c->terms = e;
   memcpy(c->bytes + c->len, t, n);
   e = &c->terms[c->n++];

@@ -49,3 +49,15 @@ void *rag_test_realloc(void *p, size_t n) {
   return should_fail() ? NULL : realloc(p, n);
 }
 #endif
+
+void *rag_grow(void *p, size_t *cap, size_t need, size_t size) {
+  size_t n = *cap ? *cap : 64;
+  if (need <= *cap && p != NULL) return p;
+  while (n < need) {
+    if (n > ((size_t)-1) / 2) return NULL;
+    n *= 2;
+  }
+  if (RAG_MUL_OVERFLOWS(n, size) || (p = rag_realloc(p, n * size)) == NULL) return NULL;
+  *cap = n;
+  return p;
+}

@@ -72,6 +72,14 @@ void rag_test_fail_alloc(long n);
 #endif
 #define rag_free(p) free(p)
 
+/*
+** Returns p grown (doubling, from 64) to hold `need` elements of `size`
+** bytes, or p itself when it already does, and updates *cap; NULL when out
+** of memory or the size overflows, p then intact. The one growth rule of
+** the core's arrays and buffers.
+*/
+void *rag_grow(void *p, size_t *cap, size_t need, size_t size);
+
 /* True when a * b would overflow size_t. */
 #define RAG_MUL_OVERFLOWS(a, b) ((b) != 0 && (a) > ((size_t)-1) / (b))
 

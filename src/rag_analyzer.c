@@ -223,25 +223,9 @@ struct rag_analyzer {
   size_t ncps;
 };
 
-/*
-** Returns p grown to hold `need` elements of `size` bytes (p itself when it
-** already does) and updates *cap; NULL when out of memory, p intact.
-*/
-static void *reserve(void *p, size_t *cap, size_t need, size_t size) {
-  size_t n = *cap ? *cap : 64;
-  if (need <= *cap && p != NULL) return p;
-  while (n < need) {
-    if (n > ((size_t)-1) / 2) return NULL;
-    n *= 2;
-  }
-  if (RAG_MUL_OVERFLOWS(n, size) || (p = rag_realloc(p, n * size)) == NULL) return NULL;
-  *cap = n;
-  return p;
-}
-
 static int lower_ascii(rag_analyzer *a, const char *t, size_t n, const char **out) {
   size_t i;
-  char *p = (char *)reserve(a->buf, &a->cap, n, 1);
+  char *p = (char *)rag_grow(a->buf, &a->cap, n, 1);
   if (p == NULL) return RAG_ENOMEM;
   a->buf = p;
   for (i = 0; i < n; i++) {
@@ -284,7 +268,7 @@ static int fold_utf8(rag_analyzer *a, const char *t, size_t n, const char **out,
     if (m == UTF8PROC_ERROR_INVALIDUTF8) return RAG_EENCODING;
     if (m < 0) return RAG_ENOMEM; /* overflow: a word of hundreds of megabytes */
     if (m <= room) break;
-    p = (utf8proc_int32_t *)reserve(a->cps, &a->ncps, (size_t)m + 1, sizeof *a->cps);
+    p = (utf8proc_int32_t *)rag_grow(a->cps, &a->ncps, (size_t)m + 1, sizeof *a->cps);
     if (p == NULL) return RAG_ENOMEM;
     a->cps = p;
   }
@@ -335,7 +319,7 @@ static int add_stopword(rag_analyzer *a, const char *w, size_t n) {
   }
   if (n == 0) return RAG_OK; /* cannot match: terms are never empty */
   if (n > ((size_t)-1) - st->used) return RAG_ENOMEM;
-  if ((arena = (char *)reserve(st->arena, &st->cap, st->used + n, 1)) == NULL) return RAG_ENOMEM;
+  if ((arena = (char *)rag_grow(st->arena, &st->cap, st->used + n, 1)) == NULL) return RAG_ENOMEM;
   st->arena = arena;
   memcpy(st->arena + st->used, t, n);
   st->used += n;

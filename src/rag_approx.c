@@ -69,15 +69,9 @@ typedef struct cuts {
 
 static int cut_at(cuts *c, size_t pos) {
   if (c->keep) {
-    if (c->n == c->cap) {
-      size_t cap = c->cap ? c->cap * 2 : 64;
-      size_t *ends;
-      if (RAG_MUL_OVERFLOWS(cap, sizeof(size_t))) return RAG_ENOMEM;
-      ends = (size_t *)rag_realloc(c->ends, cap * sizeof(size_t));
-      if (ends == NULL) return RAG_ENOMEM;
-      c->ends = ends;
-      c->cap = cap;
-    }
+    size_t *ends = (size_t *)rag_grow(c->ends, &c->cap, c->n + 1, sizeof *ends);
+    if (ends == NULL) return RAG_ENOMEM;
+    c->ends = ends;
     c->ends[c->n] = pos;
   }
   c->n++;

@@ -14,7 +14,7 @@
 #define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
 
 /* Bytes of the first invalid sequence's start, or len when all is valid. */
-static size_t first_invalid(const unsigned char *s, size_t len) {
+size_t rag_text_first_invalid(const unsigned char *s, size_t len) {
   size_t i = 0;
   while (i < len) {
     utf8proc_int32_t cp;
@@ -113,7 +113,7 @@ int rag_text_normalize(const char *s, size_t len, const rag_text_norm *opts,
                        char **out, size_t *outlen, size_t *errpos) {
   const unsigned char *src = (const unsigned char *)s;
   char *fixed = NULL, *normal = NULL, *p;
-  size_t bad = first_invalid(src, len);
+  size_t bad = rag_text_first_invalid(src, len);
   int rc = RAG_OK;
   *out = NULL;
   *outlen = 0;

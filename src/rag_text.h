@@ -28,4 +28,9 @@ typedef struct rag_text_norm {
 int rag_text_normalize(const char *s, size_t len, const rag_text_norm *opts,
                        char **out, size_t *outlen, size_t *errpos);
 
+/* Offset (0-based) of the first byte of `s` that starts no valid UTF-8
+** sequence (utf8proc's rules: no overlongs, surrogates or > U+10FFFF), or
+** len when all `len` bytes are valid. */
+size_t rag_text_first_invalid(const unsigned char *s, size_t len);
+
 #endif

@@ -12,6 +12,7 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_text.h"
 
 #define NO_RANK UINT32_MAX
 #define SMALL_PIECE 128 /* longer pieces merge with a heap, not quadratic scans */
@@ -391,6 +392,13 @@ static size_t space(const unsigned char *s, size_t len, size_t i) {
   return last; /* leave the last space to prefix the next word */
 }
 
+/* \p{N}{1,3} after its first digit, which ends at i. */
+static size_t digits(const unsigned char *s, size_t len, size_t i) {
+  size_t n, k;
+  for (k = 1; k < 3 && i < len && (class_at(s, i, &n) & C_N); k++) i += n;
+  return i;
+}
+
 static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
   size_t n0, n, e;
   unsigned c0 = class_at(s, i, &n0);
@@ -398,14 +406,7 @@ static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
   if (c0 & C_L) return scan(s, len, i + n0, C_L);
   if (!(c0 & (C_NL | C_N)) && i + n0 < len && (class_at(s, i + n0, &n) & C_L))
     return scan(s, len, i + n0, C_L);
-  if (c0 & C_N) {
-    e = i + n0;
-    if (e < len && (class_at(s, e, &n) & C_N)) {
-      e += n;
-      if (e < len && (class_at(s, e, &n) & C_N)) e += n;
-    }
-    return e;
-  }
+  if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 0)) != 0) return e;
   return space(s, len, i);
 }
@@ -441,17 +442,10 @@ static size_t word_o200k(const unsigned char *s, size_t len, size_t i, unsigned 
 }
 
 static size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
-  size_t n0, n, e;
+  size_t n0, e;
   unsigned c0 = class_at(s, i, &n0);
   if ((e = word_o200k(s, len, i, c0, n0)) != 0) return e;
-  if (c0 & C_N) {
-    e = i + n0;
-    if (e < len && (class_at(s, e, &n) & C_N)) {
-      e += n;
-      if (e < len && (class_at(s, e, &n) & C_N)) e += n;
-    }
-    return e;
-  }
+  if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 1)) != 0) return e;
   return space(s, len, i);
 }
@@ -472,15 +466,9 @@ typedef struct sink {
 
 static int emit(sink *k, uint32_t id) {
   if (k->keep) {
-    if (k->n == k->cap) {
-      size_t cap = k->cap ? k->cap * 2 : 256;
-      uint32_t *ids;
-      if (RAG_MUL_OVERFLOWS(cap, sizeof(uint32_t))) return RAG_ENOMEM;
-      ids = (uint32_t *)rag_realloc(k->ids, cap * sizeof(uint32_t));
-      if (ids == NULL) return RAG_ENOMEM;
-      k->ids = ids;
-      k->cap = cap;
-    }
+    uint32_t *ids = (uint32_t *)rag_grow(k->ids, &k->cap, k->n + 1, sizeof *ids);
+    if (ids == NULL) return RAG_ENOMEM;
+    k->ids = ids;
     k->ids[k->n] = id;
   }
   k->n++;
@@ -613,23 +601,6 @@ static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_
   return RAG_OK;
 }
 
-/* 1-based offset of the first byte that is not valid UTF-8, or 0. */
-static size_t invalid_utf8(const unsigned char *s, size_t len) {
-  size_t i = 0;
-  while (i < len) {
-    utf8proc_int32_t c;
-    utf8proc_ssize_t n;
-    if (s[i] < 0x80) {
-      i++;
-      continue;
-    }
-    n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &c);
-    if (n < 0) return i + 1;
-    i += (size_t)n;
-  }
-  return 0;
-}
-
 static const unsigned char *find_bytes(const unsigned char *h, size_t hn, const char *needle,
                                        size_t nn) {
   const unsigned char *end = h + hn - nn + 1, *p = h; /* hn >= nn >= 1 */
@@ -675,7 +646,11 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0, at = 0, j, next[RAG_TOKENIZER_MAX_SPECIALS];
   int rc, sp;
-  if ((*errpos = invalid_utf8(s, len)) != 0) return RAG_EENCODING;
+  if ((*errpos = rag_text_first_invalid(s, len)) < len) {
+    (*errpos)++; /* 1-based */
+    return RAG_EENCODING;
+  }
+  *errpos = 0;
   allowed &= t->nspecial >= 32 ? UINT32_MAX : ((1u << t->nspecial) - 1);
   for (j = 0; j < RAG_TOKENIZER_MAX_SPECIALS; j++) next[j] = (size_t)-1;
   while (allowed && (sp = find_special(t, s, len, i, &allowed, next, &at)) >= 0) {
