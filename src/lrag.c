@@ -171,6 +171,7 @@ static int core_fault(lua_State *L) {
 #endif
 
 static const luaL_Reg opens[] = {
+  {"chunk", lrag_open_chunk},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
   {"text", lrag_open_text},

@@ -17,6 +17,7 @@ int lrag_open_text(lua_State *L);
 int lrag_open_analyzer(lua_State *L);  /* rag.text.analyzer, rag.text.tokenize */
 int lrag_open_sentences(lua_State *L); /* rag.text.sentences */
 int lrag_open_tokenizer(lua_State *L);
+int lrag_open_chunk(lua_State *L);
 
 /*
 ** The analyzer at idx (userdata "rag.analyzer"; raises when it is anything
@@ -24,6 +25,12 @@ int lrag_open_tokenizer(lua_State *L);
 ** for as long as they use the pointer.
 */
 struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx);
+
+/*
+** The exact tokenizer at idx (userdata "rag.tokenizer"), NULL when the value
+** is something else; raises `fname: tokenizer is closed` when it is closed.
+*/
+struct rag_tokenizer *lrag_totokenizer(lua_State *L, int idx, const char *fname);
 
 /*
 ** The failure tuple: pushes nil, the formatted message and `code` (one of

@@ -26,6 +26,13 @@ static ltok *check_open(lua_State *L, const char *fname) {
   return u;
 }
 
+rag_tokenizer *lrag_totokenizer(lua_State *L, int idx, const char *fname) {
+  ltok *u = (ltok *)luaL_testudata(L, idx, MT);
+  if (u == NULL) return NULL;
+  if (u->t == NULL) luaL_error(L, "%s: tokenizer is closed", fname);
+  return u->t;
+}
+
 static void ids_fin(void *p) {
   rag_free(p);
 }

@@ -457,19 +457,30 @@ size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size
 
 /* --- merging ------------------------------------------------------------ */
 
-/* Where tokens go: an id array, or only a count when ids is not wanted. */
+/* Where tokens go: an id array, an array of token end offsets from base,
+** or only a count. */
+enum { KEEP_COUNT, KEEP_IDS, KEEP_ENDS };
+
 typedef struct sink {
   uint32_t *ids;
+  size_t *ends;
   size_t n, cap;
   int keep;
+  const unsigned char *base;
 } sink;
 
-static int emit(sink *k, uint32_t id) {
-  if (k->keep) {
+/* One token: its id and the byte just past it. */
+static int emit(sink *k, uint32_t id, const unsigned char *end) {
+  if (k->keep == KEEP_IDS) {
     uint32_t *ids = (uint32_t *)rag_grow(k->ids, &k->cap, k->n + 1, sizeof *ids);
     if (ids == NULL) return RAG_ENOMEM;
     k->ids = ids;
     k->ids[k->n] = id;
+  } else if (k->keep == KEEP_ENDS) {
+    size_t *ends = (size_t *)rag_grow(k->ends, &k->cap, k->n + 1, sizeof *ends);
+    if (ends == NULL) return RAG_ENOMEM;
+    k->ends = ends;
+    k->ends[k->n] = (size_t)(end - k->base);
   }
   k->n++;
   return RAG_OK;
@@ -501,7 +512,7 @@ static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t le
     if (best > 0) r[best - 1] = lookup(t, p + b[best - 1], b[best + 1] - b[best - 1]);
   }
   for (i = 0; i + 1 < m; i++)
-    if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]))) != RAG_OK) return rc;
+    if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]), p + b[i + 1])) != RAG_OK) return rc;
   return RAG_OK;
 }
 
@@ -577,14 +588,15 @@ static int merge_large(const rag_tokenizer *t, const unsigned char *p, size_t le
       if (rank[z] != NO_RANK) heap_push(heap, &nh, (cand){rank[z], z});
     }
   }
-  for (i = 0; i < len && rc == RAG_OK; i = next[i]) rc = emit(k, lookup(t, p + i, next[i] - i));
+  for (i = 0; i < len && rc == RAG_OK; i = next[i])
+    rc = emit(k, lookup(t, p + i, next[i] - i), p + next[i]);
   rag_free(next);
   return rc;
 }
 
 static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
   uint32_t r = lookup(t, p, len);
-  if (r != NO_RANK) return emit(k, r);
+  if (r != NO_RANK) return emit(k, r, p + len);
   if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
   if (len <= SMALL_PIECE) return merge_small(t, p, len, k);
   return merge_large(t, p, len, k);
@@ -655,7 +667,8 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
   for (j = 0; j < RAG_TOKENIZER_MAX_SPECIALS; j++) next[j] = (size_t)-1;
   while (allowed && (sp = find_special(t, s, len, i, &allowed, next, &at)) >= 0) {
     if ((rc = encode_ordinary(t, s + i, at - i, k)) != RAG_OK) return rc;
-    if ((rc = emit(k, t->specials[sp].id)) != RAG_OK) return rc;
+    rc = emit(k, t->specials[sp].id, s + at + t->specials[sp].len);
+    if (rc != RAG_OK) return rc;
     i = at + t->specials[sp].len;
   }
   return encode_ordinary(t, s + i, len - i, k);
@@ -663,7 +676,7 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
 
 int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                          uint32_t **ids, size_t *n, size_t *errpos) {
-  sink k = {NULL, 0, 0, 1};
+  sink k = {NULL, NULL, 0, 0, KEEP_IDS, (const unsigned char *)s};
   int rc = run(t, s, len, allowed, &k, errpos);
   *ids = NULL;
   *n = 0;
@@ -678,10 +691,25 @@ int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len, uint
 
 int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                         size_t *n, size_t *errpos) {
-  sink k = {NULL, 0, 0, 0};
+  sink k = {NULL, NULL, 0, 0, KEEP_COUNT, (const unsigned char *)s};
   int rc = run(t, s, len, allowed, &k, errpos);
   *n = rc == RAG_OK ? k.n : 0;
   return rc;
+}
+
+int rag_tokenizer_ends(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
+                       size_t **ends, size_t *n, size_t *errpos) {
+  sink k = {NULL, NULL, 0, 0, KEEP_ENDS, (const unsigned char *)s};
+  int rc = run(t, s, len, allowed, &k, errpos);
+  *ends = NULL;
+  *n = 0;
+  if (rc != RAG_OK) {
+    rag_free(k.ends);
+    return rc;
+  }
+  *ends = k.ends;
+  *n = k.n;
+  return RAG_OK;
 }
 
 /* The bytes of one id, or NULL for an unknown id. */

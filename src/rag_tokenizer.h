@@ -69,6 +69,16 @@ int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len,
                         uint32_t allowed, size_t *n, size_t *errpos);
 
 /*
+** Like rag_tokenizer_encode, but gives where each token ends instead of its
+** id: *ends is a new array of *n exclusive byte offsets into `s`, increasing,
+** the last equal to len (NULL when *n == 0), released with rag_free. A token
+** may end inside a UTF-8 sequence. Errors as rag_tokenizer_encode.
+*/
+int rag_tokenizer_ends(const rag_tokenizer *t, const char *s, size_t len,
+                       uint32_t allowed, size_t **ends, size_t *n,
+                       size_t *errpos);
+
+/*
 ** The bytes of `n` ids concatenated (the result may split a UTF-8 sequence
 ** when the ids do). On RAG_OK, *out is a new NUL-terminated string of
 ** *outlen bytes that the caller releases with rag_free. RAG_EINVAL: ids[*bad]

@@ -22,6 +22,10 @@ M.http = core.http
 -- See docs/api.md.
 M.text = require("rag.text")
 
+--- Chunkers: `fixed`, `recursive`, `markdown`, `sentences`, `semantic`,
+-- `window`, `hierarchy`, each `(text, opts)`. See docs/api.md.
+M.chunk = core.chunk
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 

@@ -1,0 +1,725 @@
+/*
+** rag_chunk.c: the chunkers. They all work on spans of the caller's text:
+** the recursive rules cut a span into pieces at the first separator it
+** contains, measure each piece once, pack neighbours greedily by the sum of
+** their measures, and then measure each packed chunk exactly, dropping its
+** last piece while it is over the limit (token counts are not additive).
+** The other chunkers choose their own pieces (token windows, sentences,
+** sections) and fall back on the recursive rules for anything too big.
+*/
+#include "rag_chunk.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rag_approx.h"
+#include "rag_markdown.h"
+#include "rag_sentences.h"
+#include "rag_text.h"
+
+#define NONE ((size_t)-1)
+
+/* {====== Measures ======} */
+
+static int is_cont(unsigned char c) {
+  return (c & 0xC0) == 0x80;
+}
+
+static int chars_count(void *ud, const char *s, size_t len, size_t *n) {
+  size_t i, k = 0;
+  (void)ud;
+  for (i = 0; i < len; i++) k += !is_cont((unsigned char)s[i]);
+  *n = k;
+  return RAG_OK;
+}
+
+static int chars_ends(void *ud, const char *s, size_t len, size_t **ends,
+                      size_t *n) {
+  size_t i, k = 0, count;
+  size_t *e;
+  chars_count(ud, s, len, &count);
+  *ends = NULL;
+  *n = 0;
+  if (count == 0) return RAG_OK;
+  if (RAG_MUL_OVERFLOWS(count, sizeof *e)) return RAG_ENOMEM;
+  if ((e = (size_t *)rag_malloc(count * sizeof *e)) == NULL) return RAG_ENOMEM;
+  for (i = 1; i <= len; i++)
+    if (i == len || !is_cont((unsigned char)s[i])) e[k++] = i;
+  *ends = e;
+  *n = k;
+  return RAG_OK;
+}
+
+static int approx_count(void *ud, const char *s, size_t len, size_t *n) {
+  size_t errpos;
+  (void)ud;
+  return rag_approx_count(s, len, n, &errpos);
+}
+
+static int approx_ends(void *ud, const char *s, size_t len, size_t **ends,
+                       size_t *n) {
+  size_t errpos;
+  (void)ud;
+  return rag_approx_split(s, len, ends, n, &errpos);
+}
+
+static int bpe_count(void *ud, const char *s, size_t len, size_t *n) {
+  size_t errpos;
+  return rag_tokenizer_count((const rag_tokenizer *)ud, s, len, 0, n, &errpos);
+}
+
+static int bpe_ends(void *ud, const char *s, size_t len, size_t **ends,
+                    size_t *n) {
+  size_t errpos;
+  return rag_tokenizer_ends((const rag_tokenizer *)ud, s, len, 0, ends, n,
+                            &errpos);
+}
+
+void rag_chunk_measure_chars(rag_chunk_measure *m) {
+  m->count = chars_count;
+  m->ends = chars_ends;
+  m->ud = NULL;
+}
+
+void rag_chunk_measure_approx(rag_chunk_measure *m) {
+  m->count = approx_count;
+  m->ends = approx_ends;
+  m->ud = NULL;
+}
+
+void rag_chunk_measure_bpe(rag_chunk_measure *m, const rag_tokenizer *t) {
+  m->count = bpe_count;
+  m->ends = bpe_ends;
+  m->ud = (void *)(uintptr_t)t;
+}
+
+/* {====== Whitespace ======} */
+
+/* The length of the whitespace character at s[i] (JavaScript's trim set:
+** ASCII \t \n \v \f \r space, U+00A0 U+1680 U+2000-200A U+2028 U+2029
+** U+202F U+205F U+3000 U+FEFF), or 0. */
+static size_t ws_at(const unsigned char *s, size_t i, size_t end) {
+  unsigned char c = s[i];
+  if (c == ' ' || (c >= '\t' && c <= '\r')) return 1;
+  if (c == 0xC2 && i + 1 < end && s[i + 1] == 0xA0) return 2;
+  if (c < 0xE1 || c > 0xEF || i + 2 >= end) return 0;
+  if (c == 0xE1) return s[i + 1] == 0x9A && s[i + 2] == 0x80 ? 3 : 0;
+  if (c == 0xE2 && s[i + 1] == 0x80)
+    return s[i + 2] <= 0x8A || s[i + 2] == 0xA8 || s[i + 2] == 0xA9 ||
+                   s[i + 2] == 0xAF
+               ? 3
+               : 0;
+  if (c == 0xE2) return s[i + 1] == 0x81 && s[i + 2] == 0x9F ? 3 : 0;
+  if (c == 0xE3) return s[i + 1] == 0x80 && s[i + 2] == 0x80 ? 3 : 0;
+  if (c == 0xEF) return s[i + 1] == 0xBB && s[i + 2] == 0xBF ? 3 : 0;
+  return 0;
+}
+
+/* The same for the character that ends just before s[i], looking no
+** further back than `start`. */
+static size_t ws_before(const unsigned char *s, size_t start, size_t i) {
+  size_t j = i - 1;
+  while (j > start && is_cont(s[j])) j--;
+  return ws_at(s, j, i) == i - j ? i - j : 0;
+}
+
+/* {====== Context ======} */
+
+typedef struct piece {
+  size_t a, b, size;
+} piece;
+
+typedef struct ctx {
+  const unsigned char *s;
+  size_t len;
+  const rag_chunk_opts *o;
+  const rag_chunk_measure *m;
+  rag_chunk_list *out;
+  size_t limit; /* the size limit of the current pass */
+  size_t prev;  /* the chunk before, in this pass, or NONE */
+  rag_chunk_sep seps[64 + 1];
+  size_t nseps;
+} ctx;
+
+static const rag_chunk_sep default_seps[] = {
+    {RAG_SEP_TEXT, "\n\n", 2},   {RAG_SEP_TEXT, "\n", 1},
+    {RAG_SEP_SENTENCE, NULL, 0}, {RAG_SEP_TEXT, " ", 1},
+    {RAG_SEP_CHAR, NULL, 0},
+};
+
+void rag_chunk_defaults(rag_chunk_opts *o) {
+  o->size = 512;
+  o->overlap = 0;
+  o->seps = NULL;
+  o->nseps = 0;
+  o->keep = RAG_KEEP_START;
+  o->trim = 1;
+  o->langchain = 0;
+}
+
+/* Checks the text and options and sets up c; *errpos as the header says. */
+static int begin(ctx *c, const char *s, size_t len, const rag_chunk_opts *o,
+                 const rag_chunk_measure *m, rag_chunk_list *out,
+                 size_t *errpos) {
+  const rag_chunk_sep *seps = o->seps ? o->seps : default_seps;
+  size_t nseps =
+             o->seps ? o->nseps : sizeof default_seps / sizeof default_seps[0],
+         i;
+  size_t bad = rag_text_first_invalid((const unsigned char *)s, len);
+  if (bad < len) {
+    *errpos = bad + 1;
+    return RAG_EENCODING;
+  }
+  if (o->size == 0 || o->overlap >= o->size || nseps > 64) return RAG_EINVAL;
+  c->s = (const unsigned char *)s;
+  c->len = len;
+  c->o = o;
+  c->m = m;
+  c->out = out;
+  c->limit = o->size;
+  c->prev = NONE;
+  c->nseps = 0;
+  for (i = 0; i < nseps; i++) {
+    if (seps[i].kind == RAG_SEP_TEXT && seps[i].len == 0) return RAG_EINVAL;
+    c->seps[c->nseps++] = seps[i];
+    if (seps[i].kind == RAG_SEP_CHAR) break; /* nothing after it is ever used */
+  }
+  if (c->nseps == 0 || c->seps[c->nseps - 1].kind != RAG_SEP_CHAR)
+    c->seps[c->nseps++] =
+        default_seps[sizeof default_seps / sizeof default_seps[0] - 1];
+  return RAG_OK;
+}
+
+static int count(ctx *c, size_t a, size_t b, size_t *n) {
+  if (a >= b) {
+    *n = 0;
+    return RAG_OK;
+  }
+  return c->m->count(c->m->ud, (const char *)c->s + a, b - a, n);
+}
+
+/* [a, b) without whitespace at its edges (when trimming) and its measure. */
+static int measure(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb,
+                   size_t *n) {
+  size_t w;
+  if (c->o->trim) {
+    while (a < b && (w = ws_at(c->s, a, b)) > 0) a += w;
+    while (b > a && (w = ws_before(c->s, a, b)) > 0) b -= w;
+  }
+  *ta = a;
+  *tb = b;
+  return count(c, a, b, n);
+}
+
+/* Appends [a, b) of measure n, with its overlap with the chunk before. */
+static int push(ctx *c, size_t a, size_t b, size_t n) {
+  rag_chunk *v, *k;
+  size_t ov = 0;
+  int rc;
+  if (a >= b) return RAG_OK;
+  if (c->prev != NONE && c->out->v[c->prev].stop > a) {
+    size_t e = c->out->v[c->prev].stop < b ? c->out->v[c->prev].stop : b;
+    if ((rc = count(c, a, e, &ov)) != RAG_OK) return rc;
+  }
+  v = (rag_chunk *)rag_grow(c->out->v, &c->out->cap, c->out->n + 1, sizeof *v);
+  if (v == NULL) return RAG_ENOMEM;
+  c->out->v = v;
+  k = &v[c->out->n];
+  memset(k, 0, sizeof *k);
+  k->start = a;
+  k->stop = b;
+  k->size = n;
+  k->overlap = ov;
+  c->prev = c->out->n++;
+  return RAG_OK;
+}
+
+/* {====== Recursive rules ======} */
+
+typedef struct pieces {
+  piece *v;
+  size_t n, cap;
+} pieces;
+
+static int add(pieces *p, size_t a, size_t b) {
+  piece *v;
+  if (a >= b) return RAG_OK;
+  if ((v = (piece *)rag_grow(p->v, &p->cap, p->n + 1, sizeof *v)) == NULL)
+    return RAG_ENOMEM;
+  p->v = v;
+  v[p->n].a = a;
+  v[p->n].b = b;
+  v[p->n++].size = 0;
+  return RAG_OK;
+}
+
+static size_t find(const unsigned char *s, size_t i, size_t b,
+                   const rag_chunk_sep *sep) {
+  const unsigned char *p;
+  while (i + sep->len <= b &&
+         (p = (const unsigned char *)memchr(s + i, sep->text[0],
+                                            b - i - sep->len + 1)) != NULL) {
+    if (memcmp(p, sep->text, sep->len) == 0) return (size_t)(p - s);
+    i = (size_t)(p - s) + 1;
+  }
+  return NONE;
+}
+
+/*
+** Cuts [a, b) at sep into p. A literal separator kept at the start cuts
+** before every place it occurs, overlapping ones too (JavaScript's split
+** on a lookahead, as LangChain.js does); kept at the end or dropped, it
+** cuts at non-overlapping occurrences. Returns RAG_OK with p->n == 0 when
+** sep does not occur (or makes fewer than two sentences).
+*/
+static int cut(ctx *c, size_t a, size_t b, const rag_chunk_sep *sep,
+               pieces *p) {
+  size_t last = a, h, i;
+  int rc = RAG_OK;
+  p->n = 0;
+  if (sep->kind == RAG_SEP_CHAR) {
+    for (i = a + 1; i <= b && rc == RAG_OK; i++)
+      if (i == b || !is_cont(c->s[i])) {
+        rc = add(p, last, i);
+        last = i;
+      }
+    return rc;
+  }
+  if (sep->kind == RAG_SEP_SENTENCE) {
+    rag_span *sp;
+    size_t n, k, errpos;
+    if ((rc = rag_sentences_split((const char *)c->s + a, b - a, &sp, &n,
+                                  &errpos)) != RAG_OK)
+      return rc;
+    for (k = 1; k < n && rc == RAG_OK; k++) {
+      rc = add(p, last, a + sp[k].start);
+      last = a + sp[k].start;
+    }
+    rag_free(sp);
+    if (rc == RAG_OK && n >= 2) rc = add(p, last, b);
+    return rc;
+  }
+  if ((h = find(c->s, a, b, sep)) == NONE) return RAG_OK;
+  for (; h != NONE && rc == RAG_OK;
+       h = find(c->s, h + (c->o->keep == RAG_KEEP_START ? 1 : sep->len), b,
+                sep)) {
+    if (c->o->keep == RAG_KEEP_START) {
+      rc = add(p, last, h);
+      last = h;
+    } else if (c->o->keep == RAG_KEEP_END) {
+      rc = add(p, last, h + sep->len);
+      last = h + sep->len;
+    } else {
+      rc = add(p, last, h);
+      last = h + sep->len;
+    }
+  }
+  if (rc == RAG_OK) rc = add(p, last, b);
+  if (rc == RAG_OK && p->n == 0)
+    rc = add(p, a, a + 1 > b ? b : a); /* only separators */
+  return rc;
+}
+
+static int split(ctx *c, size_t a, size_t b, size_t lev);
+
+/*
+** Packs pieces v[g0..g1) (each under the limit) into chunks, LangChain's
+** merge: grow while the summed measure fits, then keep as overlap the
+** longest tail of the chunk that fits the overlap and leaves room for the
+** next piece. sepsz is the measure of a dropped separator between pieces.
+*/
+static int merge(ctx *c, const piece *v, size_t g0, size_t g1, size_t sepsz,
+                 size_t next) {
+  size_t start = g0;
+  int rc;
+  while (start < g1) {
+    size_t j = start, total = v[start].size, ta, tb, n, s2, ov;
+    while (j + 1 < g1 && total + sepsz + v[j + 1].size <= c->limit)
+      total += sepsz + v[++j].size;
+    for (;;) {
+      if ((rc = measure(c, v[start].a, v[j].b, &ta, &tb, &n)) != RAG_OK)
+        return rc;
+      if (n <= c->limit || j == start) break;
+      j--; /* joined, the pieces measure more than their sum */
+    }
+    if (n > c->limit) {
+      rc = next < c->nseps ? split(c, v[start].a, v[start].b, next)
+                           : push(c, ta, tb, n);
+      if (rc != RAG_OK) return rc;
+      start++;
+      continue;
+    }
+    if ((rc = push(c, ta, tb, n)) != RAG_OK) return rc;
+    if (j + 1 >= g1) break;
+    for (s2 = j + 1, ov = 0; s2 - 1 > start; s2--) {
+      size_t grown = ov + v[s2 - 1].size + (ov > 0 ? sepsz : 0);
+      if (grown > c->o->overlap || grown + sepsz + v[j + 1].size > c->limit)
+        break;
+      ov = grown;
+    }
+    start = s2;
+  }
+  return RAG_OK;
+}
+
+/* A piece is packed as it is when it is under the limit (LangChain: strictly).
+ */
+static int fits(const ctx *c, size_t n) {
+  return c->o->langchain ? n < c->limit : n <= c->limit;
+}
+
+/* Chunks [a, b) by the rules from seps[lev] on. */
+static int split(ctx *c, size_t a, size_t b, size_t lev) {
+  pieces p = {NULL, 0, 0};
+  size_t i, k, g0 = 0, sepsz = 0, next;
+  int rc = RAG_OK;
+  for (i = lev; i < c->nseps; i++) {
+    if ((rc = cut(c, a, b, &c->seps[i], &p)) != RAG_OK) goto done;
+    if (p.n > 0) break;
+  }
+  next = c->seps[i].kind == RAG_SEP_CHAR ? c->nseps : i + 1;
+  if (c->seps[i].kind == RAG_SEP_TEXT && c->o->keep == RAG_KEEP_NONE)
+    rc = c->m->count(c->m->ud, c->seps[i].text, c->seps[i].len, &sepsz);
+  for (k = 0; k < p.n && rc == RAG_OK; k++)
+    rc = count(c, p.v[k].a, p.v[k].b, &p.v[k].size);
+  for (k = 0; k < p.n && rc == RAG_OK; k++) {
+    if (fits(c, p.v[k].size)) continue;
+    if ((rc = merge(c, p.v, g0, k, sepsz, next)) != RAG_OK) break;
+    g0 = k + 1;
+    if (next < c->nseps) {
+      rc = split(c, p.v[k].a, p.v[k].b, next);
+    } else if (c->o->langchain) {
+      rc = push(c, p.v[k].a, p.v[k].b,
+                p.v[k].size); /* LangChain keeps it untrimmed */
+    } else {
+      size_t ta, tb, n;
+      if ((rc = measure(c, p.v[k].a, p.v[k].b, &ta, &tb, &n)) == RAG_OK)
+        rc = push(c, ta, tb, n);
+    }
+  }
+  if (rc == RAG_OK) rc = merge(c, p.v, g0, p.n, sepsz, next);
+done:
+  rag_free(p.v);
+  return rc;
+}
+
+/* [a, b) as one chunk when it fits once trimmed, else by the rules. */
+static int span(ctx *c, size_t a, size_t b) {
+  size_t ta, tb, n;
+  int rc = measure(c, a, b, &ta, &tb, &n);
+  if (rc != RAG_OK) return rc;
+  return n <= c->limit ? push(c, ta, tb, n) : split(c, a, b, 0);
+}
+
+int rag_chunk_recursive(const char *s, size_t len, const rag_chunk_opts *o,
+                        const rag_chunk_measure *m, rag_chunk_list *out,
+                        size_t *errpos) {
+  ctx c;
+  int rc = begin(&c, s, len, o, m, out, errpos);
+  if (rc != RAG_OK || len == 0) return rc;
+  return split(&c, 0, len, 0);
+}
+
+/* {====== Fixed windows ======} */
+
+int rag_chunk_fixed(const char *s, size_t len, const rag_chunk_opts *o,
+                    const rag_chunk_measure *m, rag_chunk_list *out,
+                    size_t *errpos) {
+  ctx c;
+  size_t *e = NULL, *pos = NULL, *unit, ne, nb = 1, k, p = 0, q = 0, n;
+  int rc = begin(&c, s, len, o, m, out, errpos);
+  if (rc != RAG_OK || len == 0) return rc;
+  if ((rc = m->ends(m->ud, s, len, &e, &ne)) != RAG_OK) return rc;
+  /* boundaries: unit ends at character boundaries, with units before them */
+  if (RAG_MUL_OVERFLOWS(ne + 1, 2 * sizeof *pos) ||
+      (pos = (size_t *)rag_malloc((ne + 1) * 2 * sizeof *pos)) == NULL) {
+    rc = RAG_ENOMEM;
+    goto done;
+  }
+  unit = pos + ne + 1;
+  pos[0] = unit[0] = 0;
+  for (k = 0; k < ne; k++)
+    if (e[k] == len || (e[k] < len && !is_cont(c.s[e[k]]))) {
+      pos[nb] = e[k];
+      unit[nb++] = k + 1;
+    }
+  if (pos[nb - 1] != len) { /* cannot happen: the last unit ends the text */
+    rc = RAG_EINVAL;
+    goto done;
+  }
+  while (pos[p] < len) {
+    if (q <= p) q = p + 1;
+    while (q + 1 < nb && unit[q + 1] - unit[p] <= o->size) q++;
+    for (;;) {
+      if ((rc = count(&c, pos[p], pos[q], &n)) != RAG_OK) goto done;
+      if (n <= o->size || q == p + 1) break;
+      q--;
+    }
+    if ((rc = push(&c, pos[p], pos[q], n)) != RAG_OK) goto done;
+    if (pos[q] == len) break;
+    k = p + 1;
+    while (k < q && unit[q] - unit[k] > o->overlap) k++;
+    p = k;
+  }
+done:
+  rag_free(e);
+  rag_free(pos);
+  return rc;
+}
+
+/* {====== Sentences and windows ======} */
+
+/* The sentences of the text with their measures (sizes: n entries). */
+static int sentences(ctx *c, rag_span **sp, size_t *n, size_t **sizes) {
+  size_t k, errpos;
+  int rc = rag_sentences_split((const char *)c->s, c->len, sp, n, &errpos);
+  *sizes = NULL;
+  if (rc != RAG_OK || *n == 0) return rc;
+  if (RAG_MUL_OVERFLOWS(*n, sizeof **sizes) ||
+      (*sizes = (size_t *)rag_malloc(*n * sizeof **sizes)) == NULL)
+    return RAG_ENOMEM;
+  for (k = 0; k < *n && rc == RAG_OK; k++)
+    rc = count(c, (*sp)[k].start, (*sp)[k].stop, &(*sizes)[k]);
+  return rc;
+}
+
+int rag_chunk_sentences(const char *s, size_t len, const rag_chunk_opts *o,
+                        const rag_chunk_measure *m, rag_chunk_list *out,
+                        size_t *errpos) {
+  ctx c;
+  rag_span *sp = NULL;
+  size_t *sz = NULL, n = 0, start = 0;
+  rag_chunk_opts so = *o;
+  int rc;
+  so.overlap = 0; /* counted in sentences here, not units */
+  if ((rc = begin(&c, s, len, &so, m, out, errpos)) != RAG_OK) return rc;
+  if ((rc = sentences(&c, &sp, &n, &sz)) != RAG_OK) goto done;
+  while (start < n) {
+    size_t j = start, total = sz[start], cnt = 0, next, sum;
+    if (sz[start] > o->size) { /* one sentence too long: the recursive rules */
+      c.prev = NONE;
+      if ((rc = split(&c, sp[start].start, sp[start].stop, 0)) != RAG_OK)
+        goto done;
+      c.prev = NONE;
+      start++;
+      continue;
+    }
+    while (j + 1 < n && total + sz[j + 1] <= o->size) total += sz[++j];
+    for (;;) {
+      if ((rc = count(&c, sp[start].start, sp[j].stop, &cnt)) != RAG_OK)
+        goto done;
+      if (cnt <= o->size || j == start) break;
+      j--;
+    }
+    if (cnt > o->size) {
+      c.prev = NONE;
+      if ((rc = split(&c, sp[start].start, sp[start].stop, 0)) != RAG_OK)
+        goto done;
+      c.prev = NONE;
+      start++;
+      continue;
+    }
+    if ((rc = push(&c, sp[start].start, sp[j].stop, cnt)) != RAG_OK) goto done;
+    if (j + 1 >= n) break;
+    next = j + 1 > start + o->overlap ? j + 1 - o->overlap : start + 1;
+    while (next <= j) {
+      size_t i;
+      for (sum = sz[j + 1], i = next; i <= j; i++) sum += sz[i];
+      if (sum <= o->size) break;
+      next++;
+    }
+    start = next;
+  }
+done:
+  rag_free(sp);
+  rag_free(sz);
+  return rc;
+}
+
+int rag_chunk_window(const char *s, size_t len, const rag_chunk_opts *o,
+                     size_t window, const rag_chunk_measure *m,
+                     rag_chunk_list *out, size_t *errpos) {
+  ctx c;
+  rag_span *sp = NULL;
+  size_t *sz = NULL, n = 0, k, i;
+  int rc = begin(&c, s, len, o, m, out, errpos);
+  if (rc != RAG_OK) return rc;
+  if ((rc = sentences(&c, &sp, &n, &sz)) != RAG_OK) goto done;
+  for (k = 0; k < n; k++) {
+    size_t first = out->n, lo = k > window ? k - window : 0;
+    size_t hi = n - 1 - k > window ? k + window : n - 1;
+    c.prev = NONE;
+    rc = sz[k] <= o->size ? push(&c, sp[k].start, sp[k].stop, sz[k])
+                          : split(&c, sp[k].start, sp[k].stop, 0);
+    if (rc != RAG_OK) goto done;
+    for (i = first; i < out->n; i++) {
+      out->v[i].wstart = sp[lo].start;
+      out->v[i].wstop = sp[hi].stop;
+    }
+  }
+done:
+  rag_free(sp);
+  rag_free(sz);
+  return rc;
+}
+
+/* {====== Markdown ======} */
+
+int rag_chunk_markdown(const char *s, size_t len, const rag_chunk_opts *o,
+                       const rag_chunk_measure *m, rag_chunk_list *out,
+                       struct rag_markdown_heading **heads, size_t *nheads,
+                       size_t *errpos) {
+  ctx c;
+  size_t k, i;
+  int rc;
+  *heads = NULL;
+  *nheads = 0;
+  if ((rc = begin(&c, s, len, o, m, out, errpos)) != RAG_OK) return rc;
+  if ((rc = rag_markdown_headings(s, len, heads, nheads)) != RAG_OK) return rc;
+  for (k = 0; k <= *nheads;
+       k++) { /* section k opens with heading k (1-based; 0: none) */
+    size_t a = k == 0 ? 0 : (*heads)[k - 1].start,
+           b = k < *nheads ? (*heads)[k].start : len;
+    size_t first = out->n;
+    c.prev = NONE;
+    if ((rc = span(&c, a, b)) != RAG_OK) return rc;
+    for (i = first; i < out->n; i++) out->v[i].section = k;
+  }
+  return RAG_OK;
+}
+
+/* {====== Hierarchy ======} */
+
+int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
+                        const size_t *sizes, size_t nsizes,
+                        const rag_chunk_measure *m, rag_chunk_list *out,
+                        size_t *errpos) {
+  ctx c;
+  rag_chunk_opts lo = *o;
+  size_t lv, k, lo_i, hi_i, i;
+  int rc;
+  if (nsizes == 0) return RAG_EINVAL;
+  for (lv = 0; lv < nsizes; lv++)
+    if (sizes[lv] == 0 || o->overlap >= sizes[lv]) return RAG_EINVAL;
+  lo.size = sizes[0];
+  if ((rc = begin(&c, s, len, &lo, m, out, errpos)) != RAG_OK) return rc;
+  lo_i = out->n;
+  if (len > 0 && (rc = split(&c, 0, len, 0)) != RAG_OK) return rc;
+  hi_i = out->n;
+  for (i = lo_i; i < hi_i; i++) out->v[i].level = 1;
+  for (lv = 1; lv < nsizes; lv++) {
+    c.limit = sizes[lv];
+    for (k = lo_i; k < hi_i; k++) {
+      size_t first = out->n, a = out->v[k].start, b = out->v[k].stop;
+      c.prev = NONE;
+      if ((rc = split(&c, a, b, 0)) != RAG_OK) return rc;
+      for (i = first; i < out->n; i++) {
+        out->v[i].level = lv + 1;
+        out->v[i].parent = k + 1;
+      }
+    }
+    lo_i = hi_i;
+    hi_i = out->n;
+  }
+  return RAG_OK;
+}
+
+/* {====== Semantic ======} */
+
+void rag_chunk_distances(const double *v, size_t n, size_t dim, double *d) {
+  size_t i, j;
+  for (i = 0; i + 1 < n; i++) {
+    const double *x = v + i * dim, *y = x + dim;
+    double xy = 0, xx = 0, yy = 0;
+    for (j = 0; j < dim; j++) {
+      xy += x[j] * y[j];
+      xx += x[j] * x[j];
+      yy += y[j] * y[j];
+    }
+    d[i] = 1.0 - (xx > 0 && yy > 0 ? xy / (sqrt(xx) * sqrt(yy)) : 0.0);
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* numpy.percentile(x, p) with linear interpolation; sorts x in place. */
+static double percentile(double *x, size_t m, double p) {
+  double r, f;
+  size_t lo, hi;
+  qsort(x, m, sizeof *x, cmp_double);
+  r = p / 100.0 * (double)(m - 1);
+  lo = (size_t)floor(r);
+  hi = lo + 1 < m ? lo + 1 : lo;
+  f = r - (double)lo;
+  return x[lo] + (x[hi] - x[lo]) * f;
+}
+
+int rag_chunk_breaks(const double *d, size_t m, rag_chunk_break rule,
+                     double amount, double *scratch, unsigned char *brk,
+                     double *threshold) {
+  const double *score = d;
+  double *x = scratch, *g = scratch + m, t, mean = 0, var = 0;
+  size_t i;
+  if (m == 0) {
+    *threshold = 0;
+    return RAG_OK;
+  }
+  for (i = 0; i < m; i++) mean += d[i];
+  mean /= (double)m;
+  memcpy(x, d, m * sizeof *x);
+  switch (rule) {
+    case RAG_BREAK_PERCENTILE: t = percentile(x, m, amount); break;
+    case RAG_BREAK_STDDEV:
+      for (i = 0; i < m; i++) var += (d[i] - mean) * (d[i] - mean);
+      t = mean + amount * sqrt(var / (double)m);
+      break;
+    case RAG_BREAK_IQR: {
+      double q1 = percentile(x, m, 25), q3 = percentile(x, m, 75);
+      t = mean + amount * (q3 - q1);
+      break;
+    }
+    case RAG_BREAK_GRADIENT:
+      if (m == 1)
+        g[0] = 0;
+      else {
+        g[0] = d[1] - d[0];
+        g[m - 1] = d[m - 1] - d[m - 2];
+        for (i = 1; i + 1 < m; i++) g[i] = (d[i + 1] - d[i - 1]) / 2.0;
+      }
+      memcpy(x, g, m * sizeof *x);
+      t = percentile(x, m, amount);
+      score = g;
+      break;
+    default: return RAG_EINVAL;
+  }
+  for (i = 0; i < m; i++) brk[i] = score[i] > t;
+  *threshold = t;
+  return RAG_OK;
+}
+
+int rag_chunk_semantic(const char *s, size_t len, const rag_span *sent,
+                       size_t n, const unsigned char *brk, size_t min_size,
+                       const rag_chunk_opts *o, const rag_chunk_measure *m,
+                       rag_chunk_list *out) {
+  ctx c;
+  size_t errpos, run = 0, i, k;
+  int rc = begin(&c, s, len, o, m, out, &errpos);
+  if (rc != RAG_OK) return rc;
+  for (i = 0; i < n; i++) {
+    if (i + 1 < n && !brk[i]) continue;
+    if (i + 1 < n && min_size > 0) {
+      if ((rc = count(&c, sent[run].start, sent[i].stop, &k)) != RAG_OK)
+        return rc;
+      if (k < min_size) continue;
+    }
+    c.prev = NONE;
+    if ((rc = span(&c, sent[run].start, sent[i].stop)) != RAG_OK) return rc;
+    run = i + 1;
+  }
+  return RAG_OK;
+}
