@@ -112,17 +112,18 @@ static void buf_fin(void *p) {
   b->len = b->cap = 0;
 }
 
-/* The buffer header lives inside the box's userdata, so only data is boxed. */
-lrag_buf *lrag_buf_new(lua_State *L) {
-  lrag_box *box =
-      (lrag_box *)lua_newuserdatauv(L, sizeof *box + sizeof(lrag_buf), 0);
-  lrag_buf *b = (lrag_buf *)(box + 1);
-  b->p = NULL;
-  b->len = b->cap = 0;
-  box->p = b;
-  box->fin = buf_fin;
+void *lrag_box_embed(lua_State *L, size_t size, void (*fin)(void *p)) {
+  lrag_box *box = (lrag_box *)lua_newuserdatauv(L, sizeof *box + size, 0);
+  void *p = box + 1;
+  memset(p, 0, size);
+  box->p = p;
+  box->fin = fin;
   set_box_mt(L);
-  return b;
+  return p;
+}
+
+lrag_buf *lrag_buf_new(lua_State *L) {
+  return (lrag_buf *)lrag_box_embed(L, sizeof(lrag_buf), buf_fin);
 }
 
 void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len) {

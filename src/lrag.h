@@ -65,6 +65,13 @@ typedef struct lrag_box {
 lrag_box *lrag_box_new(lua_State *L, void (*fin)(void *p));
 void lrag_box_free(lrag_box *box);
 
+/*
+** A box whose `size` bytes of zeroed payload live inside the userdata (a
+** struct that owns C memory): pushes it and returns the payload, which
+** `fin` empties (never frees) when the box is collected.
+*/
+void *lrag_box_embed(lua_State *L, size_t size, void (*fin)(void *p));
+
 /* A growable byte buffer in a box; appends raise "not enough memory". */
 typedef struct lrag_buf {
   char *p;

@@ -178,20 +178,15 @@ static void opt_rules(lua_State *L, const char *fname, rag_chunk_opts *o) {
 
 /* {====== Results ======} */
 
-static void list_free(void *p) {
-  rag_free(((rag_chunk_list *)p)->v);
-  rag_free(p);
+static void list_fin(void *p) {
+  rag_chunk_list *l = (rag_chunk_list *)p;
+  rag_free(l->v);
+  l->v = NULL;
 }
 
-/* A chunk list owned by a box on the stack. */
+/* A chunk list inside a box on the stack; the box frees its array. */
 static rag_chunk_list *new_list(lua_State *L) {
-  lrag_box *box = lrag_box_new(L, list_free);
-  rag_chunk_list *l = (rag_chunk_list *)rag_malloc(sizeof *l);
-  if (l == NULL) luaL_error(L, "rag.chunk: not enough memory");
-  l->v = NULL;
-  l->n = l->cap = 0;
-  box->p = l;
-  return l;
+  return (rag_chunk_list *)lrag_box_embed(L, sizeof(rag_chunk_list), list_fin);
 }
 
 /* The failure or misuse behind a core status. */

@@ -28,9 +28,17 @@ static int is_cont(unsigned char c) {
 }
 
 static int chars_count(void *ud, const char *s, size_t len, size_t *n) {
-  size_t i, k = 0;
+  const unsigned char *p = (const unsigned char *)s;
+  size_t i = 0, k = 0;
   (void)ud;
-  for (i = 0; i < len; i++) k += !is_cont((unsigned char)s[i]);
+  /* eight bytes at a time: count the bytes that are not 10xxxxxx */
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w, cont;
+    memcpy(&w, p + i, 8);
+    cont = (w & ~(w << 1)) & UINT64_C(0x8080808080808080); /* 10xxxxxx */
+    k += 8 - (size_t)(((cont >> 7) * UINT64_C(0x0101010101010101)) >> 56);
+  }
+  for (; i < len; i++) k += !is_cont(p[i]);
   *n = k;
   return RAG_OK;
 }
@@ -131,6 +139,11 @@ typedef struct piece {
   size_t a, b, size;
 } piece;
 
+typedef struct pieces {
+  piece *v;
+  size_t n, cap;
+} pieces;
+
 typedef struct ctx {
   const unsigned char *s;
   size_t len;
@@ -141,6 +154,8 @@ typedef struct ctx {
   size_t prev;  /* the chunk before, in this pass, or NONE */
   rag_chunk_sep seps[64 + 1];
   size_t nseps;
+  pieces stk; /* the pieces of every open level, innermost last */
+  int ascii;  /* the text is all ASCII: code points are bytes */
 } ctx;
 
 static const rag_chunk_sep default_seps[] = {
@@ -157,6 +172,17 @@ void rag_chunk_defaults(rag_chunk_opts *o) {
   o->keep = RAG_KEEP_START;
   o->trim = 1;
   o->langchain = 0;
+}
+
+static int all_ascii(const unsigned char *s, size_t len) {
+  uint64_t w, acc = 0;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    memcpy(&w, s + i, 8);
+    acc |= w;
+  }
+  for (; i < len; i++) acc |= s[i];
+  return (acc & UINT64_C(0x8080808080808080)) == 0;
 }
 
 /* Checks the text and options and sets up c; *errpos as the header says. */
@@ -180,6 +206,9 @@ static int begin(ctx *c, const char *s, size_t len, const rag_chunk_opts *o,
   c->out = out;
   c->limit = o->size;
   c->prev = NONE;
+  c->stk.v = NULL;
+  c->stk.n = c->stk.cap = 0;
+  c->ascii = all_ascii(c->s, len);
   c->nseps = 0;
   for (i = 0; i < nseps; i++) {
     if (seps[i].kind == RAG_SEP_TEXT && seps[i].len == 0) return RAG_EINVAL;
@@ -197,12 +226,21 @@ static int count(ctx *c, size_t a, size_t b, size_t *n) {
     *n = 0;
     return RAG_OK;
   }
+  if (c->m->count == chars_count && c->ascii) {
+    *n = b - a;
+    return RAG_OK;
+  }
+  if (c->m->count == chars_count && b - a < 16) { /* short pieces, inline */
+    size_t k = 0;
+    for (; a < b; a++) k += !is_cont(c->s[a]);
+    *n = k;
+    return RAG_OK;
+  }
   return c->m->count(c->m->ud, (const char *)c->s + a, b - a, n);
 }
 
-/* [a, b) without whitespace at its edges (when trimming) and its measure. */
-static int measure(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb,
-                   size_t *n) {
+/* [a, b) without whitespace at its edges, when trimming. */
+static int measure_trim(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb) {
   size_t w;
   if (c->o->trim) {
     while (a < b && (w = ws_at(c->s, a, b)) > 0) a += w;
@@ -210,7 +248,14 @@ static int measure(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb,
   }
   *ta = a;
   *tb = b;
-  return count(c, a, b, n);
+  return RAG_OK;
+}
+
+/* [a, b) trimmed and its measure. */
+static int measure(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb,
+                   size_t *n) {
+  measure_trim(c, a, b, ta, tb);
+  return count(c, *ta, *tb, n);
 }
 
 /* Appends [a, b) of measure n, with its overlap with the chunk before. */
@@ -238,20 +283,16 @@ static int push(ctx *c, size_t a, size_t b, size_t n) {
 
 /* {====== Recursive rules ======} */
 
-typedef struct pieces {
-  piece *v;
-  size_t n, cap;
-} pieces;
-
 static int add(pieces *p, size_t a, size_t b) {
-  piece *v;
   if (a >= b) return RAG_OK;
-  if ((v = (piece *)rag_grow(p->v, &p->cap, p->n + 1, sizeof *v)) == NULL)
-    return RAG_ENOMEM;
-  p->v = v;
-  v[p->n].a = a;
-  v[p->n].b = b;
-  v[p->n++].size = 0;
+  if (p->n == p->cap) {
+    piece *v = (piece *)rag_grow(p->v, &p->cap, p->n + 1, sizeof *v);
+    if (v == NULL) return RAG_ENOMEM;
+    p->v = v;
+  }
+  p->v[p->n].a = a;
+  p->v[p->n].b = b;
+  p->v[p->n++].size = 0;
   return RAG_OK;
 }
 
@@ -261,7 +302,9 @@ static size_t find(const unsigned char *s, size_t i, size_t b,
   while (i + sep->len <= b &&
          (p = (const unsigned char *)memchr(s + i, sep->text[0],
                                             b - i - sep->len + 1)) != NULL) {
-    if (memcmp(p, sep->text, sep->len) == 0) return (size_t)(p - s);
+    if (sep->len == 1 || (p[1] == (unsigned char)sep->text[1] &&
+                          memcmp(p + 2, sep->text + 2, sep->len - 2) == 0))
+      return (size_t)(p - s);
     i = (size_t)(p - s) + 1;
   }
   return NONE;
@@ -271,14 +314,13 @@ static size_t find(const unsigned char *s, size_t i, size_t b,
 ** Cuts [a, b) at sep into p. A literal separator kept at the start cuts
 ** before every place it occurs, overlapping ones too (JavaScript's split
 ** on a lookahead, as LangChain.js does); kept at the end or dropped, it
-** cuts at non-overlapping occurrences. Returns RAG_OK with p->n == 0 when
+** cuts at non-overlapping occurrences. The pieces go on c->stk; none when
 ** sep does not occur (or makes fewer than two sentences).
 */
-static int cut(ctx *c, size_t a, size_t b, const rag_chunk_sep *sep,
-               pieces *p) {
+static int cut(ctx *c, size_t a, size_t b, const rag_chunk_sep *sep) {
+  pieces *p = &c->stk;
   size_t last = a, h, i;
   int rc = RAG_OK;
-  p->n = 0;
   if (sep->kind == RAG_SEP_CHAR) {
     for (i = a + 1; i <= b && rc == RAG_OK; i++)
       if (i == b || !is_cont(c->s[i])) {
@@ -317,31 +359,40 @@ static int cut(ctx *c, size_t a, size_t b, const rag_chunk_sep *sep,
     }
   }
   if (rc == RAG_OK) rc = add(p, last, b);
-  if (rc == RAG_OK && p->n == 0)
-    rc = add(p, a, a + 1 > b ? b : a); /* only separators */
   return rc;
 }
 
 static int split(ctx *c, size_t a, size_t b, size_t lev);
 
 /*
-** Packs pieces v[g0..g1) (each under the limit) into chunks, LangChain's
-** merge: grow while the summed measure fits, then keep as overlap the
-** longest tail of the chunk that fits the overlap and leaves room for the
-** next piece. sepsz is the measure of a dropped separator between pieces.
+** Packs pieces g0..g1 of c->stk (each under the limit) into chunks,
+** LangChain's merge: grow while the summed measure fits, then keep as
+** overlap the longest tail of the chunk that fits the overlap and leaves
+** room for the next piece. sepsz is the measure of a dropped separator
+** between pieces. A nested split may move c->stk.v, so v is re-read.
 */
-static int merge(ctx *c, const piece *v, size_t g0, size_t g1, size_t sepsz,
-                 size_t next) {
+static int merge(ctx *c, size_t g0, size_t g1, size_t sepsz, size_t next) {
   size_t start = g0;
   int rc;
   while (start < g1) {
+    const piece *v = c->stk.v;
     size_t j = start, total = v[start].size, ta, tb, n, s2, ov;
     while (j + 1 < g1 && total + sepsz + v[j + 1].size <= c->limit)
       total += sepsz + v[++j].size;
     for (;;) {
-      if ((rc = measure(c, v[start].a, v[j].b, &ta, &tb, &n)) != RAG_OK)
+      if (c->m->count == chars_count && sepsz == 0) { /* additive: no recount */
+        size_t cut_a, cut_b;
+        if ((rc = measure_trim(c, v[start].a, v[j].b, &ta, &tb)) != RAG_OK)
+          return rc;
+        count(c, v[start].a, ta, &cut_a);
+        count(c, tb, v[j].b, &cut_b);
+        n = total - cut_a - cut_b;
+      } else if ((rc = measure(c, v[start].a, v[j].b, &ta, &tb, &n)) !=
+                 RAG_OK) {
         return rc;
+      }
       if (n <= c->limit || j == start) break;
+      total -= v[j].size + sepsz;
       j--; /* joined, the pieces measure more than their sum */
     }
     if (n > c->limit) {
@@ -364,44 +415,52 @@ static int merge(ctx *c, const piece *v, size_t g0, size_t g1, size_t sepsz,
   return RAG_OK;
 }
 
-/* A piece is packed as it is when it is under the limit (LangChain: strictly).
- */
+/* A piece is packed as it is when it is under the limit (LangChain:
+** strictly under). */
 static int fits(const ctx *c, size_t n) {
   return c->o->langchain ? n < c->limit : n <= c->limit;
 }
 
 /* Chunks [a, b) by the rules from seps[lev] on. */
 static int split(ctx *c, size_t a, size_t b, size_t lev) {
-  pieces p = {NULL, 0, 0};
-  size_t i, k, g0 = 0, sepsz = 0, next;
+  size_t base = c->stk.n, i, k, g0 = base, sepsz = 0, next, end;
   int rc = RAG_OK;
   for (i = lev; i < c->nseps; i++) {
-    if ((rc = cut(c, a, b, &c->seps[i], &p)) != RAG_OK) goto done;
-    if (p.n > 0) break;
+    if ((rc = cut(c, a, b, &c->seps[i])) != RAG_OK) goto done;
+    if (c->stk.n > base) break;
   }
+  if (i == c->nseps) goto done; /* only separators: nothing to keep */
+  end = c->stk.n;
   next = c->seps[i].kind == RAG_SEP_CHAR ? c->nseps : i + 1;
   if (c->seps[i].kind == RAG_SEP_TEXT && c->o->keep == RAG_KEEP_NONE)
     rc = c->m->count(c->m->ud, c->seps[i].text, c->seps[i].len, &sepsz);
-  for (k = 0; k < p.n && rc == RAG_OK; k++)
-    rc = count(c, p.v[k].a, p.v[k].b, &p.v[k].size);
-  for (k = 0; k < p.n && rc == RAG_OK; k++) {
-    if (fits(c, p.v[k].size)) continue;
-    if ((rc = merge(c, p.v, g0, k, sepsz, next)) != RAG_OK) break;
+  for (k = base; k < end && rc == RAG_OK; k++)
+    rc = count(c, c->stk.v[k].a, c->stk.v[k].b, &c->stk.v[k].size);
+  for (k = base; k < end && rc == RAG_OK; k++) {
+    piece p = c->stk.v[k];
+    if (fits(c, p.size)) continue;
+    if ((rc = merge(c, g0, k, sepsz, next)) != RAG_OK) break;
     g0 = k + 1;
     if (next < c->nseps) {
-      rc = split(c, p.v[k].a, p.v[k].b, next);
+      rc = split(c, p.a, p.b, next);
     } else if (c->o->langchain) {
-      rc = push(c, p.v[k].a, p.v[k].b,
-                p.v[k].size); /* LangChain keeps it untrimmed */
+      rc = push(c, p.a, p.b, p.size); /* LangChain keeps it untrimmed */
     } else {
       size_t ta, tb, n;
-      if ((rc = measure(c, p.v[k].a, p.v[k].b, &ta, &tb, &n)) == RAG_OK)
+      if ((rc = measure(c, p.a, p.b, &ta, &tb, &n)) == RAG_OK)
         rc = push(c, ta, tb, n);
     }
   }
-  if (rc == RAG_OK) rc = merge(c, p.v, g0, p.n, sepsz, next);
+  if (rc == RAG_OK) rc = merge(c, g0, end, sepsz, next);
 done:
-  rag_free(p.v);
+  c->stk.n = base;
+  return rc;
+}
+
+/* Ends a chunker: releases c's scratch and passes rc on. */
+static int finish(ctx *c, int rc) {
+  rag_free(c->stk.v);
+  c->stk.v = NULL;
   return rc;
 }
 
@@ -419,7 +478,7 @@ int rag_chunk_recursive(const char *s, size_t len, const rag_chunk_opts *o,
   ctx c;
   int rc = begin(&c, s, len, o, m, out, errpos);
   if (rc != RAG_OK || len == 0) return rc;
-  return split(&c, 0, len, 0);
+  return finish(&c, split(&c, 0, len, 0));
 }
 
 /* {====== Fixed windows ======} */
@@ -535,7 +594,7 @@ int rag_chunk_sentences(const char *s, size_t len, const rag_chunk_opts *o,
 done:
   rag_free(sp);
   rag_free(sz);
-  return rc;
+  return finish(&c, rc);
 }
 
 int rag_chunk_window(const char *s, size_t len, const rag_chunk_opts *o,
@@ -562,7 +621,7 @@ int rag_chunk_window(const char *s, size_t len, const rag_chunk_opts *o,
 done:
   rag_free(sp);
   rag_free(sz);
-  return rc;
+  return finish(&c, rc);
 }
 
 /* {====== Markdown ======} */
@@ -578,16 +637,15 @@ int rag_chunk_markdown(const char *s, size_t len, const rag_chunk_opts *o,
   *nheads = 0;
   if ((rc = begin(&c, s, len, o, m, out, errpos)) != RAG_OK) return rc;
   if ((rc = rag_markdown_headings(s, len, heads, nheads)) != RAG_OK) return rc;
-  for (k = 0; k <= *nheads;
-       k++) { /* section k opens with heading k (1-based; 0: none) */
-    size_t a = k == 0 ? 0 : (*heads)[k - 1].start,
-           b = k < *nheads ? (*heads)[k].start : len;
-    size_t first = out->n;
+  /* section k opens with heading k (1-based; section 0 has none) */
+  for (k = 0; k <= *nheads && rc == RAG_OK; k++) {
+    size_t a = k == 0 ? 0 : (*heads)[k - 1].start;
+    size_t b = k < *nheads ? (*heads)[k].start : len, first = out->n;
     c.prev = NONE;
-    if ((rc = span(&c, a, b)) != RAG_OK) return rc;
+    rc = span(&c, a, b);
     for (i = first; i < out->n; i++) out->v[i].section = k;
   }
-  return RAG_OK;
+  return finish(&c, rc);
 }
 
 /* {====== Hierarchy ======} */
@@ -606,7 +664,7 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
   lo.size = sizes[0];
   if ((rc = begin(&c, s, len, &lo, m, out, errpos)) != RAG_OK) return rc;
   lo_i = out->n;
-  if (len > 0 && (rc = split(&c, 0, len, 0)) != RAG_OK) return rc;
+  if (len > 0 && (rc = split(&c, 0, len, 0)) != RAG_OK) return finish(&c, rc);
   hi_i = out->n;
   for (i = lo_i; i < hi_i; i++) out->v[i].level = 1;
   for (lv = 1; lv < nsizes; lv++) {
@@ -614,7 +672,7 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
     for (k = lo_i; k < hi_i; k++) {
       size_t first = out->n, a = out->v[k].start, b = out->v[k].stop;
       c.prev = NONE;
-      if ((rc = split(&c, a, b, 0)) != RAG_OK) return rc;
+      if ((rc = split(&c, a, b, 0)) != RAG_OK) return finish(&c, rc);
       for (i = first; i < out->n; i++) {
         out->v[i].level = lv + 1;
         out->v[i].parent = k + 1;
@@ -623,7 +681,7 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
     lo_i = hi_i;
     hi_i = out->n;
   }
-  return RAG_OK;
+  return finish(&c, RAG_OK);
 }
 
 /* {====== Semantic ======} */
@@ -713,13 +771,12 @@ int rag_chunk_semantic(const char *s, size_t len, const rag_span *sent,
   for (i = 0; i < n; i++) {
     if (i + 1 < n && !brk[i]) continue;
     if (i + 1 < n && min_size > 0) {
-      if ((rc = count(&c, sent[run].start, sent[i].stop, &k)) != RAG_OK)
-        return rc;
+      if ((rc = count(&c, sent[run].start, sent[i].stop, &k)) != RAG_OK) break;
       if (k < min_size) continue;
     }
     c.prev = NONE;
-    if ((rc = span(&c, sent[run].start, sent[i].stop)) != RAG_OK) return rc;
+    if ((rc = span(&c, sent[run].start, sent[i].stop)) != RAG_OK) break;
     run = i + 1;
   }
-  return RAG_OK;
+  return finish(&c, rc);
 }

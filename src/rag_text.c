@@ -6,6 +6,7 @@
 */
 #include "rag_text.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -19,6 +20,11 @@ size_t rag_text_first_invalid(const unsigned char *s, size_t len) {
   while (i < len) {
     utf8proc_int32_t cp;
     utf8proc_ssize_t n;
+    uint64_t w;
+    if (i + 8 <= len && (memcpy(&w, s + i, 8), (w & UINT64_C(0x8080808080808080)) == 0)) {
+      i += 8; /* eight ASCII bytes */
+      continue;
+    }
     if (s[i] < 0x80) {
       i++;
       continue;
