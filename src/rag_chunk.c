@@ -530,17 +530,30 @@ done:
 
 /* {====== Sentences and windows ======} */
 
-/* The sentences of the text with their measures (sizes: n entries). */
-static int sentences(ctx *c, rag_span **sp, size_t *n, size_t **sizes) {
+/* The sentences of the text with their measures: sz[2 k] is sentence k's,
+** sz[2 k + 1] that of the whitespace after it (2 n - 1 entries). */
+static int sentences(ctx *c, rag_span **sp, size_t *n, size_t **sz) {
   size_t k, errpos;
   int rc = rag_sentences_split((const char *)c->s, c->len, sp, n, &errpos);
-  *sizes = NULL;
+  *sz = NULL;
   if (rc != RAG_OK || *n == 0) return rc;
-  if (RAG_MUL_OVERFLOWS(*n, sizeof **sizes) ||
-      (*sizes = (size_t *)rag_malloc(*n * sizeof **sizes)) == NULL)
+  if (RAG_MUL_OVERFLOWS(*n, 2 * sizeof **sz) ||
+      (*sz = (size_t *)rag_malloc(*n * 2 * sizeof **sz)) == NULL)
     return RAG_ENOMEM;
-  for (k = 0; k < *n && rc == RAG_OK; k++)
-    rc = count(c, (*sp)[k].start, (*sp)[k].stop, &(*sizes)[k]);
+  for (k = 0; k < *n && rc == RAG_OK; k++) {
+    rc = count(c, (*sp)[k].start, (*sp)[k].stop, &(*sz)[2 * k]);
+    if (rc == RAG_OK && k + 1 < *n)
+      rc = count(c, (*sp)[k].stop, (*sp)[k + 1].start, &(*sz)[2 * k + 1]);
+  }
+  return rc;
+}
+
+/* One sentence over the limit, by the recursive rules, in a pass of its own. */
+static int long_sentence(ctx *c, const rag_span *sp) {
+  int rc;
+  c->prev = NONE;
+  rc = split(c, sp->start, sp->stop, 0);
+  c->prev = NONE;
   return rc;
 }
 
@@ -556,38 +569,30 @@ int rag_chunk_sentences(const char *s, size_t len, const rag_chunk_opts *o,
   if ((rc = begin(&c, s, len, &so, m, out, errpos)) != RAG_OK) return rc;
   if ((rc = sentences(&c, &sp, &n, &sz)) != RAG_OK) goto done;
   while (start < n) {
-    size_t j = start, total = sz[start], cnt = 0, next, sum;
-    if (sz[start] > o->size) { /* one sentence too long: the recursive rules */
-      c.prev = NONE;
-      if ((rc = split(&c, sp[start].start, sp[start].stop, 0)) != RAG_OK)
-        goto done;
-      c.prev = NONE;
-      start++;
-      continue;
+    size_t j = start, total = sz[2 * start], cnt = 0, next;
+    while (j + 1 < n && total + sz[2 * j + 1] + sz[2 * j + 2] <= o->size) {
+      total += sz[2 * j + 1] + sz[2 * j + 2];
+      j++;
     }
-    while (j + 1 < n && total + sz[j + 1] <= o->size) total += sz[++j];
-    for (;;) {
+    for (;;) { /* the sum is exact for code points, an estimate for tokens */
       if ((rc = count(&c, sp[start].start, sp[j].stop, &cnt)) != RAG_OK)
         goto done;
       if (cnt <= o->size || j == start) break;
       j--;
     }
     if (cnt > o->size) {
-      c.prev = NONE;
-      if ((rc = split(&c, sp[start].start, sp[start].stop, 0)) != RAG_OK)
-        goto done;
-      c.prev = NONE;
+      if ((rc = long_sentence(&c, &sp[start])) != RAG_OK) goto done;
       start++;
       continue;
     }
     if ((rc = push(&c, sp[start].start, sp[j].stop, cnt)) != RAG_OK) goto done;
     if (j + 1 >= n) break;
+    /* the last `overlap` sentences again, as many as leave room for one more */
     next = j + 1 > start + o->overlap ? j + 1 - o->overlap : start + 1;
-    while (next <= j) {
-      size_t i;
-      for (sum = sz[j + 1], i = next; i <= j; i++) sum += sz[i];
-      if (sum <= o->size) break;
-      next++;
+    for (; next <= j; next++) {
+      if ((rc = count(&c, sp[next].start, sp[j + 1].stop, &cnt)) != RAG_OK)
+        goto done;
+      if (cnt <= o->size) break;
     }
     start = next;
   }
@@ -610,8 +615,8 @@ int rag_chunk_window(const char *s, size_t len, const rag_chunk_opts *o,
     size_t first = out->n, lo = k > window ? k - window : 0;
     size_t hi = n - 1 - k > window ? k + window : n - 1;
     c.prev = NONE;
-    rc = sz[k] <= o->size ? push(&c, sp[k].start, sp[k].stop, sz[k])
-                          : split(&c, sp[k].start, sp[k].stop, 0);
+    rc = sz[2 * k] <= o->size ? push(&c, sp[k].start, sp[k].stop, sz[2 * k])
+                              : split(&c, sp[k].start, sp[k].stop, 0);
     if (rc != RAG_OK) goto done;
     for (i = first; i < out->n; i++) {
       out->v[i].wstart = sp[lo].start;
