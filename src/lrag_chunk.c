@@ -176,6 +176,12 @@ static void opt_rules(lua_State *L, const char *fname, rag_chunk_opts *o) {
   lua_remove(L, -2); /* the list; the table at 2 keeps its strings */
 }
 
+/* The text at 1: a string, never a number turned into one. */
+static const char *check_text(lua_State *L, size_t *len) {
+  luaL_checktype(L, 1, LUA_TSTRING);
+  return lua_tolstring(L, 1, len);
+}
+
 /* {====== Results ======} */
 
 static void list_fin(void *p) {
@@ -268,7 +274,7 @@ static int chunk_fixed(lua_State *L) {
                                      NULL};
   const char *fname = "rag.chunk.fixed";
   size_t len, errpos = 0;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -293,7 +299,7 @@ static int chunk_recursive(lua_State *L) {
       "keep_separator", "trim",    "preset", NULL};
   const char *fname = "rag.chunk.recursive";
   size_t len, errpos = 0;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -321,7 +327,7 @@ static int chunk_sentences(lua_State *L) {
                                      NULL};
   const char *fname = "rag.chunk.sentences";
   size_t len, errpos = 0;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -348,7 +354,7 @@ static int chunk_window(lua_State *L) {
                                      NULL};
   const char *fname = "rag.chunk.window";
   size_t len, errpos = 0, window;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -393,7 +399,7 @@ static int chunk_markdown(lua_State *L) {
       "separators", "keep_separator", "trim", NULL};
   const char *fname = "rag.chunk.markdown";
   size_t len, errpos = 0, nh = 0, k;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -443,7 +449,7 @@ static int chunk_hierarchy(lua_State *L) {
       "separators", "keep_separator", "trim", NULL};
   const char *fname = "rag.chunk.hierarchy";
   size_t len, errpos = 0, sizes[16] = {2048, 512, 128}, nsizes = 3, i;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -545,7 +551,7 @@ static int chunk_semantic(lua_State *L) {
                                      "unit",   "tokenizer", NULL};
   const char *fname = "rag.chunk.semantic";
   size_t len, errpos = 0, n = 0, i, buffer, min_size, dim = 0;
-  const char *s = luaL_checklstring(L, 1, &len);
+  const char *s = check_text(L, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
