@@ -177,8 +177,10 @@ static void opt_rules(lua_State *L, const char *fname, rag_chunk_opts *o) {
 }
 
 /* The text at 1: a string, never a number turned into one. */
-static const char *check_text(lua_State *L, size_t *len) {
-  luaL_checktype(L, 1, LUA_TSTRING);
+static const char *check_text(lua_State *L, const char *fname, size_t *len) {
+  if (lua_type(L, 1) != LUA_TSTRING)
+    luaL_error(L, "%s: text must be a string, got %s", fname,
+               luaL_typename(L, 1));
   return lua_tolstring(L, 1, len);
 }
 
@@ -274,7 +276,7 @@ static int chunk_fixed(lua_State *L) {
                                      NULL};
   const char *fname = "rag.chunk.fixed";
   size_t len, errpos = 0;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -299,7 +301,7 @@ static int chunk_recursive(lua_State *L) {
       "keep_separator", "trim",    "preset", NULL};
   const char *fname = "rag.chunk.recursive";
   size_t len, errpos = 0;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -327,7 +329,7 @@ static int chunk_sentences(lua_State *L) {
                                      NULL};
   const char *fname = "rag.chunk.sentences";
   size_t len, errpos = 0;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -354,7 +356,7 @@ static int chunk_window(lua_State *L) {
                                      NULL};
   const char *fname = "rag.chunk.window";
   size_t len, errpos = 0, window;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -399,7 +401,7 @@ static int chunk_markdown(lua_State *L) {
       "separators", "keep_separator", "trim", NULL};
   const char *fname = "rag.chunk.markdown";
   size_t len, errpos = 0, nh = 0, k;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -449,7 +451,7 @@ static int chunk_hierarchy(lua_State *L) {
       "separators", "keep_separator", "trim", NULL};
   const char *fname = "rag.chunk.hierarchy";
   size_t len, errpos = 0, sizes[16] = {2048, 512, 128}, nsizes = 3, i;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -551,7 +553,7 @@ static int chunk_semantic(lua_State *L) {
                                      "unit",   "tokenizer", NULL};
   const char *fname = "rag.chunk.semantic";
   size_t len, errpos = 0, n = 0, i, buffer, min_size, dim = 0;
-  const char *s = check_text(L, &len);
+  const char *s = check_text(L, fname, &len);
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
