@@ -562,7 +562,8 @@ static int chunk_semantic(lua_State *L) {
   unsigned char *brk = NULL;
   double amount, *v, *d = NULL, threshold;
   int rc, rule, fn;
-  luaL_checktype(L, 2, LUA_TTABLE);
+  if (!lua_istable(L, 2))
+    luaL_error(L, "%s: opts must be a table with an embed function", fname);
   common(L, fname, keys, &o, &m, "max_size", 0);
   lua_getfield(L, 2, "embed");
   if (lua_type(L, -1) != LUA_TFUNCTION && !luaL_getmetafield(L, -1, "__call"))
