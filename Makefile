@@ -41,7 +41,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
-  bench-tokenizer check-exports clean
+  bench-tokenizer bench-chunk check-exports clean
 
 all: $(SO)
 
@@ -108,6 +108,10 @@ bench-json: all
 
 bench-tokenizer: all
 	@$(RUN) $(LUA) bench/tokenizer.lua $(DATA)
+
+# MB/s of every chunker on SciFact; the LangChain.js peer: bench/peers/langchain_chunk.mjs
+bench-chunk: all
+	@$(RUN) $(LUA) bench/chunk.lua $(DATA)
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

@@ -446,3 +446,41 @@ describe("rag.chunk errors", function()
       "rag.chunk.fixed: tokenizer is closed")
   end)
 end)
+
+describe("rag.chunk allocation failures", function()
+  local helpers = require("spec.helpers")
+  if not require("rag.core")._fail_alloc then
+    it("needs a RAG_TESTING build", function()
+      pending("run make asan")
+    end)
+    return
+  end
+
+  it("every chunker raises and recovers at every fault point", function()
+    local src = hard.markdown .. "\n\n" .. hard.cjk .. "\n\n" .. hard.overlong
+    local embed = function(list)
+      local v = {}
+      for i, s in ipairs(list) do
+        v[i] = { #s % 7 + 1, nchars(s) % 5 + 1, i % 3 }
+      end
+      return v
+    end
+    local calls = {
+      function() return chunk.fixed(src, { tokenizer = cl100k, size = 40, overlap = 8 }) end,
+      function() return chunk.fixed(src, { size = 40 }) end,
+      function() return chunk.recursive(src, { size = 30, overlap = 5 }) end,
+      function() return chunk.recursive(src, { preset = "langchain", size = 100, separators = { "\n", "" } }) end,
+      function() return chunk.markdown(src, { unit = "char", size = 80 }) end,
+      function() return chunk.sentences(src, { size = 30, overlap = 1 }) end,
+      function() return chunk.window(src, { size = 30 }) end,
+      function() return chunk.hierarchy(src, { sizes = { 200, 50, 10 } }) end,
+      function() return chunk.semantic(src, { embed = embed, max_size = 40, min_size = 5 }) end,
+    }
+    for i, call in ipairs(calls) do
+      local expected = call()
+      local points = helpers.oom_walk(call)
+      assert.is_true(points >= 3, "call " .. i .. ": fault points " .. points)
+      assert.same(expected, call())
+    end
+  end)
+end)
