@@ -483,6 +483,31 @@ int rag_chunk_recursive(const char *s, size_t len, const rag_chunk_opts *o,
 
 /* {====== Fixed windows ======} */
 
+/* The byte k code points after byte i (or len). */
+static size_t skip_chars(const unsigned char *s, size_t len, size_t i,
+                         size_t k) {
+  while (k > 0 && i < len) {
+    i++;
+    while (i < len && is_cont(s[i])) i++;
+    k--;
+  }
+  return i;
+}
+
+/* Fixed windows of code points: no unit array, one walk. */
+static int fixed_chars(ctx *c) {
+  size_t p = 0, q, n, step = c->o->size - c->o->overlap;
+  int rc;
+  while (p < c->len) {
+    q = skip_chars(c->s, c->len, p, c->o->size);
+    if ((rc = count(c, p, q, &n)) != RAG_OK) return rc;
+    if ((rc = push(c, p, q, n)) != RAG_OK) return rc;
+    if (q == c->len) break;
+    p = skip_chars(c->s, c->len, p, step);
+  }
+  return RAG_OK;
+}
+
 int rag_chunk_fixed(const char *s, size_t len, const rag_chunk_opts *o,
                     const rag_chunk_measure *m, rag_chunk_list *out,
                     size_t *errpos) {
@@ -490,6 +515,7 @@ int rag_chunk_fixed(const char *s, size_t len, const rag_chunk_opts *o,
   size_t *e = NULL, *pos = NULL, *unit, ne, nb = 1, k, p = 0, q = 0, n;
   int rc = begin(&c, s, len, o, m, out, errpos);
   if (rc != RAG_OK || len == 0) return rc;
+  if (m->count == chars_count) return fixed_chars(&c);
   if ((rc = m->ends(m->ud, s, len, &e, &ne)) != RAG_OK) return rc;
   /* boundaries: unit ends at character boundaries, with units before them */
   if (RAG_MUL_OVERFLOWS(ne + 1, 2 * sizeof *pos) ||
