@@ -754,6 +754,10 @@ int rag_chunk_breaks(const double *d, size_t m, rag_chunk_break rule,
   const double *score = d;
   double *x = scratch, *g = scratch + m, t, mean = 0, var = 0;
   size_t i;
+  if (!isfinite(amount) ||
+      ((rule == RAG_BREAK_PERCENTILE || rule == RAG_BREAK_GRADIENT) &&
+       (amount < 0 || amount > 100)))
+    return RAG_EINVAL;
   if (m == 0) {
     *threshold = 0;
     return RAG_OK;

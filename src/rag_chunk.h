@@ -161,7 +161,8 @@ void rag_chunk_distances(const double *v, size_t n, size_t dim, double *d);
 ** + amount * population std (stddev), mean + amount * (Q3 - Q1) (iqr), or
 ** the percentile of numpy.gradient(d) (gradient, whose values are then the
 ** scores); a score strictly above it breaks. *threshold gets the value.
-** scratch holds 2 m doubles. RAG_EINVAL: unknown rule.
+** scratch holds 2 m doubles. RAG_EINVAL: unknown rule, a non-finite
+** amount or a percentile outside [0, 100].
 */
 int rag_chunk_breaks(const double *d, size_t m, rag_chunk_break rule,
                      double amount, double *scratch, unsigned char *brk,
