@@ -168,6 +168,13 @@ describe("bin/rag", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/03_chunk.lua offline", function()
+    local out = lines(env .. lua .. " examples/03_chunk.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("recursive, 40 cl100k tokens, overlap 8: 4 chunks", 1, true), out)
+    assert.truthy(out:find("invalid UTF-8: rag.chunk.fixed: invalid utf-8 at byte 5 (encoding)", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("reports invalid JSON and a missing file", function()
     local out = lines("printf '[1,' | " .. env .. lua .. " bin/rag json 2>&1")
     assert.truthy(out:find("rag.json.decode", 1, true))
