@@ -30,7 +30,8 @@ local function show(title, chunks)
     if c.meta and c.meta.headings then
       extra = "  [" .. table.concat(c.meta.headings, " > ") .. "]"
     elseif c.meta and c.meta.level then
-      extra = ("  [level %d%s]"):format(c.meta.level, c.meta.parent and (", parent " .. c.meta.parent) or "")
+      extra = ("  [level %d%s]"):format(c.meta.level,
+        c.meta.parent and (", parent " .. c.meta.parent) or "")
     end
     print(("  %3d-%-3d %2d tokens, overlap %d: %s%s"):format(c.start, c.stop, c.tokens, c.overlap,
       (c.text:gsub("\n", " ")):sub(1, 48), extra))
@@ -38,14 +39,17 @@ local function show(title, chunks)
 end
 
 local cl100k = rag.tokenizer.get("cl100k_base")
-show("recursive, 40 cl100k tokens, overlap 8", rag.chunk.recursive(doc, { size = 40, overlap = 8, tokenizer = cl100k }))
+show("recursive, 40 cl100k tokens, overlap 8", rag.chunk.recursive(doc, { size = 40, overlap = 8,
+  tokenizer = cl100k }))
 show("markdown sections (approx tokens)", rag.chunk.markdown(doc, { size = 64 }))
 show("sentences, 80 characters", rag.chunk.sentences(doc, { unit = "char", size = 80 }))
 show("hierarchy 120/40 tokens", rag.chunk.hierarchy(doc, { sizes = { 120, 40 } }))
-show("langchain preset, 100 characters", rag.chunk.recursive(doc, { preset = "langchain", size = 100 }))
+show("langchain preset, 100 characters", rag.chunk.recursive(doc, { preset = "langchain",
+  size = 100 }))
 
 local w = rag.chunk.window(doc, { window = 1 })[3]
-print("window around sentence 3: " .. doc:sub(w.meta.window.start, w.meta.window.stop):gsub("\n", " "))
+print("window around sentence 3: " .. doc:sub(w.meta.window.start, w.meta.window.stop):gsub("\n",
+  " "))
 
 local _, msg, code = rag.chunk.fixed("bad \255 byte", {})
 print("invalid UTF-8: " .. msg .. " (" .. code .. ")")

@@ -51,7 +51,8 @@ local approx = rag.tokenizer.approx()
 local units = {
   { name = "char", opts = { unit = "char" }, measure = nchars },
   { name = "approx", opts = {}, measure = function(s) return approx:count(s) end },
-  { name = "cl100k", opts = { tokenizer = cl100k }, measure = function(s) return cl100k:count(s) end },
+  { name = "cl100k", opts = { tokenizer = cl100k },
+    measure = function(s) return cl100k:count(s) end },
 }
 
 local function with(base, extra)
@@ -73,7 +74,8 @@ local function problems(src, chunks, limit, measure, opts)
   for i, c in ipairs(chunks) do
     local where = "chunk " .. i .. ": "
     if c.index ~= i then return where .. "index " .. tostring(c.index) end
-    if c.text ~= src:sub(c.start, c.stop) then return where .. "text is not src:sub(start, stop)" end
+    if c.text ~= src:sub(c.start,
+      c.stop) then return where .. "text is not src:sub(start, stop)" end
     if c.text == "" then return where .. "empty" end
     if is_cont(src, c.start) or is_cont(src, c.stop + 1) then return where .. "cut inside utf-8" end
     local lim = type(limit) == "function" and limit(c) or limit
@@ -83,7 +85,8 @@ local function problems(src, chunks, limit, measure, opts)
     end
     if opts.ordered and prev and c.start < prev.start then return where .. "out of order" end
     if measure and opts.ordered then
-      local shared = prev and prev.stop >= c.start and src:sub(c.start, math.min(prev.stop, c.stop)) or ""
+      local shared = prev and prev.stop >= c.start and src:sub(c.start, math.min(prev.stop,
+        c.stop)) or ""
       local want = shared == "" and 0 or measure(shared)
       if c.overlap ~= want then return where .. "overlap " .. c.overlap .. ", shares " .. want end
     end
@@ -117,13 +120,18 @@ end
 local function runs(u, size)
   local o = function(extra) return with(u.opts, extra) end
   return {
-    { "fixed", function(s) return chunk.fixed(s, o({ size = size, overlap = math.floor(size / 8) })) end, size,
+    { "fixed", function(s) return chunk.fixed(s, o({ size = size,
+      overlap = math.floor(size / 8) })) end, size,
       { ordered = true, covers = true } },
-    { "recursive", function(s) return chunk.recursive(s, o({ size = size, overlap = math.floor(size / 5) })) end, size,
+    { "recursive", function(s) return chunk.recursive(s, o({ size = size,
+      overlap = math.floor(size / 5) })) end, size,
       { ordered = true, covers = true } },
-    { "markdown", function(s) return chunk.markdown(s, o({ size = size })) end, size, { ordered = true, covers = true } },
-    { "sentences", function(s) return chunk.sentences(s, o({ size = size, overlap = 1 })) end, size, { ordered = true, covers = true } },
-    { "window", function(s) return chunk.window(s, o({ size = size, window = 2 })) end, size, { ordered = true, covers = true } },
+    { "markdown", function(s) return chunk.markdown(s, o({ size = size })) end, size,
+      { ordered = true, covers = true } },
+    { "sentences", function(s) return chunk.sentences(s, o({ size = size, overlap = 1 })) end,
+      size, { ordered = true, covers = true } },
+    { "window", function(s) return chunk.window(s, o({ size = size, window = 2 })) end, size,
+      { ordered = true, covers = true } },
     { "hierarchy", function(s) return chunk.hierarchy(s, o({ sizes = { size * 4, size } })) end,
       function(c) return c.meta.level == 1 and size * 4 or size end, {} },
   }
@@ -133,18 +141,20 @@ local hard = {
   cjk = "检索增强生成（RAG）是一种结合检索与生成的技术。它先检索，再生成！日本語のテキストを分割します。"
     .. "한국어 텍스트입니다. " .. string.rep("中文没有空格的长句子", 30) .. "。",
   emoji = "👩‍💻 👨‍👩‍👧‍👦 🧑🏽‍🚀 ❤️‍🔥 🇫🇷🇩🇪🇯🇵 " .. string.rep("🙂", 200) .. " end.",
-  overlong = "Short. " .. string.rep("a", 3000) .. " " .. string.rep("é", 700) .. " tail words here.",
+  overlong = "Short. " .. string.rep("a", 3000) .. " " .. string.rep("é",
+    700) .. " tail words here.",
   combining = string.rep("e\204\129", 400) .. " Zalgo: " .. string.rep("Z\205\145\205\160", 300),
-  whitespace = "   \n\n\n  \t  a  \n\n\n\n   b   \u{3000}\u{3000}c\u{00a0}\u{00a0}  \n",
+  whitespace = "   \n\n\n  \t  a  \n\n\n\n   b   \227\128\128\227\128\128c\194\160\194\160  \n",
   crlf = "Line one.\r\nLine two.\r\n\r\nParagraph two has more words in it.\r\n",
-  markdown = "# Title\n\nIntro text.\n\n## Part\n\n```lua\n# not a heading\nlocal x = 1\n```\n\n### Deep\n\nBody "
-    .. string.rep("word ", 300) .. "\n\n# Next\n\nLast.",
+  markdown = "# Title\n\nIntro text.\n\n## Part\n\n```lua\n# not a heading\nlocal x = 1\n```\n\n"
+    .. "### Deep\n\nBody " .. string.rep("word ", 300) .. "\n\n# Next\n\nLast.",
 }
 
 -- Seeded generated texts over characters that stress the cut rules.
 local function generated(n, seed)
-  local pieces = { "a", "word", "Sentence.", " ", " ", "\n", "\n\n", "é", "检索", "。", "🙂", "👩‍💻", "\t", "e\204\129",
-    "# ", "```", "Dr.", "3.14", string.rep("x", 40), "!", "?", "\u{3000}" }
+  local pieces = { "a", "word", "Sentence.", " ", " ", "\n", "\n\n", "é", "检索", "。", "🙂", "👩‍💻",
+    "\t", "e\204\129",
+    "# ", "```", "Dr.", "3.14", string.rep("x", 40), "!", "?", "\227\128\128" }
   local out = {}
   for i = 1, n do
     local texts = {}
@@ -162,7 +172,8 @@ describe("rag.chunk invariants", function()
   for _, u in ipairs(units) do
     for _, size in ipairs({ 4, 16, 100 }) do
       for _, r in ipairs(runs(u, size)) do
-        it(r[1] .. " by " .. u.name .. ", size " .. size .. ": hard fixtures and generated texts", function()
+        it(r[1] .. " by " .. u.name .. ", size " .. size .. ": hard fixtures and generated texts",
+          function()
           for name, src in pairs(hard) do
             local ok, err = pcall(check, src, assert(r[2](src)), r[3], u.measure, r[4])
             assert(ok, name .. ": " .. tostring(err))
@@ -186,7 +197,8 @@ describe("rag.chunk invariants", function()
         docs[#docs + 1] = { name = "scifact:" .. d._id, text = d.title .. "\n\n" .. d.text }
       end
     end
-    for _, f in ipairs({ "000_e7ea3044d3239fe8.txt", "001_0e7cf23f7f5a7e68.txt", "002_a4cab80abd24db44.txt",
+    for _, f in ipairs({ "000_e7ea3044d3239fe8.txt", "001_0e7cf23f7f5a7e68.txt",
+      "002_a4cab80abd24db44.txt",
       "003_ada0d02bcbaca822.txt", "004_7e2de3c19f39feaf.txt" }) do
       docs[#docs + 1] = { name = "seed:" .. f, text = read(SHARED .. "/seeds/" .. f) }
     end
@@ -239,7 +251,8 @@ describe("rag.chunk.recursive preset langchain", function()
       assert.equal(d.sha256, rag.text.hash(text))
       for key, want in pairs(d.chunks) do
         local size, overlap = key:match("^(%d+)/(%d+)$")
-        local got = chunk.recursive(text, { preset = "langchain", size = tonumber(size), overlap = tonumber(overlap) })
+        local got = chunk.recursive(text, { preset = "langchain", size = tonumber(size),
+          overlap = tonumber(overlap) })
         configs = configs + 1
         local same = #got == #want
         for i = 1, #want do
@@ -311,9 +324,11 @@ describe("rag.chunk.recursive", function()
 
   it("takes custom separators, and keep_separator and trim", function()
     local src = "a;b;c;d"
-    local got = chunk.recursive(src, { unit = "char", size = 3, separators = { ";" }, keep_separator = false })
+    local got = chunk.recursive(src, { unit = "char", size = 3, separators = { ";" },
+      keep_separator = false })
     assert.same({ "a;b", "c;d" }, { got[1].text, got[2].text })
-    got = chunk.recursive(src, { unit = "char", size = 2, separators = { ";" }, keep_separator = "end" })
+    got = chunk.recursive(src, { unit = "char", size = 2, separators = { ";" },
+      keep_separator = "end" })
     assert.same({ "a;", "b;", "c;", "d" }, { got[1].text, got[2].text, got[3].text, got[4].text })
     got = chunk.recursive(" a b ", { unit = "char", size = 2, separators = { " " }, trim = false })
     assert.equal(" a", got[1].text)
@@ -405,7 +420,8 @@ end)
 
 describe("rag.chunk errors", function()
   it("returns nil, msg, 'encoding' for invalid UTF-8", function()
-    for _, name in ipairs({ "fixed", "recursive", "markdown", "sentences", "window", "hierarchy" }) do
+    for _, name in ipairs({ "fixed", "recursive", "markdown", "sentences", "window",
+      "hierarchy" }) do
       local r, msg, code = chunk[name]("ok \255 bad", {})
       assert.is_nil(r)
       assert.equal("encoding", code)
@@ -427,20 +443,23 @@ describe("rag.chunk errors", function()
       { "recursive", { separators = { 1 } }, "separators[1] must be a string" },
       { "recursive", { keep_separator = "middle" }, "option 'keep_separator' must be" },
       { "recursive", { preset = "llamaindex" }, "option 'preset' must be one of \"langchain\"" },
-      { "hierarchy", { sizes = { 100, 200 } }, "sizes[2] must be an integer >= 4 and at most the size before it" },
+      { "hierarchy", { sizes = { 100, 200 } },
+        "sizes[2] must be an integer >= 4 and at most the size before it" },
       { "hierarchy", { size = 100 }, "unknown option 'size'" },
       { "window", { window = -1 }, "option 'window' must be an integer >= 0" },
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(chunk[c[1]], "some text", c[2])
       assert.is_false(ok, c[3])
-      assert.truthy(tostring(err):find("rag.chunk." .. c[1] .. ": " .. c[3], 1, true), tostring(err))
+      assert.truthy(tostring(err):find("rag.chunk." .. c[1] .. ": " .. c[3], 1, true),
+        tostring(err))
     end
     assert.has_error(function() chunk.fixed(nil, {}) end)
   end)
 
   it("raises on a closed tokenizer", function()
-    local tok = rag.tokenizer.load(rag.tokenizer.vocab_dir() .. "/cl100k_base.tiktoken", "cl100k_base")
+    local tok = rag.tokenizer.load(rag.tokenizer.vocab_dir() .. "/cl100k_base.tiktoken",
+      "cl100k_base")
     tok:close()
     assert.has_error(function() chunk.fixed("text", { tokenizer = tok }) end,
       "rag.chunk.fixed: tokenizer is closed")
@@ -469,7 +488,8 @@ describe("rag.chunk allocation failures", function()
       function() return chunk.fixed(src, { tokenizer = cl100k, size = 40, overlap = 8 }) end,
       function() return chunk.fixed(src, { size = 40 }) end,
       function() return chunk.recursive(src, { size = 30, overlap = 5 }) end,
-      function() return chunk.recursive(src, { preset = "langchain", size = 100, separators = { "\n", "" } }) end,
+      function() return chunk.recursive(src, { preset = "langchain", size = 100,
+        separators = { "\n", "" } }) end,
       function() return chunk.markdown(src, { unit = "char", size = 80 }) end,
       function() return chunk.sentences(src, { size = 30, overlap = 1 }) end,
       function() return chunk.window(src, { size = 30 }) end,

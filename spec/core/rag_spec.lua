@@ -171,7 +171,8 @@ describe("bin/rag", function()
   it("runs examples/03_chunk.lua offline", function()
     local out = lines(env .. lua .. " examples/03_chunk.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("recursive, 40 cl100k tokens, overlap 8: 4 chunks", 1, true), out)
-    assert.truthy(out:find("invalid UTF-8: rag.chunk.fixed: invalid utf-8 at byte 5 (encoding)", 1, true), out)
+    assert.truthy(out:find("invalid UTF-8: rag.chunk.fixed: invalid utf-8 at byte 5 (encoding)", 1,
+      true), out)
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
