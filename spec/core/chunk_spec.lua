@@ -116,6 +116,15 @@ local function check(src, chunks, limit, measure, opts)
   end
 end
 
+-- A deterministic stand-in for an embedding model: a few byte statistics.
+local function cheap_embed(list)
+  local v = {}
+  for i, t in ipairs(list) do
+    v[i] = { #t % 13 + 1, nchars(t) % 7 + 1, t:byte(1) % 5 + 1, t:byte(-1) % 3 }
+  end
+  return v
+end
+
 -- The chunkers, each with options that exercise it and what it promises.
 local function runs(u, size)
   local o = function(extra) return with(u.opts, extra) end
@@ -134,6 +143,9 @@ local function runs(u, size)
       { ordered = true, covers = true } },
     { "hierarchy", function(s) return chunk.hierarchy(s, o({ sizes = { size * 4, size } })) end,
       function(c) return c.meta.level == 1 and size * 4 or size end, {} },
+    { "semantic", function(s)
+        return chunk.semantic(s, o({ embed = cheap_embed, max_size = size, min_size = 2 }))
+      end, size, { ordered = true, covers = true } },
   }
 end
 
