@@ -33,6 +33,23 @@ function M.free_port()
   return port
 end
 
+--- The whole file at path, as bytes (raises when it cannot be read).
+function M.read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+--- Whether a file can be opened for reading.
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+  end
+  return f ~= nil
+end
+
 --- Out-of-memory walk, SQLite style: fails the 1st, 2nd, ... allocation of
 -- `op` until it completes. Each failure must raise "not enough memory" (make
 -- asan's LeakSanitizer checks that nothing leaks). Returns the number of

@@ -4,25 +4,13 @@
 -- made by generate.mjs with @langchain/textsplitters); each chunker's own
 -- rules; errors. The semantic chunker's breakpoints: chunk_semantic_spec.lua.
 local rag = require("rag")
+local helpers = require("spec.helpers")
 
 local chunk = rag.chunk
 local json = rag.json
 local SHARED = "../shared"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then
-    f:close()
-  end
-  return f ~= nil
-end
+local read, exists = helpers.read, helpers.exists
 
 -- Code points, without relying on utf8 (absent on Lua 5.1 and LuaJIT).
 local function nchars(s)
@@ -479,7 +467,6 @@ describe("rag.chunk errors", function()
 end)
 
 describe("rag.chunk allocation failures", function()
-  local helpers = require("spec.helpers")
   if not require("rag.core")._fail_alloc then
     it("needs a RAG_TESTING build", function()
       pending("run make asan")

@@ -1,12 +1,8 @@
 -- The facade, rag.text.hash, and properties of the build itself.
 local rag = require("rag")
+local helpers = require("spec.helpers")
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = helpers.read
 
 local function lines(cmd)
   local p = assert(io.popen(cmd))

@@ -7,20 +7,7 @@ local helpers = require("spec.helpers")
 local tokenizer = rag.tokenizer
 local json = rag.json
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then
-    f:close()
-  end
-  return f ~= nil
-end
+local read, exists = helpers.read, helpers.exists
 
 local fixtures = json.decode(read("spec/fixtures/tiktoken/cases.json"))
 local encodings = { "cl100k_base", "o200k_base" }
