@@ -249,6 +249,15 @@ static int push_list(lua_State *L, const char *s, const rag_chunk_list *l,
   return 1;
 }
 
+/* The chunk list, or the failure behind rc. */
+static int result(lua_State *L, const char *fname, const char *s,
+                  const rag_chunk_list *l, int rc, size_t errpos,
+                  void (*meta)(lua_State *L, const char *s, const rag_chunk *c,
+                               void *ud)) {
+  if (rc != RAG_OK) return fail(L, fname, rc, errpos);
+  return push_list(L, s, l, meta, NULL);
+}
+
 /* {====== Chunkers ======} */
 
 /* Reads the options in keys: size (limit), overlap and the measure, with
@@ -284,9 +293,8 @@ static int chunk_fixed(lua_State *L) {
   common(L, fname, keys, &o, &m, "size", 0);
   check_overlap(L, fname, &o);
   l = new_list(L);
-  if ((rc = rag_chunk_fixed(s, len, &o, &m, l, &errpos)) != RAG_OK)
-    return fail(L, fname, rc, errpos);
-  return push_list(L, s, l, NULL, NULL);
+  rc = rag_chunk_fixed(s, len, &o, &m, l, &errpos);
+  return result(L, fname, s, l, rc, errpos, NULL);
 }
 
 static const char *const preset_names[] = {"langchain", NULL};
@@ -319,9 +327,8 @@ static int chunk_recursive(lua_State *L) {
   }
   opt_rules(L, fname, &o);
   l = new_list(L);
-  if ((rc = rag_chunk_recursive(s, len, &o, &m, l, &errpos)) != RAG_OK)
-    return fail(L, fname, rc, errpos);
-  return push_list(L, s, l, NULL, NULL);
+  rc = rag_chunk_recursive(s, len, &o, &m, l, &errpos);
+  return result(L, fname, s, l, rc, errpos, NULL);
 }
 
 static int chunk_sentences(lua_State *L) {
@@ -336,9 +343,8 @@ static int chunk_sentences(lua_State *L) {
   int rc;
   common(L, fname, keys, &o, &m, "size", 0); /* overlap counts sentences */
   l = new_list(L);
-  if ((rc = rag_chunk_sentences(s, len, &o, &m, l, &errpos)) != RAG_OK)
-    return fail(L, fname, rc, errpos);
-  return push_list(L, s, l, NULL, NULL);
+  rc = rag_chunk_sentences(s, len, &o, &m, l, &errpos);
+  return result(L, fname, s, l, rc, errpos, NULL);
 }
 
 static void window_meta(lua_State *L, const char *s, const rag_chunk *c,
@@ -364,9 +370,8 @@ static int chunk_window(lua_State *L) {
   common(L, fname, keys, &o, &m, "size", 0);
   window = opt_int(L, fname, "window", 3, 0);
   l = new_list(L);
-  if ((rc = rag_chunk_window(s, len, &o, window, &m, l, &errpos)) != RAG_OK)
-    return fail(L, fname, rc, errpos);
-  return push_list(L, s, l, window_meta, NULL);
+  rc = rag_chunk_window(s, len, &o, window, &m, l, &errpos);
+  return result(L, fname, s, l, rc, errpos, window_meta);
 }
 
 /* The heading paths of a Markdown text: a table at `paths` whose entry k is
@@ -488,10 +493,8 @@ static int chunk_hierarchy(lua_State *L) {
                fname);
   opt_rules(L, fname, &o);
   l = new_list(L);
-  if ((rc = rag_chunk_hierarchy(s, len, &o, sizes, nsizes, &m, l, &errpos)) !=
-      RAG_OK)
-    return fail(L, fname, rc, errpos);
-  return push_list(L, s, l, hierarchy_meta, NULL);
+  rc = rag_chunk_hierarchy(s, len, &o, sizes, nsizes, &m, l, &errpos);
+  return result(L, fname, s, l, rc, errpos, hierarchy_meta);
 }
 
 /* {====== Semantic ======} */
@@ -617,8 +620,7 @@ static int chunk_semantic(lua_State *L) {
                      &threshold);
   }
   rc = rag_chunk_semantic(s, len, sp, n, brk, min_size, &o, &m, l);
-  if (rc != RAG_OK) return fail(L, fname, rc, 0);
-  return push_list(L, s, l, NULL, NULL);
+  return result(L, fname, s, l, rc, 0, NULL);
 }
 
 static const luaL_Reg chunk_funcs[] = {

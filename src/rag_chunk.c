@@ -43,23 +43,6 @@ static int chars_count(void *ud, const char *s, size_t len, size_t *n) {
   return RAG_OK;
 }
 
-static int chars_ends(void *ud, const char *s, size_t len, size_t **ends,
-                      size_t *n) {
-  size_t i, k = 0, count;
-  size_t *e;
-  chars_count(ud, s, len, &count);
-  *ends = NULL;
-  *n = 0;
-  if (count == 0) return RAG_OK;
-  if (RAG_MUL_OVERFLOWS(count, sizeof *e)) return RAG_ENOMEM;
-  if ((e = (size_t *)rag_malloc(count * sizeof *e)) == NULL) return RAG_ENOMEM;
-  for (i = 1; i <= len; i++)
-    if (i == len || !is_cont((unsigned char)s[i])) e[k++] = i;
-  *ends = e;
-  *n = k;
-  return RAG_OK;
-}
-
 static int approx_count(void *ud, const char *s, size_t len, size_t *n) {
   size_t errpos;
   (void)ud;
@@ -87,7 +70,7 @@ static int bpe_ends(void *ud, const char *s, size_t len, size_t **ends,
 
 void rag_chunk_measure_chars(rag_chunk_measure *m) {
   m->count = chars_count;
-  m->ends = chars_ends;
+  m->ends = NULL; /* fixed walks code points itself */
   m->ud = NULL;
 }
 
@@ -240,7 +223,7 @@ static int count(ctx *c, size_t a, size_t b, size_t *n) {
 }
 
 /* [a, b) without whitespace at its edges, when trimming. */
-static int measure_trim(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb) {
+static void measure_trim(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb) {
   size_t w;
   if (c->o->trim) {
     while (a < b && (w = ws_at(c->s, a, b)) > 0) a += w;
@@ -248,7 +231,6 @@ static int measure_trim(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb) {
   }
   *ta = a;
   *tb = b;
-  return RAG_OK;
 }
 
 /* [a, b) trimmed and its measure. */
@@ -382,8 +364,7 @@ static int merge(ctx *c, size_t g0, size_t g1, size_t sepsz, size_t next) {
     for (;;) {
       if (c->m->count == chars_count && sepsz == 0) { /* additive: no recount */
         size_t cut_a, cut_b;
-        if ((rc = measure_trim(c, v[start].a, v[j].b, &ta, &tb)) != RAG_OK)
-          return rc;
+        measure_trim(c, v[start].a, v[j].b, &ta, &tb);
         count(c, v[start].a, ta, &cut_a);
         count(c, tb, v[j].b, &cut_b);
         n = total - cut_a - cut_b;
@@ -515,7 +496,7 @@ int rag_chunk_fixed(const char *s, size_t len, const rag_chunk_opts *o,
   size_t *e = NULL, *pos = NULL, *unit, ne, nb = 1, k, p = 0, q = 0, n;
   int rc = begin(&c, s, len, o, m, out, errpos);
   if (rc != RAG_OK || len == 0) return rc;
-  if (m->count == chars_count) return fixed_chars(&c);
+  if (m->ends == NULL) return fixed_chars(&c); /* code points */
   if ((rc = m->ends(m->ud, s, len, &e, &ne)) != RAG_OK) return rc;
   /* boundaries: unit ends at character boundaries, with units before them */
   if (RAG_MUL_OVERFLOWS(ne + 1, 2 * sizeof *pos) ||

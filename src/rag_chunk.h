@@ -16,7 +16,8 @@
 ** A unit of size. count measures `len` bytes of valid UTF-8 at `s`; ends
 ** gives the end offsets of the units of a whole text (a new array released
 ** with rag_free, increasing, the last equal to len; an end may fall inside
-** a UTF-8 sequence). Both return a status that the chunkers pass on.
+** a UTF-8 sequence), or is NULL for code points, which the fixed chunker
+** walks itself. Both return a status that the chunkers pass on.
 */
 typedef struct rag_chunk_measure {
   int (*count)(void *ud, const char *s, size_t len, size_t *n);

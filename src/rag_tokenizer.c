@@ -674,42 +674,44 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
   return encode_ordinary(t, s + i, len - i, k);
 }
 
+/* Runs k over s; on an error k holds no memory and no tokens. */
+static int collect(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed, sink *k,
+                   size_t *errpos) {
+  int rc = run(t, s, len, allowed, k, errpos);
+  if (rc != RAG_OK) {
+    rag_free(k->ids);
+    rag_free(k->ends);
+    k->ids = NULL;
+    k->ends = NULL;
+    k->n = 0;
+  }
+  return rc;
+}
+
 int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                          uint32_t **ids, size_t *n, size_t *errpos) {
   sink k = {NULL, NULL, 0, 0, KEEP_IDS, (const unsigned char *)s};
-  int rc = run(t, s, len, allowed, &k, errpos);
-  *ids = NULL;
-  *n = 0;
-  if (rc != RAG_OK) {
-    rag_free(k.ids);
-    return rc;
-  }
+  int rc = collect(t, s, len, allowed, &k, errpos);
   *ids = k.ids;
   *n = k.n;
-  return RAG_OK;
+  return rc;
 }
 
 int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                         size_t *n, size_t *errpos) {
   sink k = {NULL, NULL, 0, 0, KEEP_COUNT, (const unsigned char *)s};
-  int rc = run(t, s, len, allowed, &k, errpos);
-  *n = rc == RAG_OK ? k.n : 0;
+  int rc = collect(t, s, len, allowed, &k, errpos);
+  *n = k.n;
   return rc;
 }
 
 int rag_tokenizer_ends(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                        size_t **ends, size_t *n, size_t *errpos) {
   sink k = {NULL, NULL, 0, 0, KEEP_ENDS, (const unsigned char *)s};
-  int rc = run(t, s, len, allowed, &k, errpos);
-  *ends = NULL;
-  *n = 0;
-  if (rc != RAG_OK) {
-    rag_free(k.ends);
-    return rc;
-  }
+  int rc = collect(t, s, len, allowed, &k, errpos);
   *ends = k.ends;
   *n = k.n;
-  return RAG_OK;
+  return rc;
 }
 
 /* The bytes of one id, or NULL for an unknown id. */
