@@ -41,7 +41,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
-  bench-tokenizer bench-chunk check-exports clean
+  bench-tokenizer bench-chunk bench-bm25 fuzz check-exports clean
 
 all: $(SO)
 
@@ -112,6 +112,10 @@ bench-tokenizer: all
 # MB/s of every chunker on SciFact; the LangChain.js peer: bench/peers/langchain_chunk.mjs
 bench-chunk: all
 	@$(RUN) $(LUA) bench/chunk.lua $(DATA)
+
+# docs/s, queries/s, nDCG@10 and Recall@100 of rag.bm25 on SciFact
+bench-bm25: all
+	@$(RUN) $(LUA) bench/bm25.lua $(DATA)/scifact
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

@@ -172,6 +172,7 @@ static int core_fault(lua_State *L) {
 #endif
 
 static const luaL_Reg opens[] = {
+  {"bm25", lrag_open_bm25},
   {"chunk", lrag_open_chunk},
   {"http", lrag_open_http},
   {"json", lrag_open_json},

@@ -18,6 +18,7 @@ int lrag_open_analyzer(lua_State *L);  /* rag.text.analyzer, rag.text.tokenize *
 int lrag_open_sentences(lua_State *L); /* rag.text.sentences */
 int lrag_open_tokenizer(lua_State *L);
 int lrag_open_chunk(lua_State *L);
+int lrag_open_bm25(lua_State *L);
 
 /*
 ** The analyzer at idx (userdata "rag.analyzer"; raises when it is anything

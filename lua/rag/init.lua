@@ -26,6 +26,10 @@ M.text = require("rag.text")
 -- `window`, `hierarchy`, each `(text, opts)`. See docs/api.md.
 M.chunk = core.chunk
 
+--- BM25 index: `new(opts)`, `load(path)`; methods `add`, `remove`, `search`,
+-- `explain`, `stats`, `save`, `close`, `#b`. See docs/api.md.
+M.bm25 = core.bm25
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 

@@ -1,0 +1,399 @@
+/*
+** lrag_bm25.c: rag.bm25.new(opts) and rag.bm25.load(path) make a "rag.bm25"
+** userdata over the core index: add, remove, search, explain, stats, save,
+** close, #b.
+*/
+#include "lrag.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "rag.h"
+#include "rag_bm25.h"
+
+#define MT "rag.bm25"
+
+typedef struct lbm25 {
+  rag_bm25 *b; /* NULL once closed */
+} lbm25;
+
+static const char *const variant_names[] = {"lucene", "robertson", "atire", "bm25l", "bm25+",
+                                            NULL};
+
+static rag_bm25 *check_open(lua_State *L, const char *fname) {
+  lbm25 *u = (lbm25 *)luaL_checkudata(L, 1, MT);
+  if (u->b == NULL) luaL_error(L, "%s: index is closed", fname);
+  return u->b;
+}
+
+/* An id argument: a string, or a number converted as tostring does. */
+static const char *check_id(lua_State *L, int idx, const char *fname, size_t *len) {
+  int t = lua_type(L, idx);
+  if (t != LUA_TSTRING && t != LUA_TNUMBER)
+    luaL_error(L, "%s: id must be a string or a number, got %s", fname, luaL_typename(L, idx));
+  return lua_tolstring(L, idx, len);
+}
+
+static int raise_rc(lua_State *L, int rc, const char *fname) {
+  if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
+  if (rc == RAG_ETOOBIG) return luaL_error(L, "%s: too large for the index", fname);
+  return luaL_error(L, "%s: %s", fname, rag_strerror(rc));
+}
+
+static int encoding_fail(lua_State *L, const char *fname, size_t errpos) {
+  return lrag_fail(L, "encoding", "%s: invalid utf-8 at byte %lu", fname, (unsigned long)errpos);
+}
+
+static lbm25 *push_index(lua_State *L) {
+  lbm25 *u = (lbm25 *)lua_newuserdatauv(L, sizeof *u, 0);
+  u->b = NULL;
+  luaL_setmetatable(L, MT);
+  return u;
+}
+
+/* {====== Construction ======} */
+
+static double opt_param(lua_State *L, int idx, const char *key, double def, double lo, double hi) {
+  double v = def;
+  lua_getfield(L, idx, key);
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L, "rag.bm25.new: option '%s' must be a number, got %s", key,
+                 luaL_typename(L, -1));
+    v = lua_tonumber(L, -1);
+    if (!(v >= lo && v <= hi))
+      luaL_error(L, "rag.bm25.new: option '%s' must be in [%f, %f]", key, lo, hi);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static int bm25_new(lua_State *L) {
+  static const char *const allowed[] = {"k1", "b", "variant", "delta", "analyzer", NULL};
+  rag_bm25_opts o;
+  lbm25 *u;
+  int rc;
+  if (!lua_isnoneornil(L, 1) && !lua_istable(L, 1))
+    luaL_error(L, "rag.bm25.new: opts must be a table, got %s", luaL_typename(L, 1));
+  lrag_checkopts(L, 1, "rag.bm25.new", allowed);
+  rag_bm25_defaults(&o);
+  if (lua_istable(L, 1)) {
+    lua_getfield(L, 1, "variant");
+    if (!lua_isnil(L, -1)) {
+      int i;
+      const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+      for (i = 0; variant_names[i] != NULL && strcmp(variant_names[i], s) != 0; i++) {
+      }
+      if (variant_names[i] == NULL)
+        luaL_error(L, "rag.bm25.new: variant must be \"lucene\", \"robertson\", \"atire\", "
+                      "\"bm25l\" or \"bm25+\"");
+      o.variant = (rag_bm25_variant)i;
+    }
+    lua_pop(L, 1);
+    o.k1 = opt_param(L, 1, "k1", o.k1, 0, HUGE_VAL);
+    o.b = opt_param(L, 1, "b", o.b, 0, 1);
+    o.delta = opt_param(L, 1, "delta", rag_bm25_default_delta(o.variant), 0, HUGE_VAL);
+    lua_getfield(L, 1, "analyzer");
+    if (!lua_isnil(L, -1)) {
+      if (luaL_testudata(L, -1, "rag.analyzer") == NULL)
+        luaL_error(L, "rag.bm25.new: analyzer must be a rag.text.analyzer, got %s",
+                   luaL_typename(L, -1));
+      o.analyzer = *rag_analyzer_config(lrag_checkanalyzer(L, lua_gettop(L)));
+    }
+  } else {
+    o.delta = rag_bm25_default_delta(o.variant);
+  }
+  u = push_index(L);
+  rc = rag_bm25_new(&o, &u->b);
+  if (rc != RAG_OK) raise_rc(L, rc, "rag.bm25.new");
+  return 1;
+}
+
+static int bm25_load(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  const char *why;
+  lbm25 *u = push_index(L);
+  int err, rc = rag_bm25_load(path, &u->b, &why, &err);
+  if (rc == RAG_ENOMEM) return luaL_error(L, "rag.bm25.load: not enough memory");
+  if (rc == RAG_EIO)
+    return lrag_fail(L, "io", "rag.bm25.load: '%s': %s", path, strerror(err));
+  if (rc != RAG_OK) return lrag_fail(L, lrag_code(rc), "rag.bm25.load: '%s': %s", path, why);
+  return 1;
+}
+
+/* {====== Changes ======} */
+
+static int bm25_add(lua_State *L) {
+  rag_bm25 *b = check_open(L, "rag.bm25.add");
+  size_t idlen, len, errpos = 0;
+  const char *id = check_id(L, 2, "rag.bm25.add", &idlen), *text;
+  int rc;
+  if (lua_type(L, 3) != LUA_TSTRING)
+    luaL_error(L, "rag.bm25.add: text must be a string, got %s", luaL_typename(L, 3));
+  text = lua_tolstring(L, 3, &len);
+  rc = rag_bm25_add(b, id, idlen, text, len, &errpos);
+  if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.add", errpos);
+  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.add");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int bm25_remove(lua_State *L) {
+  rag_bm25 *b = check_open(L, "rag.bm25.remove");
+  size_t idlen;
+  const char *id = check_id(L, 2, "rag.bm25.remove", &idlen);
+  int removed;
+  rag_bm25_remove(b, id, idlen, &removed);
+  lua_pushboolean(L, removed);
+  return 1;
+}
+
+static int bm25_len(lua_State *L) {
+  rag_bm25 *b = check_open(L, "rag.bm25.__len");
+  lua_pushinteger(L, (lua_Integer)rag_bm25_count(b));
+  return 1;
+}
+
+/* {====== Search ======} */
+
+/* opts.filter as a list of id strings in a new table at the top; its length. */
+static size_t collect_filter(lua_State *L, int idx) {
+  size_t n = 0;
+  int list;
+  lua_newtable(L);
+  list = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    int vt = lua_type(L, -1), kt = lua_type(L, -2);
+    if (vt == LUA_TBOOLEAN) {
+      if (kt != LUA_TSTRING && kt != LUA_TNUMBER)
+        luaL_error(L, "rag.bm25.search: filter keys must be ids (strings or numbers)");
+      if (lua_toboolean(L, -1)) {
+        lua_pushvalue(L, -2);
+        lua_tostring(L, -1); /* a copy: converting the key itself would break lua_next */
+        lua_rawseti(L, list, (int)++n);
+      }
+    } else if (vt == LUA_TSTRING || vt == LUA_TNUMBER) {
+      lua_pushvalue(L, -1);
+      lua_tostring(L, -1);
+      lua_rawseti(L, list, (int)++n);
+    } else {
+      luaL_error(L, "rag.bm25.search: filter must be a set { [id] = true } or a list of ids");
+    }
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+static void push_hits(lua_State *L, const rag_bm25 *b, const rag_hit *hits, size_t n) {
+  size_t i;
+  lua_createtable(L, n > 0x7fffffff ? 0 : (int)n, 0);
+  for (i = 0; i < n; i++) {
+    size_t len;
+    const char *id = rag_bm25_id(b, hits[i].id, &len);
+    lua_createtable(L, 0, 2);
+    lua_pushlstring(L, id, len);
+    lua_setfield(L, -2, "id");
+    lua_pushnumber(L, hits[i].score);
+    lua_setfield(L, -2, "score");
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+}
+
+static int bm25_search(lua_State *L) {
+  static const char *const allowed[] = {"filter", NULL};
+  rag_bm25 *b = check_open(L, "rag.bm25.search");
+  size_t len, n, errpos = 0, k = 10;
+  const char *q;
+  const rag_hit *hits;
+  rag_bm25_filter f, *fp = NULL;
+  int rc;
+  if (lua_type(L, 2) != LUA_TSTRING)
+    luaL_error(L, "rag.bm25.search: query must be a string, got %s", luaL_typename(L, 2));
+  q = lua_tolstring(L, 2, &len);
+  if (!lua_isnoneornil(L, 3)) {
+    lua_Number v;
+    if (lua_type(L, 3) != LUA_TNUMBER)
+      luaL_error(L, "rag.bm25.search: k must be a positive integer, got %s", luaL_typename(L, 3));
+    v = lua_tonumber(L, 3);
+    if (!(v >= 1 && v <= 1e15 && v == floor(v)))
+      luaL_error(L, "rag.bm25.search: k must be a positive integer");
+    k = (size_t)v;
+  }
+  if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
+    luaL_error(L, "rag.bm25.search: opts must be a table, got %s", luaL_typename(L, 4));
+  lrag_checkopts(L, 4, "rag.bm25.search", allowed);
+  if (lua_istable(L, 4)) {
+    lua_getfield(L, 4, "filter");
+    if (!lua_isnil(L, -1)) {
+      size_t i, nf;
+      int list;
+      const char **ids;
+      size_t *lens;
+      if (!lua_istable(L, -1))
+        luaL_error(L, "rag.bm25.search: filter must be a table, got %s", luaL_typename(L, -1));
+      nf = collect_filter(L, lua_gettop(L));
+      list = lua_gettop(L);
+      if (RAG_MUL_OVERFLOWS(nf + 1, sizeof(char *) + sizeof(size_t)))
+        luaL_error(L, "rag.bm25.search: filter too large");
+      ids = (const char **)lua_newuserdatauv(L, (nf + 1) * (sizeof(char *) + sizeof(size_t)), 0);
+      lens = (size_t *)(void *)(ids + nf + 1);
+      for (i = 0; i < nf; i++) {
+        lua_rawgeti(L, list, (int)i + 1);
+        ids[i] = lua_tolstring(L, -1, &lens[i]); /* anchored by the list */
+        lua_pop(L, 1);
+      }
+      f.ids = ids;
+      f.lens = lens;
+      f.n = nf;
+      fp = &f;
+    }
+  }
+  rc = rag_bm25_search(b, q, len, k, fp, &hits, &n, &errpos);
+  if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.search", errpos);
+  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.search");
+  push_hits(L, b, hits, n);
+  return 1;
+}
+
+static int bm25_explain(lua_State *L) {
+  rag_bm25 *b = check_open(L, "rag.bm25.explain");
+  size_t len, idlen, i, errpos = 0;
+  const char *q, *id;
+  rag_bm25_explain ex;
+  int rc, found;
+  if (lua_type(L, 2) != LUA_TSTRING)
+    luaL_error(L, "rag.bm25.explain: query must be a string, got %s", luaL_typename(L, 2));
+  q = lua_tolstring(L, 2, &len);
+  id = check_id(L, 3, "rag.bm25.explain", &idlen);
+  rc = rag_bm25_explain_doc(b, q, len, id, idlen, &ex, &found, &errpos);
+  if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.explain", errpos);
+  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.explain");
+  if (!found) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_createtable(L, 0, 6);
+  lua_pushlstring(L, id, idlen);
+  lua_setfield(L, -2, "id");
+  lua_pushnumber(L, ex.score);
+  lua_setfield(L, -2, "score");
+  lua_pushinteger(L, (lua_Integer)ex.dl);
+  lua_setfield(L, -2, "dl");
+  lua_pushnumber(L, ex.avgdl);
+  lua_setfield(L, -2, "avgdl");
+  lua_pushinteger(L, (lua_Integer)ex.docs);
+  lua_setfield(L, -2, "docs");
+  lua_createtable(L, (int)ex.nterms, 0);
+  for (i = 0; i < ex.nterms; i++) {
+    const rag_bm25_term *t = &ex.terms[i];
+    lua_createtable(L, 0, 6);
+    lua_pushlstring(L, t->term, t->len);
+    lua_setfield(L, -2, "term");
+    lua_pushinteger(L, (lua_Integer)t->qtf);
+    lua_setfield(L, -2, "qtf");
+    lua_pushinteger(L, (lua_Integer)t->tf);
+    lua_setfield(L, -2, "tf");
+    lua_pushinteger(L, (lua_Integer)t->df);
+    lua_setfield(L, -2, "df");
+    lua_pushnumber(L, t->idf);
+    lua_setfield(L, -2, "idf");
+    lua_pushnumber(L, t->weight);
+    lua_setfield(L, -2, "weight");
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  lua_setfield(L, -2, "terms");
+  return 1;
+}
+
+/* {====== Introspection, persistence, life cycle ======} */
+
+static void set_int(lua_State *L, const char *key, size_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, key);
+}
+
+static void set_num(lua_State *L, const char *key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+
+static int bm25_stats(lua_State *L) {
+  rag_bm25 *b = check_open(L, "rag.bm25.stats");
+  const rag_bm25_opts *o = rag_bm25_config(b);
+  rag_bm25_stats s;
+  rag_bm25_stats_get(b, &s);
+  lua_createtable(L, 0, 12);
+  set_int(L, "docs", s.docs);
+  set_int(L, "terms", s.terms);
+  set_int(L, "postings", s.postings);
+  set_int(L, "dead", s.dead);
+  set_int(L, "bytes", s.bytes);
+  set_int(L, "memory", s.memory);
+  set_num(L, "avgdl", s.avgdl);
+  set_num(L, "k1", o->k1);
+  set_num(L, "b", o->b);
+  set_num(L, "delta", o->delta);
+  lua_pushstring(L, variant_names[o->variant]);
+  lua_setfield(L, -2, "variant");
+  lua_pushstring(L, o->analyzer.lang);
+  lua_setfield(L, -2, "lang");
+  return 1;
+}
+
+static int bm25_save(lua_State *L) {
+  rag_bm25 *b = check_open(L, "rag.bm25.save");
+  const char *path = luaL_checkstring(L, 2);
+  int err, rc = rag_bm25_save(b, path, &err);
+  if (rc == RAG_EIO) return lrag_fail(L, "io", "rag.bm25.save: '%s': %s", path, strerror(err));
+  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.save");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int bm25_close(lua_State *L) {
+  lbm25 *u = (lbm25 *)luaL_checkudata(L, 1, MT);
+  rag_bm25_free(u->b);
+  u->b = NULL;
+  return 0;
+}
+
+static int bm25_tostring(lua_State *L) {
+  lbm25 *u = (lbm25 *)luaL_checkudata(L, 1, MT);
+  if (u->b == NULL)
+    lua_pushliteral(L, "rag.bm25 (closed)");
+  else
+    lua_pushfstring(L, "rag.bm25 (%d documents)", (int)rag_bm25_count(u->b));
+  return 1;
+}
+
+static const luaL_Reg bm25_methods[] = {
+    {"add", bm25_add},         {"remove", bm25_remove}, {"search", bm25_search},
+    {"explain", bm25_explain}, {"stats", bm25_stats},   {"save", bm25_save},
+    {"close", bm25_close},     {NULL, NULL},
+};
+
+static const luaL_Reg bm25_funcs[] = {
+    {"new", bm25_new},
+    {"load", bm25_load},
+    {NULL, NULL},
+};
+
+int lrag_open_bm25(lua_State *L) {
+  if (luaL_newmetatable(L, MT)) {
+    luaL_newlib(L, bm25_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, bm25_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, bm25_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, bm25_len);
+    lua_setfield(L, -2, "__len");
+    lua_pushcfunction(L, bm25_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  luaL_setfuncs(L, bm25_funcs, 0);
+  return 0;
+}
