@@ -148,8 +148,8 @@ end
 
 print(string.format("data: %s: %d documents (%.2f MB), %d test queries", dir, #ids,
   bytes / 1e6, #queries))
-print(string.format("machine: %s, %s cores; %s", sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", ""),
-  sh("nproc"), _VERSION))
+local cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", "")
+print(string.format("machine: %s, %s cores; %s", cpu, sh("nproc"), _VERSION))
 
 local times = {}
 local b

@@ -174,7 +174,7 @@ static size_t collect_filter(lua_State *L, int idx) {
         lua_tostring(L, -1); /* a copy: converting the key itself would break lua_next */
         lua_rawseti(L, list, (int)++n);
       }
-    } else if (vt == LUA_TSTRING || vt == LUA_TNUMBER) {
+    } else if (kt == LUA_TNUMBER && (vt == LUA_TSTRING || vt == LUA_TNUMBER)) {
       lua_pushvalue(L, -1);
       lua_tostring(L, -1);
       lua_rawseti(L, list, (int)++n);

@@ -450,9 +450,11 @@ static int renumber(rag_bm25 *b) {
   for (d = 0; d < b->ndocs; d++) map[d] = b->dl[d] == DEAD ? NONE : n++;
   for (i = 0; i < b->nterms; i++) {
     term *t = &b->terms[i];
-    const uint8_t *r = t->post, *e = t->post + t->plen;
+    const uint8_t *r = t->post, *e = r;
     uint8_t *w = t->post;
     uint32_t in = 0, out = 0;
+    if (t->plen == 0) continue;
+    e = r + t->plen;
     while (r < e) {
       uint32_t od, tf;
       r = get_posting(r, &in, &od, &tf);
@@ -908,10 +910,9 @@ const char *rag_bm25_id(const rag_bm25 *b, uint32_t h, size_t *len) {
 }
 
 /* The tf of document d in t's list (0 when absent). */
-static uint32_t tf_of(const rag_bm25 *b, const term *t, uint32_t d) {
-  const uint8_t *p = t->post, *e = p + t->plen;
+static uint32_t tf_of(const term *t, uint32_t d) {
+  const uint8_t *p = t->post, *e = t->plen ? p + t->plen : p;
   uint32_t next = 0;
-  (void)b;
   while (p < e) {
     uint32_t x, tf;
     p = get_posting(p, &next, &x, &tf);
@@ -963,7 +964,7 @@ int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
       w = qt->qtf * x->idf;
       w0 = w * tfc0(&sc);
       c += w0;
-      x->tf = tf_of(b, t, d);
+      x->tf = tf_of(t, d);
       if (x->tf == 0) {
         x->weight = w0;
         continue;
@@ -1498,9 +1499,10 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
     }
     memcpy(x->blob, ids[d], x->idlen);
     b->islots[slot] = (uint32_t)d + 1;
-    fwd[d] = 0; /* now the cursor */
+    b->ndocs = d + 1; /* what rag_bm25_free releases if a later check fails */
+    fwd[d] = 0;       /* now the cursor */
   }
-  b->ndocs = b->nlive = ndocs;
+  b->nlive = ndocs;
   for (i = 0; i < b->nterms; i++) {
     const term *t = &b->terms[i];
     const uint8_t *q = t->post, *e = q + t->plen;
@@ -1583,7 +1585,7 @@ int rag_bm25_check(const rag_bm25 *b) {
   memset(nfwd, 0, b->ndocs * sizeof *nfwd);
   for (i = 0; i < b->nterms && ok; i++) {
     const term *t = &b->terms[i];
-    const uint8_t *p = t->post, *e = p + t->plen;
+    const uint8_t *p = t->post, *e = t->plen ? p + t->plen : p;
     uint32_t next = 0, df = 0, nd = 0, x = 0, tf;
     while (p < e && ok) {
       p = get_posting(p, &next, &x, &tf);
@@ -1617,7 +1619,7 @@ int rag_bm25_check(const rag_bm25 *b) {
       while (p < e) {
         uint64_t tid;
         p = get_varint(p, &tid);
-        if (tid >= b->nterms || tf_of(b, &b->terms[tid], (uint32_t)d) == 0) ok = 0;
+        if (tid >= b->nterms || tf_of(&b->terms[tid], (uint32_t)d) == 0) ok = 0;
         nfwd[d]++;
       }
     }
