@@ -94,6 +94,13 @@ FUZZ_TIME ?= 60
 fuzz-smoke: deps-all
 	@sh .ci/fuzz $(FUZZ_TIME)
 
+# The full damaged-file checks (every truncation, 10,000 bit flips of a saved
+# BM25 index; the specs run a sample), then every libFuzzer harness.
+fuzz: deps-all all
+	RAG_FULL=1 $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' --cpath='$(BUILD)/?.so' \
+	  -o spec/summary.lua spec/core/bm25_spec.lua
+	@sh .ci/fuzz $(FUZZ_TIME)
+
 # Runs a script against the source tree: $(RUN) lua5.4 x.lua
 RUN = LUA_PATH='$(LPATH);;' LUA_CPATH='$(BUILD)/?.so;;'
 

@@ -147,7 +147,7 @@ static size_t put_varint(uint8_t *p, uint64_t v) {
 }
 
 /* Decodes a varint the index wrote itself (in memory, trusted). */
-static const uint8_t *get_varint(const uint8_t *p, uint64_t *v) {
+static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v) {
   uint64_t x = 0;
   int shift = 0;
   while (*p & 128) {
@@ -159,7 +159,7 @@ static const uint8_t *get_varint(const uint8_t *p, uint64_t *v) {
 }
 
 /* One posting: the document after `*next` by the gap, and its tf. */
-static const uint8_t *get_posting(const uint8_t *p, uint32_t *next, uint32_t *doc,
+static inline const uint8_t *get_posting(const uint8_t *p, uint32_t *next, uint32_t *doc,
                                   uint32_t *tf) {
   uint64_t v, t = 1;
   if (*p < 128) {
@@ -666,10 +666,11 @@ static double idf_of(rag_bm25_variant v, double df, double n) {
   }
 }
 
-/* The term-frequency part for tf >= 1 in a document of dl terms. */
-static double tfc(const scorer *s, double tf, double dl) {
+/* The term-frequency part for tf >= 1 in a document of dl terms; `v` is a
+** constant where search inlines it, one loop per variant. */
+static inline double tfc_v(rag_bm25_variant v, const scorer *s, double tf, double dl) {
   double norm = s->omb + s->bavg * dl, c;
-  switch (s->v) {
+  switch (v) {
     case RAG_BM25_ATIRE: return tf * s->k1p1 / (tf + s->k1 * norm);
     case RAG_BM25_L:
       c = tf / norm;
@@ -677,6 +678,10 @@ static double tfc(const scorer *s, double tf, double dl) {
     case RAG_BM25_PLUS: return s->k1p1 * tf / (s->k1 * norm + tf) + s->delta;
     default: return tf / (s->k1 * norm + tf);
   }
+}
+
+static double tfc(const scorer *s, double tf, double dl) {
+  return tfc_v(s->v, s, tf, dl);
 }
 
 /* The term-frequency part of a query term a document lacks (tf = 0). */
@@ -882,20 +887,29 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
     w = b->qt[i].qtf * idf_of(sc.v, t->df, nd);
     w0 = w * tfc0(&sc);
     c += w0;
-    for (p = t->post, e = p + t->plen; p < e;) {
-      uint32_t d, tf;
-      double x;
-      p = get_posting(p, &next, &d, &tf);
-      if (b->dl[d] == DEAD || (filter != NULL && b->allow[d] != b->epoch)) continue;
-      x = w * tfc(&sc, tf, b->dl[d]) - w0;
-      if (b->seen[d] != b->epoch) {
-        b->seen[d] = b->epoch;
-        b->acc[d] = x;
-        b->touched[nt++] = d;
-      } else {
-        b->acc[d] += x;
-      }
+#define ACCUMULATE(V)                                                                  \
+  for (p = t->post, e = p + t->plen; p < e;) {                                        \
+    uint32_t d, tf;                                                                    \
+    double x;                                                                          \
+    p = get_posting(p, &next, &d, &tf);                                                \
+    if (b->dl[d] == DEAD || (filter != NULL && b->allow[d] != b->epoch)) continue;     \
+    x = w * tfc_v(V, &sc, tf, b->dl[d]) - w0;                                          \
+    if (b->seen[d] != b->epoch) {                                                      \
+      b->seen[d] = b->epoch;                                                           \
+      b->acc[d] = x;                                                                   \
+      b->touched[nt++] = d;                                                            \
+    } else {                                                                           \
+      b->acc[d] += x;                                                                  \
+    }                                                                                  \
+  }
+    switch (sc.v) {
+      case RAG_BM25_ROBERTSON: ACCUMULATE(RAG_BM25_ROBERTSON) break;
+      case RAG_BM25_ATIRE: ACCUMULATE(RAG_BM25_ATIRE) break;
+      case RAG_BM25_L: ACCUMULATE(RAG_BM25_L) break;
+      case RAG_BM25_PLUS: ACCUMULATE(RAG_BM25_PLUS) break;
+      default: ACCUMULATE(RAG_BM25_LUCENE) break;
     }
+#undef ACCUMULATE
   }
   if (c != 0)
     for (i = 0; i < nt; i++) b->acc[b->touched[i]] += c;
