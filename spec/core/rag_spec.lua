@@ -172,6 +172,18 @@ describe("bin/rag", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/04_bm25.lua offline", function()
+    local out = lines(env .. lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)
+    assert.truthy(out:find("removed hnsw:\ttrue\tagain:\tfalse", 1, true), out)
+    assert.truthy(out:find("loaded: 4 docs", 1, true), out)
+    assert.truthy(out:find("missing file: rag.bm25.load: '/nonexistent/notes.bm25': ", 1, true),
+      out)
+    assert.truthy(out:find("invalid UTF-8: rag.bm25.add: invalid utf-8 at byte 4 (encoding)", 1,
+      true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("reports invalid JSON and a missing file", function()
     local out = lines("printf '[1,' | " .. env .. lua .. " bin/rag json 2>&1")
     assert.truthy(out:find("rag.json.decode", 1, true))
