@@ -27,7 +27,7 @@ DEPS := libcurl libcjson libutf8proc libcrypto
 CC ?= cc
 OPT ?= -O2 -g
 WARN := -Wall -Wextra -Werror
-CFLAGS_ALL = -std=c99 -D_POSIX_C_SOURCE=200809L -fPIC -fvisibility=hidden \
+CFLAGS_ALL = -std=c99 -D_POSIX_C_SOURCE=200809L -fPIC -fvisibility=hidden -ffp-contract=off \
   $(OPT) $(WARN) $(shell pkg-config --cflags $(LUA_PC) $(DEPS)) $(XCFLAGS)
 LIBS = $(shell pkg-config --libs $(DEPS)) -lstemmer -lpthread -lm
 

@@ -91,9 +91,9 @@ static int bm25_new(lua_State *L) {
       o.variant = (rag_bm25_variant)i;
     }
     lua_pop(L, 1);
-    o.k1 = opt_param(L, 1, "k1", o.k1, 0, HUGE_VAL);
+    o.k1 = opt_param(L, 1, "k1", o.k1, 0, RAG_BM25_MAX_PARAM);
     o.b = opt_param(L, 1, "b", o.b, 0, 1);
-    o.delta = opt_param(L, 1, "delta", rag_bm25_default_delta(o.variant), 0, HUGE_VAL);
+    o.delta = opt_param(L, 1, "delta", rag_bm25_default_delta(o.variant), 0, RAG_BM25_MAX_PARAM);
     lua_getfield(L, 1, "analyzer");
     if (!lua_isnil(L, -1)) {
       if (luaL_testudata(L, -1, "rag.analyzer") == NULL)

@@ -40,6 +40,13 @@
 
 #include "rag_hash.h"
 
+/* explain must repeat search's arithmetic exactly: no fused multiply-add. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #define DEAD UINT32_MAX /* dl of a removed document */
 #define NONE UINT32_MAX /* no such term or document */
 #define MAX_DOCS (UINT32_MAX - 1u)
@@ -345,8 +352,8 @@ double rag_bm25_default_delta(rag_bm25_variant v) {
 }
 
 static int params_ok(const rag_bm25_opts *o) {
-  return (unsigned)o->variant < RAG_BM25_NVARIANTS && isfinite(o->k1) && o->k1 >= 0 &&
-         isfinite(o->b) && o->b >= 0 && o->b <= 1 && isfinite(o->delta) && o->delta >= 0;
+  return (unsigned)o->variant < RAG_BM25_NVARIANTS && o->k1 >= 0 && o->k1 <= RAG_BM25_MAX_PARAM &&
+         o->b >= 0 && o->b <= 1 && o->delta >= 0 && o->delta <= RAG_BM25_MAX_PARAM;
 }
 
 int rag_bm25_new(const rag_bm25_opts *o, rag_bm25 **out) {
@@ -439,7 +446,51 @@ static void compact_list(rag_bm25 *b, term *t) {
   t->next = out;
 }
 
-/* Renumbers the live documents 0..nlive-1, dropping every dead posting. */
+/* Drops the terms no live document has (their lists are empty once
+** renumbered), renumbering the others in order: the pool, the forward lists
+** and the table shrink in place. Skipped when the map cannot be allocated. */
+static void compact_terms(rag_bm25 *b) {
+  uint32_t *map, n = 0;
+  size_t i, d, pool = 0;
+  if (b->live_terms == b->nterms) return;
+  map = (uint32_t *)rag_malloc(b->nterms * sizeof *map + 1);
+  if (map == NULL) return;
+  for (i = 0; i < b->nterms; i++) {
+    term t = b->terms[i];
+    if (t.df == 0) {
+      rag_free(t.post);
+      map[i] = NONE;
+      continue;
+    }
+    memmove(b->pool + pool, b->pool + t.off, t.len); /* offsets grow with ids */
+    t.off = (uint32_t)pool;
+    pool += t.len;
+    map[i] = n;
+    b->terms[n++] = t;
+  }
+  b->nterms = n;
+  b->poollen = pool;
+  for (d = 0; d < b->ndocs; d++) { /* new ids are never larger: rewrite in place */
+    doc *x = &b->docs[d];
+    const uint8_t *r;
+    uint8_t *w, *e;
+    if (x->blob == NULL) continue;
+    r = w = x->blob + x->idlen;
+    e = w + x->fwdlen;
+    while (r < e) {
+      uint64_t tid;
+      r = get_varint(r, &tid);
+      w += put_varint(w, map[tid]);
+    }
+    x->fwdlen = (uint32_t)(w - (x->blob + x->idlen));
+  }
+  memset(b->tslots, 0, (b->tmask + 1) * sizeof *b->tslots);
+  for (i = 0; i < b->nterms; i++) tslot_put(b, (uint32_t)i);
+  rag_free(map);
+}
+
+/* Renumbers the live documents 0..nlive-1, dropping every dead posting and
+** then every term left without documents. */
 static int renumber(rag_bm25 *b) {
   uint32_t *map, n = 0;
   size_t d, i;
@@ -481,6 +532,7 @@ static int renumber(rag_bm25 *b) {
   b->ndead = 0;
   b->dead_postings = 0;
   id_rehash(b);
+  compact_terms(b);
   return RAG_OK;
 }
 
@@ -687,7 +739,8 @@ static double tfc(const scorer *s, double tf, double dl) {
 /* The term-frequency part of a query term a document lacks (tf = 0). */
 static double tfc0(const scorer *s) {
   switch (s->v) {
-    case RAG_BM25_L: return s->k1p1 * s->delta / (s->k1 + s->delta);
+    case RAG_BM25_L: /* k1 = delta = 0: the limit, 1, as for every tf */
+      return s->k1 + s->delta > 0 ? s->k1p1 * s->delta / (s->k1 + s->delta) : 1;
     case RAG_BM25_PLUS: return s->delta;
     default: return 0;
   }
@@ -1411,7 +1464,8 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
 
   /* DOCS: ids and lengths; the ids stay in the caller's buffer for now. */
   r = sec[2];
-  if (!r_varint(&r, &nd64) || nd64 > (uint64_t)(r.e - r.p) / 2) CORRUPT("bad document count");
+  if (!r_varint(&r, &nd64) || nd64 > (uint64_t)(r.e - r.p) / 2 || nd64 > MAX_DOCS)
+    CORRUPT("bad document count");
   ndocs = (size_t)nd64;
   b->docs = (doc *)rag_malloc(ndocs * sizeof *b->docs + 1);
   b->dl = (uint32_t *)rag_malloc(ndocs * sizeof *b->dl + 1);
@@ -1463,6 +1517,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
     h = hash_bytes(s, len);
     if (term_find(b, s, len, h) != NONE) CORRUPT("duplicate term");
     rc = term_insert(b, s, len, h, &tid);
+    if (rc == RAG_ETOOBIG) CORRUPT("too many terms");
     if (rc != RAG_OK) goto done;
     t = &b->terms[tid];
     pr.p = sec[4].p;

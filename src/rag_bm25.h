@@ -30,10 +30,12 @@ typedef enum rag_bm25_variant {
   RAG_BM25_NVARIANTS
 } rag_bm25_variant;
 
+#define RAG_BM25_MAX_PARAM 1e6 /* the largest k1 or delta */
+
 typedef struct rag_bm25_opts {
-  double k1;                  /* >= 0; default 1.2 */
+  double k1;                  /* in [0, 1e6]; default 1.2 */
   double b;                   /* in [0, 1]; default 0.75 */
-  double delta;               /* >= 0; bm25l and bm25+ only */
+  double delta;               /* in [0, 1e6]; bm25l and bm25+ only */
   rag_bm25_variant variant;   /* default RAG_BM25_LUCENE */
   rag_analyzer_opts analyzer; /* borrowed; the index builds its own analyzer */
 } rag_bm25_opts;
@@ -123,7 +125,9 @@ typedef struct rag_bm25_explain {
 /*
 ** Explains the score of document `id` for query `q`: *found is 0 when no
 ** live document has that id. The score equals the one search gives, bit
-** for bit. RAG_EENCODING (*errpos set), RAG_ENOMEM.
+** for bit. A document with none of the query terms has score 0, or for
+** bm25l and bm25+ the absent-term part (search never returns it).
+** RAG_EENCODING (*errpos set), RAG_ENOMEM.
 */
 int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
                          size_t idlen, rag_bm25_explain *out, int *found,

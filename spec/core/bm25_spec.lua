@@ -381,6 +381,41 @@ describe("rag.bm25 changes", function()
   end
 end)
 
+describe("rag.bm25 under churn", function()
+  it("keeps memory bounded: terms of removed documents are dropped", function()
+    local b = build(corpus(15, 20))
+    local function churn(from, to)
+      for i = from, to do
+        b:add("churn", "unique" .. i .. "x fresh" .. i .. "y")
+      end
+    end
+    churn(1, 2000)
+    local m1 = b:stats().memory
+    churn(2001, 12000)
+    local s = b:stats()
+    assert.equal(21, s.docs)
+    assert.is_true(s.memory <= m1 * 1.25, s.memory .. " > " .. m1)
+    assert.equal("churn", b:search("unique12000x", 5)[1].id)
+    assert.same({}, b:search("unique11999x", 5))
+  end)
+
+  it("gives finite scores in degenerate parameter corners", function()
+    for _, v in ipairs({ "lucene", "robertson", "atire", "bm25l", "bm25+" }) do
+      for _, p in ipairs({ { k1 = 0, b = 0, delta = 0 }, { k1 = 0, b = 1, delta = 0 },
+        { k1 = 1e6, b = 1, delta = 1e6 } }) do
+        local b = bm25.new({ variant = v, k1 = p.k1, b = p.b, delta = p.delta })
+        b:add("b", "x y")
+        b:add("a", "x")
+        b:add("c", "z")
+        for _, h in ipairs(b:search("x y", 5)) do
+          assert.is_true(h.score == h.score and h.score > -math.huge and h.score < math.huge,
+            v .. " " .. tostring(h.score))
+        end
+      end
+    end
+  end)
+end)
+
 describe("rag.bm25 stats", function()
   it("count documents, terms, postings and bytes", function()
     local b = build({ { id = "a", text = "x y y z" }, { id = "b", text = "y w" } },
@@ -633,6 +668,8 @@ describe("rag.bm25 misuse", function()
     raises("'b' must be in", function() bm25.new({ b = 1.5 }) end)
     raises("'b' must be a number", function() bm25.new({ b = "x" }) end)
     raises("'delta' must be in", function() bm25.new({ delta = -0.1 }) end)
+    raises("'k1' must be in", function() bm25.new({ k1 = 1e7 }) end)
+    raises("'k1' must be in", function() bm25.new({ k1 = 0 / 0 }) end)
     raises("analyzer must be", function() bm25.new({ analyzer = { stem = false } }) end)
     raises("opts must be a table", function() bm25.new("x") end)
     local b = bm25.new()
