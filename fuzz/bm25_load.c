@@ -66,6 +66,8 @@ static void search(rag_bm25 *b, const char *q, size_t len, result *r) {
     r->idlen[i] = idn;
     memcpy(r->id[i], id, idn < MAXID ? idn : MAXID);
     r->score[i] = h[i].score;
+    must(isfinite(h[i].score));
+    if (i > 0) must(h[i - 1].score >= h[i].score);
   }
   for (i = 0; i < n; i++) { /* explain agrees with search, bit for bit */
     rag_bm25_explain ex;
@@ -190,9 +192,9 @@ static uint8_t take(input *in) {
 static rag_bm25 *build(input *in) {
   static const char *const langs[4] = {"english", "porter", "french", "german"};
   static const char *const words[3] = {"alpha", "Straße", "中文"};
-  static const double k1s[4] = {1.2, 0, 2.5, 1e300};
+  static const double k1s[4] = {1.2, 0, 2.5, RAG_BM25_MAX_PARAM};
   static const double bs[4] = {0.75, 0, 1, 0.5};
-  static const double deltas[4] = {0.5, 0, 1, 1e300};
+  static const double deltas[4] = {0.5, 0, 1, RAG_BM25_MAX_PARAM};
   rag_bm25_opts o;
   rag_bm25 *b;
   uint8_t c0 = take(in), c1 = take(in);

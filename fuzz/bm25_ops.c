@@ -104,7 +104,7 @@ static int id_less(int x, int y) {
 
 /* Searches and checks the hits' own invariants: bounds, order, liveness, explain. */
 static void search(rag_bm25 *b, const model *m, const char *q, size_t qlen, size_t k,
-                   const rag_bm25_filter *f, result *r) {
+                   const rag_bm25_filter *f, int explain, result *r) {
   const rag_hit *h;
   size_t n, i, errpos = 0;
   must(rag_bm25_search(b, q, qlen, k, f, &h, &n, &errpos) == RAG_OK);
@@ -119,7 +119,7 @@ static void search(rag_bm25 *b, const model *m, const char *q, size_t qlen, size
       must(r->score[i - 1] > r->score[i] ||
            (r->score[i - 1] == r->score[i] && id_less(r->id[i - 1], r->id[i])));
   }
-  for (i = 0; i < r->n; i++) { /* explain gives the same score, bit for bit */
+  for (i = 0; explain && i < r->n; i++) { /* explain gives the same score, bit for bit */
     rag_bm25_explain ex;
     int found = 0;
     must(rag_bm25_explain_doc(b, q, qlen, ids[r->id[i]].s, ids[r->id[i]].n, &ex, &found,
@@ -155,13 +155,13 @@ static void compare(rag_bm25 *b, rag_bm25 *c, const model *m, const char *lastq,
     const char *q = qi < NQUERIES ? queries[qi] : lastq;
     size_t ql = qi < NQUERIES ? strlen(q) : lastlen;
     for (ki = 0; ki < 3; ki++) {
-      search(b, m, q, ql, ks[ki], NULL, &rb);
-      search(c, m, q, ql, ks[ki], NULL, &rc);
+      search(b, m, q, ql, ks[ki], NULL, ki == 0, &rb);
+      search(c, m, q, ql, ks[ki], NULL, 0, &rc);
       same(&rb, &rc);
     }
     /* filtered: the unfiltered full list restricted to the filter's ids */
-    search(b, m, q, ql, MAXHITS, NULL, &rb);
-    search(c, m, q, ql, MAXHITS, &f, &rf);
+    search(b, m, q, ql, MAXHITS, NULL, 0, &rb);
+    search(c, m, q, ql, MAXHITS, &f, 0, &rf);
     for (i = j = 0; i < rb.n; i++) {
       size_t t;
       int in = 0;
@@ -235,7 +235,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rag_bm25 *b;
   input in;
   char q[MAXTEXT];
-  size_t ql = 0, nops = 0;
+  size_t ql = 0, nops = 0, churned = 0;
   uint8_t c0, c1;
   if (size < 2) return 0;
   in.p = data;
@@ -252,6 +252,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (c0 & 0x80) o.analyzer.lowercase = 0;
   o.k1 = (c1 & 3) == 0 ? 1.2 : (c1 & 3) == 1 ? 0 : (c1 & 3) == 2 ? 2.0 : 0.9;
   o.b = ((c1 >> 2) & 3) == 0 ? 0.75 : ((c1 >> 2) & 3) == 1 ? 0 : ((c1 >> 2) & 3) == 2 ? 1 : 0.4;
+  if ((c1 >> 4) & 3) o.delta = ((c1 >> 4) & 3) == 1 ? 0 : ((c1 >> 4) & 3) == 2 ? 2.5 : 7;
+  if ((c1 >> 6) == 3) o.k1 = RAG_BM25_MAX_PARAM;
   must(rag_bm25_new(&o, &b) == RAG_OK);
   while (more(&in)) {
     uint8_t op = take(&in) % 10;
@@ -278,13 +280,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         must(errpos == rag_text_first_invalid((const unsigned char *)q, ql) + 1);
         ql = 0;
       } else {
-        search(b, &m, q, ql, k, NULL, &r);
+        search(b, &m, q, ql, k, NULL, 1, &r);
       }
     } else if (op == 8) { /* churn: many replacements and removes */
       size_t count = take(&in) % 64, j;
       uint8_t wide = take(&in);
       uint32_t seed = take(&in) * 2654435761u + 1;
-      for (j = 0; j < count; j++) {
+      for (j = 0; j < count && churned < 1024; j++, churned++) { /* bounded cost per input */
         char t[MAXTEXT];
         size_t len = 0, i, nw;
         int d = (int)((seed >> 7) % (wide & 1 ? NIDS : NFIXED));

@@ -610,8 +610,8 @@ describe("rag.bm25 persistence", function()
 
   it("leaves the previous file loadable when a save is killed midway", function()
     local lua = arg and arg[-1]
-    if not lua or not io.popen("command -v timeout"):read("*l") then
-      pending("needs the interpreter's path and timeout(1)")
+    if not lua then
+      pending("needs the interpreter's path (arg[-1])")
       return
     end
     local path = tmpname()
@@ -642,8 +642,8 @@ end
       os.remove(path .. ".ready")
       -- wait for the child to be ready, let it save for a while, kill it
       local cmd = string.format(
-        "%s %s & pid=$!; while [ ! -e %s.ready ]; do sleep 0.05; done; sleep 0.%d;"
-          .. " kill -9 $pid; wait $pid 2>/dev/null; true",
+        "%s %s & pid=$!; i=0; while [ ! -e %s.ready ] && [ $i -lt 1200 ]; do sleep 0.05;"
+          .. " i=$((i+1)); done; sleep 0.%d; kill -9 $pid; wait $pid 2>/dev/null; true",
         lua, child, path, 1 + round * 2)
       os.execute(cmd)
       local c, msg = bm25.load(path)
