@@ -339,10 +339,11 @@ static int index_stopwords(stopset *st, const size_t *lens, size_t nlens) {
   st->mask = size - 1;
   st->minlen = (size_t)-1;
   for (i = 0; i < nlens; off += lens[i], i++) {
-    const char *w = st->arena + off;
+    const char *w;
     size_t j, n = lens[i];
     uint32_t h;
-    if (n == 0) continue;
+    if (n == 0) continue; /* the arena is NULL when every word is empty */
+    w = st->arena + off;
     h = hash_bytes(w, n);
     if (is_stop(st, w, n, h)) continue;
     for (j = h & st->mask; st->slots[j].len != 0; j = (j + 1) & st->mask) continue;

@@ -143,6 +143,7 @@ local cases = {
     { "baz" } },
   { "custom CJK stopword", "我的书", { cjk = "unigram", stopwords = { "的" } }, { "我", "书" } },
   { "empty stopword list", "the cat", { stopwords = {} }, { "the", "cat" } },
+  { "only empty stopwords", "the cat", { stopwords = { "", "" } }, { "the", "cat" } },
   { "French stemmer, no stopwords by default", "Les chevaux continuellement",
     { lang = "french" }, { "le", "cheval", "continuel" } },
   { "French with its own stopwords", "les chevaux", { lang = "french", stopwords = { "les" } },
