@@ -54,7 +54,9 @@ end
 -- `op` until it completes. Each failure must raise "not enough memory" (make
 -- asan's LeakSanitizer checks that nothing leaks). Returns the number of
 -- fault points. Needs a RAG_TESTING build (`rag.core._fail_alloc`).
-function M.oom_walk(op)
+-- `after_failure`, when given, runs after each failure (to check that
+-- nothing changed).
+function M.oom_walk(op, after_failure)
   local fail_alloc = require("rag.core")._fail_alloc
   local points = 0
   for n = 1, 10000 do
@@ -65,6 +67,9 @@ function M.oom_walk(op)
       return points
     end
     assert(tostring(err):find("not enough memory", 1, true), tostring(err))
+    if after_failure then
+      after_failure()
+    end
     points = points + 1
   end
   error("operation never completed")
