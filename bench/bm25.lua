@@ -21,15 +21,13 @@
 -- FTS5 0.682, about 70 queries/s and 13,000 documents/s.
 --   make bench-bm25 DATA=../shared/data
 local rag = require("rag")
+local util = require("bench.util")
 
 local dir = arg[1] or "../shared/data/scifact"
 local ROUNDS = tonumber(arg[2]) or 3
 local clock = os.clock
 
-local function median(t)
-  table.sort(t)
-  return t[math.floor((#t + 1) / 2)]
-end
+local median = util.median
 
 local ids, texts, bytes = {}, {}, 0
 for line in io.lines(dir .. "/corpus.jsonl") do
@@ -137,14 +135,7 @@ local function quality(b)
   return ndcg / nq, recall / nq
 end
 
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local s = p and p:read("*l") or ""
-  if p then
-    p:close()
-  end
-  return s or ""
-end
+local sh = util.sh
 
 print(string.format("data: %s: %d documents (%.2f MB), %d test queries", dir, #ids,
   bytes / 1e6, #queries))

@@ -26,25 +26,16 @@
 --   make bench-chunk DATA=../shared/data
 --   node bench/peers/langchain_chunk.mjs ../shared/data /tmp/lc/node_modules
 local rag = require("rag")
+local util = require("bench.util")
 
 local data = arg[1] or "../shared/data"
 local ROUNDS = tonumber(arg[2]) or 5
 local SEMANTIC_DOCS = tonumber(arg[3]) or 500
 local clock = os.clock
 
-local function median(t)
-  table.sort(t)
-  return t[math.floor((#t + 1) / 2)]
-end
+local median = util.median
 
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local s = p and p:read("*l") or ""
-  if p then
-    p:close()
-  end
-  return s or ""
-end
+local sh = util.sh
 
 local docs, bytes = {}, 0
 for line in io.lines(data .. "/scifact/corpus.jsonl") do

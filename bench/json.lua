@@ -6,6 +6,7 @@
 -- mixed English and CJK text). Reports the median of ROUNDS (default 15)
 -- timings of 20 encodes or decodes each, in MB/s of JSON text.
 local rag = require("rag")
+local util = require("bench.util")
 local ok_cjson, cjson = pcall(require, "cjson")
 
 local ROUNDS = tonumber(arg and arg[1]) or 15
@@ -45,10 +46,7 @@ local function chat_request()
 end
 
 local clock = os.clock
-local function median(xs)
-  table.sort(xs)
-  return xs[math.floor((#xs + 1) / 2)]
-end
+local median = util.median
 
 local function measure(fn)
   local times = {}

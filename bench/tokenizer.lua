@@ -8,6 +8,7 @@
 -- WASM port (npm tiktoken) about 3 MB/s, js-tiktoken about 1.4 MB/s.
 -- Targets: exact cl100k counting >= 10 MB/s, approx >= 200 MB/s.
 local rag = require("rag")
+local util = require("bench.util")
 
 local data = arg[1] or "../shared/data"
 local seeds = data:gsub("/data/?$", "") .. "/seeds"
@@ -15,10 +16,7 @@ if seeds == data then
   seeds = data .. "/../seeds"
 end
 
-local function median(t)
-  table.sort(t)
-  return t[math.floor((#t + 1) / 2)]
-end
+local median = util.median
 
 local docs, bytes = {}, 0
 for line in io.lines(data .. "/scifact/corpus.jsonl") do
