@@ -33,7 +33,7 @@ build = {
         "src/lrag.c", "src/lrag_analyzer.c", "src/lrag_bm25.c", "src/lrag_chunk.c",
         "src/lrag_http.c", "src/lrag_json.c", "src/lrag_sentences.c", "src/lrag_text.c",
         "src/lrag_tokenizer.c", "src/rag.c", "src/rag_analyzer.c", "src/rag_approx.c",
-        "src/rag_bm25.c", "src/rag_chunk.c",
+        "src/rag_bm25.c", "src/rag_chunk.c", "src/rag_file.c",
         "src/rag_hash.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
         "src/rag_text.c", "src/rag_tokenizer.c",
       },

@@ -30,14 +30,11 @@
 */
 #include "rag_bm25.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "rag_file.h"
 #include "rag_hash.h"
 
 /* explain must repeat search's arithmetic exactly: no fused multiply-add. */
@@ -54,7 +51,7 @@
 
 static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'B', 'M', '2', '5', 0};
 #define FORMAT_VERSION 1u
-#define HEADER_SIZE 28u
+#define HEADER_SIZE RAG_FILE_HEADER
 #define NSECTIONS 5u
 
 typedef struct term {
@@ -134,25 +131,6 @@ static uint32_t hash_bytes(const char *s, size_t n) {
   return h;
 }
 
-static size_t varint_len(uint64_t v) {
-  size_t n = 1;
-  while (v >= 128) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v) {
-  size_t n = 0;
-  while (v >= 128) {
-    p[n++] = (uint8_t)(v | 128);
-    v >>= 7;
-  }
-  p[n++] = (uint8_t)v;
-  return n;
-}
-
 /* Decodes a varint the index wrote itself (in memory, trusted). */
 static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v) {
   uint64_t x = 0;
@@ -184,9 +162,9 @@ static inline const uint8_t *get_posting(const uint8_t *p, uint32_t *next, uint3
 static size_t put_posting(uint8_t *p, uint32_t gap, uint32_t tf) {
   uint64_t g = (uint64_t)gap << 1;
   size_t n;
-  if (tf == 1) return put_varint(p, g | 1);
-  n = put_varint(p, g);
-  return n + put_varint(p + n, tf);
+  if (tf == 1) return rag_put_varint(p, g | 1);
+  n = rag_put_varint(p, g);
+  return n + rag_put_varint(p + n, tf);
 }
 
 /* Makes room for `extra` more bytes in t's list; 0 when out of memory. */
@@ -480,7 +458,7 @@ static void compact_terms(rag_bm25 *b) {
     while (r < e) {
       uint64_t tid;
       r = get_varint(r, &tid);
-      w += put_varint(w, map[tid]);
+      w += rag_put_varint(w, map[tid]);
     }
     x->fwdlen = (uint32_t)(w - (x->blob + x->idlen));
   }
@@ -634,7 +612,7 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   if (rc != RAG_OK) return rc;
 
   /* Reserve everything first, so that the commit below cannot fail. */
-  for (i = 0; i < b->nd; i++) fwd += varint_len(b->dt[i].tid);
+  for (i = 0; i < b->nd; i++) fwd += rag_varint_len(b->dt[i].tid);
   if (fwd >= UINT32_MAX || idlen + fwd < idlen) return RAG_ETOOBIG;
   h = hash_bytes(id, idlen);
   slot = id_slot(b, id, idlen, h);
@@ -657,7 +635,7 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   d = (uint32_t)b->ndocs++;
   for (i = 0; i < b->nd; i++) {
     term *t = &b->terms[b->dt[i].tid];
-    p += put_varint(p, b->dt[i].tid);
+    p += rag_put_varint(p, b->dt[i].tid);
     t->plen += (uint32_t)put_posting(t->post + t->plen, d - t->next, b->dt[i].tf);
     t->next = d + 1;
     if (t->df++ == 0) b->live_terms++;
@@ -1077,278 +1055,88 @@ void rag_bm25_stats_get(const rag_bm25 *b, rag_bm25_stats *s) {
 
 /* {====== Saving ======} */
 
-typedef struct writer {
-  FILE *f;            /* the file, or NULL to write into buf */
-  unsigned char *buf; /* rag_malloc'd */
-  size_t len, cap;
-  uint32_t crc;
-  int rc, eno; /* the first failure */
-} writer;
-
-static void w_put(writer *w, const void *p, size_t n) {
-  if (w->rc != RAG_OK || n == 0) return;
-  w->crc = rag_crc32(w->crc, p, n);
-  if (w->f != NULL) {
-    if (fwrite(p, 1, n, w->f) != n) {
-      w->rc = RAG_EIO;
-      w->eno = errno ? errno : EIO;
-    }
-    return;
-  }
-  if (n > w->cap - w->len) {
-    unsigned char *v = (unsigned char *)rag_grow(w->buf, &w->cap, w->len + n, 1);
-    if (v == NULL) {
-      w->rc = RAG_ENOMEM;
-      return;
-    }
-    w->buf = v;
-  }
-  memcpy(w->buf + w->len, p, n);
-  w->len += n;
-}
-
-static void w_uint(writer *w, uint64_t v, size_t bytes) {
-  unsigned char p[8];
-  size_t i;
-  for (i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
-  w_put(w, p, bytes);
-}
-
-static void w_f64(writer *w, double d) {
-  uint64_t v;
-  memcpy(&v, &d, sizeof v);
-  w_uint(w, v, 8);
-}
-
-static void w_varint(writer *w, uint64_t v) {
-  uint8_t p[10];
-  w_put(w, p, put_varint(p, v));
-}
-
-static void w_str(writer *w, const char *s, size_t n) {
-  w_varint(w, n);
-  w_put(w, s, n);
-}
-
-static size_t str_size(size_t n) {
-  return varint_len(n) + n;
-}
-
-static void w_begin(writer *w, const char *tag, uint64_t len) {
-  w->crc = 0;
-  w_put(w, tag, 4);
-  w_uint(w, len, 8);
-}
-
-static void w_end(writer *w) {
-  w_uint(w, w->crc, 4);
-}
-
 /* Writes the whole file; the index has no dead documents (renumbered). */
-static void write_index(const rag_bm25 *b, writer *w) {
+static void write_index(const rag_bm25 *b, rag_writer *w) {
   const rag_analyzer_opts *a = &b->o.analyzer;
   uint64_t len[NSECTIONS], size = HEADER_SIZE;
   size_t i;
   len[0] = 1 + 3 * 8;
-  len[1] = str_size(strlen(a->lang)) + 4 + varint_len(a->nwords);
-  for (i = 0; i < a->nwords; i++) len[1] += str_size(strlen(a->words[i]));
-  len[2] = varint_len(b->ndocs);
-  for (i = 0; i < b->ndocs; i++) len[2] += str_size(b->docs[i].idlen) + varint_len(b->dl[i]);
-  len[3] = varint_len(b->live_terms);
+  len[1] = rag_str_size(strlen(a->lang)) + 4 + rag_varint_len(a->nwords);
+  for (i = 0; i < a->nwords; i++) len[1] += rag_str_size(strlen(a->words[i]));
+  len[2] = rag_varint_len(b->ndocs);
+  for (i = 0; i < b->ndocs; i++) len[2] += rag_str_size(b->docs[i].idlen) + rag_varint_len(b->dl[i]);
+  len[3] = rag_varint_len(b->live_terms);
   len[4] = 0;
   for (i = 0; i < b->nterms; i++) {
     const term *t = &b->terms[i];
     if (t->df == 0) continue;
-    len[3] += str_size(t->len) + varint_len(t->df) + varint_len(t->plen);
+    len[3] += rag_str_size(t->len) + rag_varint_len(t->df) + rag_varint_len(t->plen);
     len[4] += t->plen;
   }
   for (i = 0; i < NSECTIONS; i++) size += 16 + len[i];
 
-  w->crc = 0;
-  w_put(w, MAGIC, sizeof MAGIC);
-  w_uint(w, FORMAT_VERSION, 4);
-  w_uint(w, NSECTIONS, 4);
-  w_uint(w, size, 8);
-  w_end(w);
+  rag_w_header(w, MAGIC, FORMAT_VERSION, NSECTIONS, size);
 
-  w_begin(w, "PARM", len[0]);
-  w_uint(w, (uint64_t)b->o.variant, 1);
-  w_f64(w, b->o.k1);
-  w_f64(w, b->o.b);
-  w_f64(w, b->o.delta);
-  w_end(w);
+  rag_w_begin(w, "PARM", len[0]);
+  rag_w_uint(w, (uint64_t)b->o.variant, 1);
+  rag_w_f64(w, b->o.k1);
+  rag_w_f64(w, b->o.b);
+  rag_w_f64(w, b->o.delta);
+  rag_w_end(w);
 
-  w_begin(w, "ANLZ", len[1]);
-  w_str(w, a->lang, strlen(a->lang));
-  w_uint(w, (uint64_t)(a->stem != 0), 1);
-  w_uint(w, (uint64_t)(a->lowercase != 0), 1);
-  w_uint(w, (uint64_t)a->cjk, 1);
-  w_uint(w, (uint64_t)a->stopwords, 1);
-  w_varint(w, a->nwords);
-  for (i = 0; i < a->nwords; i++) w_str(w, a->words[i], strlen(a->words[i]));
-  w_end(w);
+  rag_w_begin(w, "ANLZ", len[1]);
+  rag_w_str(w, a->lang, strlen(a->lang));
+  rag_w_uint(w, (uint64_t)(a->stem != 0), 1);
+  rag_w_uint(w, (uint64_t)(a->lowercase != 0), 1);
+  rag_w_uint(w, (uint64_t)a->cjk, 1);
+  rag_w_uint(w, (uint64_t)a->stopwords, 1);
+  rag_w_varint(w, a->nwords);
+  for (i = 0; i < a->nwords; i++) rag_w_str(w, a->words[i], strlen(a->words[i]));
+  rag_w_end(w);
 
-  w_begin(w, "DOCS", len[2]);
-  w_varint(w, b->ndocs);
+  rag_w_begin(w, "DOCS", len[2]);
+  rag_w_varint(w, b->ndocs);
   for (i = 0; i < b->ndocs; i++) {
-    w_str(w, doc_id(b, (uint32_t)i), b->docs[i].idlen);
-    w_varint(w, b->dl[i]);
+    rag_w_str(w, doc_id(b, (uint32_t)i), b->docs[i].idlen);
+    rag_w_varint(w, b->dl[i]);
   }
-  w_end(w);
+  rag_w_end(w);
 
-  w_begin(w, "TERM", len[3]);
-  w_varint(w, b->live_terms);
+  rag_w_begin(w, "TERM", len[3]);
+  rag_w_varint(w, b->live_terms);
   for (i = 0; i < b->nterms; i++) {
     const term *t = &b->terms[i];
     if (t->df == 0) continue;
-    w_str(w, term_text(b, t), t->len);
-    w_varint(w, t->df);
-    w_varint(w, t->plen);
+    rag_w_str(w, term_text(b, t), t->len);
+    rag_w_varint(w, t->df);
+    rag_w_varint(w, t->plen);
   }
-  w_end(w);
+  rag_w_end(w);
 
-  w_begin(w, "POST", len[4]);
+  rag_w_begin(w, "POST", len[4]);
   for (i = 0; i < b->nterms; i++)
-    if (b->terms[i].df != 0) w_put(w, b->terms[i].post, b->terms[i].plen);
-  w_end(w);
+    if (b->terms[i].df != 0) rag_w_put(w, b->terms[i].post, b->terms[i].plen);
+  rag_w_end(w);
+}
+
+static void write_cb(const void *obj, rag_writer *w) {
+  write_index((const rag_bm25 *)obj, w);
 }
 
 int rag_bm25_dump(rag_bm25 *b, unsigned char **buf, size_t *n) {
-  writer w;
   *buf = NULL;
   *n = 0;
   if (renumber(b) != RAG_OK) return RAG_ENOMEM;
-  memset(&w, 0, sizeof w);
-  write_index(b, &w);
-  if (w.rc != RAG_OK) {
-    rag_free(w.buf);
-    return w.rc;
-  }
-  *buf = w.buf;
-  *n = w.len;
-  return RAG_OK;
-}
-
-/* Makes a rename in path's directory durable; best effort. */
-static void sync_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  int fd;
-  if (slash == NULL) {
-    strcpy(dir, ".");
-  } else {
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    if (n >= sizeof dir) return;
-    memcpy(dir, path, n);
-    dir[n] = '\0';
-  }
-  fd = open(dir, O_RDONLY);
-  if (fd < 0) return;
-  (void)fsync(fd);
-  (void)close(fd);
+  return rag_file_dump(write_cb, b, buf, n);
 }
 
 int rag_bm25_save(rag_bm25 *b, const char *path, int *err) {
-  size_t n = strlen(path) + 48;
-  char *tmp;
-  writer w;
-  int fd = -1, i;
   *err = 0;
   if (renumber(b) != RAG_OK) return RAG_ENOMEM;
-  tmp = (char *)rag_malloc(n);
-  if (tmp == NULL) return RAG_ENOMEM;
-  for (i = 0; i < 100 && fd < 0; i++) {
-    snprintf(tmp, n, "%s.tmp-%ld-%d", path, (long)getpid(), i);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) {
-    *err = errno;
-    rag_free(tmp);
-    return RAG_EIO;
-  }
-  memset(&w, 0, sizeof w);
-  w.f = fdopen(fd, "wb");
-  if (w.f == NULL) {
-    *err = errno;
-    (void)close(fd);
-    (void)unlink(tmp);
-    rag_free(tmp);
-    return RAG_EIO;
-  }
-  write_index(b, &w);
-  if (w.rc == RAG_OK && (fflush(w.f) != 0 || fsync(fd) != 0)) {
-    w.rc = RAG_EIO;
-    w.eno = errno;
-  }
-  if (fclose(w.f) != 0 && w.rc == RAG_OK) {
-    w.rc = RAG_EIO;
-    w.eno = errno;
-  }
-  if (w.rc == RAG_OK && rename(tmp, path) != 0) {
-    w.rc = RAG_EIO;
-    w.eno = errno;
-  }
-  if (w.rc != RAG_OK) {
-    (void)unlink(tmp);
-    *err = w.eno;
-  } else {
-    sync_dir(path);
-  }
-  rag_free(tmp);
-  return w.rc;
+  return rag_file_save(path, write_cb, b, err);
 }
 
 /* {====== Loading ======} */
-
-typedef struct reader {
-  const unsigned char *p, *e;
-} reader;
-
-static uint64_t le(const unsigned char *p, size_t bytes) {
-  uint64_t v = 0;
-  while (bytes-- > 0) v = v << 8 | p[bytes];
-  return v;
-}
-
-static int r_u8(reader *r, unsigned *v) {
-  if (r->p == r->e) return 0;
-  *v = *r->p++;
-  return 1;
-}
-
-static int r_f64(reader *r, double *d) {
-  uint64_t v;
-  if (r->e - r->p < 8) return 0;
-  v = le(r->p, 8);
-  r->p += 8;
-  memcpy(d, &v, sizeof v);
-  return 1;
-}
-
-static int r_varint(reader *r, uint64_t *v) {
-  uint64_t x = 0;
-  int shift;
-  for (shift = 0; shift < 64 && r->p < r->e; shift += 7) {
-    unsigned c = *r->p++;
-    if (shift == 63 && c > 1) return 0;
-    x |= (uint64_t)(c & 127) << shift;
-    if (!(c & 128)) {
-      *v = x;
-      return 1;
-    }
-  }
-  return 0;
-}
-
-static int r_str(reader *r, const char **s, size_t *n) {
-  uint64_t len;
-  if (!r_varint(r, &len) || len > (uint64_t)(r->e - r->p)) return 0;
-  *s = (const char *)r->p;
-  *n = (size_t)len;
-  r->p += len;
-  return 1;
-}
 
 #define CORRUPT(msg) \
   do {               \
@@ -1358,7 +1146,7 @@ static int r_str(reader *r, const char **s, size_t *n) {
   } while (0)
 
 /* The parameters and the analyzer options of PARM and ANLZ. */
-static int read_config(reader *pr, reader *ar, rag_bm25_opts *o, char **wbuf,
+static int read_config(rag_reader *pr, rag_reader *ar, rag_bm25_opts *o, char **wbuf,
                        const char ***words, const char **why) {
   unsigned v, stem, lower, cjk, stop;
   uint64_t nw, i;
@@ -1368,7 +1156,7 @@ static int read_config(reader *pr, reader *ar, rag_bm25_opts *o, char **wbuf,
   *wbuf = NULL;
   *words = NULL;
   rag_bm25_defaults(o);
-  if (!r_u8(pr, &v) || !r_f64(pr, &o->k1) || !r_f64(pr, &o->b) || !r_f64(pr, &o->delta) ||
+  if (!rag_r_u8(pr, &v) || !rag_r_f64(pr, &o->k1) || !rag_r_f64(pr, &o->b) || !rag_r_f64(pr, &o->delta) ||
       pr->p != pr->e || v >= RAG_BM25_NVARIANTS) {
     *why = "bad parameters";
     return RAG_ECORRUPT;
@@ -1378,9 +1166,9 @@ static int read_config(reader *pr, reader *ar, rag_bm25_opts *o, char **wbuf,
     *why = "bad parameters";
     return RAG_ECORRUPT;
   }
-  if (!r_str(ar, &s, &n) || n == 0 || n > 63 || memchr(s, 0, n) != NULL || !r_u8(ar, &stem) ||
-      !r_u8(ar, &lower) || !r_u8(ar, &cjk) || !r_u8(ar, &stop) || stem > 1 || lower > 1 ||
-      cjk > RAG_ANALYZER_CJK_RUN || stop > RAG_ANALYZER_STOP_LIST || !r_varint(ar, &nw) ||
+  if (!rag_r_str(ar, &s, &n) || n == 0 || n > 63 || memchr(s, 0, n) != NULL || !rag_r_u8(ar, &stem) ||
+      !rag_r_u8(ar, &lower) || !rag_r_u8(ar, &cjk) || !rag_r_u8(ar, &stop) || stem > 1 || lower > 1 ||
+      cjk > RAG_ANALYZER_CJK_RUN || stop > RAG_ANALYZER_STOP_LIST || !rag_r_varint(ar, &nw) ||
       nw > (uint64_t)(ar->e - ar->p)) {
     *why = "bad analyzer options";
     return RAG_ECORRUPT;
@@ -1394,7 +1182,7 @@ static int read_config(reader *pr, reader *ar, rag_bm25_opts *o, char **wbuf,
   o->analyzer.lang = q;
   q += n + 1;
   for (i = 0; i < nw; i++) {
-    if (!r_str(ar, &s, &n) || memchr(s, 0, n) != NULL) {
+    if (!rag_r_str(ar, &s, &n) || memchr(s, 0, n) != NULL) {
       *why = "bad analyzer options";
       return RAG_ECORRUPT;
     }
@@ -1418,7 +1206,7 @@ static int read_config(reader *pr, reader *ar, rag_bm25_opts *o, char **wbuf,
 
 int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const char **why) {
   static const char tags[NSECTIONS][5] = {"PARM", "ANLZ", "DOCS", "TERM", "POST"};
-  reader sec[NSECTIONS], r;
+  rag_reader sec[NSECTIONS], r;
   rag_bm25_opts o;
   rag_bm25 *b = NULL;
   char *wbuf = NULL;
@@ -1426,35 +1214,14 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
   const char **ids = NULL;
   uint64_t *tfsum = NULL, nd64, nt64;
   uint32_t *fwd = NULL;
-  size_t off = HEADER_SIZE, i, d, ndocs;
+  size_t i, d, ndocs;
+  uint32_t version;
   int rc = RAG_OK;
   *out = NULL;
   *why = "";
-  if (n < sizeof MAGIC || memcmp(p, MAGIC, sizeof MAGIC) != 0) {
-    *why = "not a bm25 index (bad magic)";
-    return RAG_EFORMAT;
-  }
-  if (n < HEADER_SIZE) CORRUPT("truncated header");
-  if (rag_crc32(0, p, HEADER_SIZE - 4) != le(p + HEADER_SIZE - 4, 4))
-    CORRUPT("header checksum mismatch");
-  if (le(p + 8, 4) > FORMAT_VERSION) {
-    *why = "written by a newer version of rag";
-    return RAG_EVERSION;
-  }
-  if (le(p + 8, 4) == 0 || le(p + 12, 4) != NSECTIONS) CORRUPT("bad header");
-  if (le(p + 16, 8) != n) CORRUPT(le(p + 16, 8) > n ? "truncated file" : "trailing bytes");
-  for (i = 0; i < NSECTIONS; i++) {
-    uint64_t len;
-    if (n - off < 16 || memcmp(p + off, tags[i], 4) != 0) CORRUPT("bad section header");
-    len = le(p + off + 4, 8);
-    if (len > n - off - 16) CORRUPT("bad section length");
-    if (rag_crc32(0, p + off, 12 + (size_t)len) != le(p + off + 12 + len, 4))
-      CORRUPT("section checksum mismatch");
-    sec[i].p = p + off + 12;
-    sec[i].e = sec[i].p + len;
-    off += 16 + (size_t)len;
-  }
-  if (off != n) CORRUPT("trailing bytes");
+  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
+                     "not a bm25 index (bad magic)", why);
+  if (rc != RAG_OK) return rc;
 
   rc = read_config(&sec[0], &sec[1], &o, &wbuf, &words, why);
   if (rc != RAG_OK) goto done;
@@ -1464,7 +1231,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
 
   /* DOCS: ids and lengths; the ids stay in the caller's buffer for now. */
   r = sec[2];
-  if (!r_varint(&r, &nd64) || nd64 > (uint64_t)(r.e - r.p) / 2 || nd64 > MAX_DOCS)
+  if (!rag_r_varint(&r, &nd64) || nd64 > (uint64_t)(r.e - r.p) / 2 || nd64 > MAX_DOCS)
     CORRUPT("bad document count");
   ndocs = (size_t)nd64;
   b->docs = (doc *)rag_malloc(ndocs * sizeof *b->docs + 1);
@@ -1483,7 +1250,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
   for (d = 0; d < ndocs; d++) {
     size_t len;
     uint64_t dl;
-    if (!r_str(&r, &ids[d], &len) || len >= UINT32_MAX || !r_varint(&r, &dl) || dl >= DEAD)
+    if (!rag_r_str(&r, &ids[d], &len) || len >= UINT32_MAX || !rag_r_varint(&r, &dl) || dl >= DEAD)
       CORRUPT("bad document");
     b->docs[d].idlen = (uint32_t)len;
     b->docs[d].hash = hash_bytes(ids[d], len);
@@ -1494,7 +1261,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
 
   /* TERM and POST: the dictionary and every list, checked posting by posting. */
   r = sec[3];
-  if (!r_varint(&r, &nt64) || nt64 > (uint64_t)(r.e - r.p) / 4) CORRUPT("bad term count");
+  if (!rag_r_varint(&r, &nt64) || nt64 > (uint64_t)(r.e - r.p) / 4) CORRUPT("bad term count");
   b->terms = (term *)rag_malloc((size_t)nt64 * sizeof *b->terms + 1);
   b->pool = (char *)rag_malloc((size_t)(r.e - r.p) + 1);
   if (b->terms == NULL || b->pool == NULL || !tslots_fit(b, (size_t)nt64)) {
@@ -1508,10 +1275,10 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
     size_t len;
     uint64_t df, plen, cnt = 0;
     uint32_t tid, next = 0, h;
-    reader pr;
+    rag_reader pr;
     term *t;
-    if (!r_str(&r, &s, &len) || len == 0 || !r_varint(&r, &df) || df == 0 || df > ndocs ||
-        !r_varint(&r, &plen) || plen == 0 || plen > (uint64_t)(sec[4].e - sec[4].p) ||
+    if (!rag_r_str(&r, &s, &len) || len == 0 || !rag_r_varint(&r, &df) || df == 0 || df > ndocs ||
+        !rag_r_varint(&r, &plen) || plen == 0 || plen > (uint64_t)(sec[4].e - sec[4].p) ||
         plen >= UINT32_MAX)
       CORRUPT("bad term");
     h = hash_bytes(s, len);
@@ -1525,13 +1292,13 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
     sec[4].p += plen;
     while (pr.p < pr.e) {
       uint64_t v, tf = 1, doc;
-      if (!r_varint(&pr, &v) || (!(v & 1) && (!r_varint(&pr, &tf) || tf == 0 || tf >= DEAD)))
+      if (!rag_r_varint(&pr, &v) || (!(v & 1) && (!rag_r_varint(&pr, &tf) || tf == 0 || tf >= DEAD)))
         CORRUPT("bad posting");
       doc = next + (v >> 1);
       if (doc >= ndocs) CORRUPT("posting of a missing document");
       next = (uint32_t)doc + 1;
       tfsum[doc] += tf;
-      fwd[doc] += (uint32_t)varint_len(tid);
+      fwd[doc] += (uint32_t)rag_varint_len(tid);
       if (fwd[doc] >= UINT32_MAX - 8) CORRUPT("bad posting");
       cnt++;
     }
@@ -1581,7 +1348,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
       doc *y;
       q = get_posting(q, &next, &x, &tf);
       y = &b->docs[x];
-      fwd[x] += (uint32_t)put_varint(y->blob + y->idlen + fwd[x], i);
+      fwd[x] += (uint32_t)rag_put_varint(y->blob + y->idlen + fwd[x], i);
     }
   }
   for (d = 0; d < ndocs; d++) b->docs[d].fwdlen = fwd[d];
@@ -1602,36 +1369,13 @@ done:
 
 int rag_bm25_load(const char *path, rag_bm25 **out, const char **why, int *err) {
   unsigned char *buf;
-  struct stat st;
-  size_t got = 0;
-  int fd, rc;
+  size_t n;
+  int rc;
   *out = NULL;
   *why = "";
-  *err = 0;
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    *err = errno;
-    if (fd >= 0) (void)close(fd);
-    return RAG_EIO;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    (void)close(fd);
-    *err = EISDIR;
-    return RAG_EIO;
-  }
-  buf = (unsigned char *)rag_malloc((size_t)st.st_size + 1);
-  if (buf == NULL) {
-    (void)close(fd);
-    return RAG_ENOMEM;
-  }
-  while (got < (size_t)st.st_size) {
-    ssize_t k = read(fd, buf + got, (size_t)st.st_size - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    got += (size_t)k;
-  }
-  (void)close(fd);
-  rc = rag_bm25_load_mem(buf, got, out, why);
+  rc = rag_file_read(path, &buf, &n, err);
+  if (rc != RAG_OK) return rc;
+  rc = rag_bm25_load_mem(buf, n, out, why);
   rag_free(buf);
   return rc;
 }
