@@ -5,6 +5,7 @@
 */
 #include "lrag.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,92 @@ lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,
   }
   lua_pop(L, 1);
   return v;
+}
+
+/* {====== Ids, k and filters ======} */
+
+const char *lrag_checkid(lua_State *L, int idx, const char *fname, size_t *len) {
+  int t = lua_type(L, idx);
+  if (t != LUA_TSTRING && t != LUA_TNUMBER)
+    luaL_error(L, "%s: id must be a string or a number, got %s", fname, luaL_typename(L, idx));
+  return lua_tolstring(L, idx, len);
+}
+
+size_t lrag_optk(lua_State *L, int idx, const char *fname, size_t def) {
+  lua_Number v;
+  if (lua_isnoneornil(L, idx)) return def;
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "%s: k must be a positive integer, got %s", fname, luaL_typename(L, idx));
+  v = lua_tonumber(L, idx);
+  if (!(v >= 1 && v <= 1e15 && v == floor(v)))
+    luaL_error(L, "%s: k must be a positive integer", fname);
+  return (size_t)v;
+}
+
+/* The filter's ids as a list of strings in a new table at the top; its length. */
+static size_t collect_filter(lua_State *L, int idx, const char *fname) {
+  size_t n = 0;
+  int list;
+  lua_newtable(L);
+  list = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    int vt = lua_type(L, -1), kt = lua_type(L, -2);
+    if (vt == LUA_TBOOLEAN) {
+      if (kt != LUA_TSTRING && kt != LUA_TNUMBER)
+        luaL_error(L, "%s: filter keys must be ids (strings or numbers)", fname);
+      if (lua_toboolean(L, -1)) {
+        lua_pushvalue(L, -2);
+        lua_tostring(L, -1); /* a copy: converting the key itself would break lua_next */
+        lua_rawseti(L, list, (int)++n);
+      }
+    } else if (kt == LUA_TNUMBER && (vt == LUA_TSTRING || vt == LUA_TNUMBER)) {
+      lua_pushvalue(L, -1);
+      lua_tostring(L, -1);
+      lua_rawseti(L, list, (int)++n);
+    } else {
+      luaL_error(L, "%s: filter must be a set { [id] = true } or a list of ids", fname);
+    }
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+size_t lrag_checkfilter(lua_State *L, int idx, const char *fname, const char ***ids,
+                        size_t **lens) {
+  size_t i, n;
+  int list;
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: filter must be a table, got %s", fname, luaL_typename(L, idx));
+  n = collect_filter(L, idx, fname);
+  list = lua_gettop(L);
+  if (RAG_MUL_OVERFLOWS(n + 1, sizeof(char *) + sizeof(size_t)))
+    luaL_error(L, "%s: filter too large", fname);
+  *ids = (const char **)lua_newuserdatauv(L, (n + 1) * (sizeof(char *) + sizeof(size_t)), 0);
+  *lens = (size_t *)(void *)(*ids + n + 1);
+  for (i = 0; i < n; i++) {
+    lua_rawgeti(L, list, (int)i + 1);
+    (*ids)[i] = lua_tolstring(L, -1, &(*lens)[i]); /* anchored by the list */
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
+                   const void *obj) {
+  size_t i;
+  lua_createtable(L, n > 0x7fffffff ? 0 : (int)n, 0);
+  for (i = 0; i < n; i++) {
+    size_t len;
+    const char *id = idof(obj, hits[i].id, &len);
+    lua_createtable(L, 0, 2);
+    lua_pushlstring(L, id, len);
+    lua_setfield(L, -2, "id");
+    lua_pushnumber(L, hits[i].score);
+    lua_setfield(L, -2, "score");
+    lua_rawseti(L, -2, (int)i + 1);
+  }
 }
 
 /* {====== Boxes ======} */
@@ -173,6 +260,7 @@ static int core_fault(lua_State *L) {
 
 static const luaL_Reg opens[] = {
   {"bm25", lrag_open_bm25},
+
   {"chunk", lrag_open_chunk},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
@@ -180,6 +268,7 @@ static const luaL_Reg opens[] = {
   {"text", lrag_open_analyzer},
   {"text", lrag_open_sentences},
   {"tokenizer", lrag_open_tokenizer},
+  {"vec", lrag_open_vec},
   {NULL, NULL},
 };
 

@@ -7,8 +7,10 @@
 #define LRAG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lrag_compat.h"
+#include "rag.h"
 
 /* Each opener adds its functions to the module table at the stack top. */
 int lrag_open_http(lua_State *L);
@@ -19,6 +21,8 @@ int lrag_open_sentences(lua_State *L); /* rag.text.sentences */
 int lrag_open_tokenizer(lua_State *L);
 int lrag_open_chunk(lua_State *L);
 int lrag_open_bm25(lua_State *L);
+int lrag_open_vec(lua_State *L);
+
 
 /*
 ** The analyzer at idx (userdata "rag.analyzer"; raises when it is anything
@@ -48,6 +52,31 @@ const char *lrag_code(int rc);
 */
 void lrag_checkopts(lua_State *L, int idx, const char *fname,
                     const char *const allowed[]);
+
+/* An id argument: a string, or a number converted as tostring does. */
+const char *lrag_checkid(lua_State *L, int idx, const char *fname, size_t *len);
+
+/* The k argument at idx: a positive integer, `def` when absent. */
+size_t lrag_optk(lua_State *L, int idx, const char *fname, size_t def);
+
+/*
+** A search filter at idx: a set { [id] = true } or a list of ids. Pushes two
+** values that anchor the strings and arrays, points *ids and *lens at them
+** and returns how many ids there are.
+*/
+size_t lrag_checkfilter(lua_State *L, int idx, const char *fname, const char ***ids,
+                        size_t **lens);
+
+/* Pushes hits as { {id=, score=}, ... }; idof names a hit's id. */
+typedef const char *(*lrag_idfn)(const void *obj, uint32_t slot, size_t *len);
+void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
+                   const void *obj);
+
+/*
+** A vector argument: a Lua array of `dim` numbers or a packed little-endian
+** float32 string of dim * 4 bytes, copied into out. Raises naming `fname`.
+*/
+void lrag_checkvector(lua_State *L, int idx, size_t dim, const char *fname, float *out);
 
 /* Option reader: the number field, or `def` when absent; a wrong type raises. */
 lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,

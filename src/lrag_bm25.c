@@ -27,14 +27,6 @@ static rag_bm25 *check_open(lua_State *L, const char *fname) {
   return u->b;
 }
 
-/* An id argument: a string, or a number converted as tostring does. */
-static const char *check_id(lua_State *L, int idx, const char *fname, size_t *len) {
-  int t = lua_type(L, idx);
-  if (t != LUA_TSTRING && t != LUA_TNUMBER)
-    luaL_error(L, "%s: id must be a string or a number, got %s", fname, luaL_typename(L, idx));
-  return lua_tolstring(L, idx, len);
-}
-
 static int raise_rc(lua_State *L, int rc, const char *fname) {
   if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
   if (rc == RAG_ETOOBIG) return luaL_error(L, "%s: too large for the index", fname);
@@ -127,7 +119,7 @@ static int bm25_load(lua_State *L) {
 static int bm25_add(lua_State *L) {
   rag_bm25 *b = check_open(L, "rag.bm25.add");
   size_t idlen, len, errpos = 0;
-  const char *id = check_id(L, 2, "rag.bm25.add", &idlen), *text;
+  const char *id = lrag_checkid(L, 2, "rag.bm25.add", &idlen), *text;
   int rc;
   if (lua_type(L, 3) != LUA_TSTRING)
     luaL_error(L, "rag.bm25.add: text must be a string, got %s", luaL_typename(L, 3));
@@ -142,7 +134,7 @@ static int bm25_add(lua_State *L) {
 static int bm25_remove(lua_State *L) {
   rag_bm25 *b = check_open(L, "rag.bm25.remove");
   size_t idlen;
-  const char *id = check_id(L, 2, "rag.bm25.remove", &idlen);
+  const char *id = lrag_checkid(L, 2, "rag.bm25.remove", &idlen);
   int removed;
   rag_bm25_remove(b, id, idlen, &removed);
   lua_pushboolean(L, removed);
@@ -157,54 +149,14 @@ static int bm25_len(lua_State *L) {
 
 /* {====== Search ======} */
 
-/* opts.filter as a list of id strings in a new table at the top; its length. */
-static size_t collect_filter(lua_State *L, int idx) {
-  size_t n = 0;
-  int list;
-  lua_newtable(L);
-  list = lua_gettop(L);
-  lua_pushnil(L);
-  while (lua_next(L, idx) != 0) {
-    int vt = lua_type(L, -1), kt = lua_type(L, -2);
-    if (vt == LUA_TBOOLEAN) {
-      if (kt != LUA_TSTRING && kt != LUA_TNUMBER)
-        luaL_error(L, "rag.bm25.search: filter keys must be ids (strings or numbers)");
-      if (lua_toboolean(L, -1)) {
-        lua_pushvalue(L, -2);
-        lua_tostring(L, -1); /* a copy: converting the key itself would break lua_next */
-        lua_rawseti(L, list, (int)++n);
-      }
-    } else if (kt == LUA_TNUMBER && (vt == LUA_TSTRING || vt == LUA_TNUMBER)) {
-      lua_pushvalue(L, -1);
-      lua_tostring(L, -1);
-      lua_rawseti(L, list, (int)++n);
-    } else {
-      luaL_error(L, "rag.bm25.search: filter must be a set { [id] = true } or a list of ids");
-    }
-    lua_pop(L, 1);
-  }
-  return n;
-}
-
-static void push_hits(lua_State *L, const rag_bm25 *b, const rag_hit *hits, size_t n) {
-  size_t i;
-  lua_createtable(L, n > 0x7fffffff ? 0 : (int)n, 0);
-  for (i = 0; i < n; i++) {
-    size_t len;
-    const char *id = rag_bm25_id(b, hits[i].id, &len);
-    lua_createtable(L, 0, 2);
-    lua_pushlstring(L, id, len);
-    lua_setfield(L, -2, "id");
-    lua_pushnumber(L, hits[i].score);
-    lua_setfield(L, -2, "score");
-    lua_rawseti(L, -2, (int)i + 1);
-  }
+static const char *hit_id(const void *b, uint32_t h, size_t *len) {
+  return rag_bm25_id((const rag_bm25 *)b, h, len);
 }
 
 static int bm25_search(lua_State *L) {
   static const char *const allowed[] = {"filter", NULL};
   rag_bm25 *b = check_open(L, "rag.bm25.search");
-  size_t len, n, errpos = 0, k = 10;
+  size_t len, n, errpos = 0, k;
   const char *q;
   const rag_hit *hits;
   rag_bm25_filter f, *fp = NULL;
@@ -212,38 +164,15 @@ static int bm25_search(lua_State *L) {
   if (lua_type(L, 2) != LUA_TSTRING)
     luaL_error(L, "rag.bm25.search: query must be a string, got %s", luaL_typename(L, 2));
   q = lua_tolstring(L, 2, &len);
-  if (!lua_isnoneornil(L, 3)) {
-    lua_Number v;
-    if (lua_type(L, 3) != LUA_TNUMBER)
-      luaL_error(L, "rag.bm25.search: k must be a positive integer, got %s", luaL_typename(L, 3));
-    v = lua_tonumber(L, 3);
-    if (!(v >= 1 && v <= 1e15 && v == floor(v)))
-      luaL_error(L, "rag.bm25.search: k must be a positive integer");
-    k = (size_t)v;
-  }
+  k = lrag_optk(L, 3, "rag.bm25.search", 10);
   if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
     luaL_error(L, "rag.bm25.search: opts must be a table, got %s", luaL_typename(L, 4));
   lrag_checkopts(L, 4, "rag.bm25.search", allowed);
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "filter");
     if (!lua_isnil(L, -1)) {
-      size_t i, nf;
-      int list;
       const char **ids;
-      size_t *lens;
-      if (!lua_istable(L, -1))
-        luaL_error(L, "rag.bm25.search: filter must be a table, got %s", luaL_typename(L, -1));
-      nf = collect_filter(L, lua_gettop(L));
-      list = lua_gettop(L);
-      if (RAG_MUL_OVERFLOWS(nf + 1, sizeof(char *) + sizeof(size_t)))
-        luaL_error(L, "rag.bm25.search: filter too large");
-      ids = (const char **)lua_newuserdatauv(L, (nf + 1) * (sizeof(char *) + sizeof(size_t)), 0);
-      lens = (size_t *)(void *)(ids + nf + 1);
-      for (i = 0; i < nf; i++) {
-        lua_rawgeti(L, list, (int)i + 1);
-        ids[i] = lua_tolstring(L, -1, &lens[i]); /* anchored by the list */
-        lua_pop(L, 1);
-      }
+      size_t *lens, nf = lrag_checkfilter(L, -1, "rag.bm25.search", &ids, &lens);
       f.ids = ids;
       f.lens = lens;
       f.n = nf;
@@ -253,7 +182,7 @@ static int bm25_search(lua_State *L) {
   rc = rag_bm25_search(b, q, len, k, fp, &hits, &n, &errpos);
   if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.search", errpos);
   if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.search");
-  push_hits(L, b, hits, n);
+  lrag_pushhits(L, hits, n, hit_id, b);
   return 1;
 }
 
@@ -266,7 +195,7 @@ static int bm25_explain(lua_State *L) {
   if (lua_type(L, 2) != LUA_TSTRING)
     luaL_error(L, "rag.bm25.explain: query must be a string, got %s", luaL_typename(L, 2));
   q = lua_tolstring(L, 2, &len);
-  id = check_id(L, 3, "rag.bm25.explain", &idlen);
+  id = lrag_checkid(L, 3, "rag.bm25.explain", &idlen);
   rc = rag_bm25_explain_doc(b, q, len, id, idlen, &ex, &found, &errpos);
   if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.explain", errpos);
   if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.explain");

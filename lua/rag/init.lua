@@ -30,6 +30,11 @@ M.chunk = core.chunk
 -- `explain`, `stats`, `save`, `close`, `#b`. See docs/api.md.
 M.bm25 = core.bm25
 
+--- Exact vector index: `new{ dim=, metric=, dtype= }`, `load(path)`, `pack(t)`,
+-- `unpack(s)`; methods `add`, `remove`, `search`, `search_batch`, `get`, `stats`,
+-- `save`, `close`, `#v`. See docs/api.md.
+M.vec = core.vec
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 

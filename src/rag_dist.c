@@ -1,0 +1,320 @@
+/*
+** rag_dist.c: vector preparation, row encodings and the scoring kernels,
+** portable C and AVX2/FMA/F16C chosen at run time (GCC and Clang's target
+** attribute, so the rest of the library stays baseline x86-64).
+*/
+#include "rag_dist.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RAG_X86 1
+#include <immintrin.h>
+#endif
+
+#define MAX_COMPONENT 1e15 /* larger magnitudes could overflow a float score */
+
+/* {====== Half precision ======} */
+
+uint16_t rag_f16_from_f32(float f) {
+  uint32_t x, sign, ax, h, rem;
+  memcpy(&x, &f, sizeof x);
+  sign = (x >> 16) & 0x8000u;
+  ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+  if (ax < 0x38800000u) {                                   /* a half subnormal: units of 2^-24 */
+    float a;
+    memcpy(&a, &ax, sizeof a);
+    return (uint16_t)(sign | (uint32_t)rintf(a * 16777216.0f));
+  }
+  h = ((((ax >> 23) - 112u) << 10) | ((ax & 0x7fffffu) >> 13));
+  rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry moves into the exponent */
+  return (uint16_t)(sign | h);
+}
+
+float rag_f32_from_f16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+  float f;
+  if (e == 0) {
+    f = (float)m * (1.0f / 16777216.0f);
+    return sign ? -f : f;
+  }
+  x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+/* {====== Portable kernels ======} */
+
+static float dot_f32(const float *q, const float *x, size_t d) {
+  float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= d; i += 4) {
+    a0 += q[i] * x[i];
+    a1 += q[i + 1] * x[i + 1];
+    a2 += q[i + 2] * x[i + 2];
+    a3 += q[i + 3] * x[i + 3];
+  }
+  for (; i < d; i++) a0 += q[i] * x[i];
+  return (a0 + a1) + (a2 + a3);
+}
+
+static float l2_f32(const float *q, const float *x, size_t d) {
+  float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= d; i += 4) {
+    float d0 = q[i] - x[i], d1 = q[i + 1] - x[i + 1], d2 = q[i + 2] - x[i + 2],
+          d3 = q[i + 3] - x[i + 3];
+    a0 += d0 * d0;
+    a1 += d1 * d1;
+    a2 += d2 * d2;
+    a3 += d3 * d3;
+  }
+  for (; i < d; i++) {
+    float t = q[i] - x[i];
+    a0 += t * t;
+  }
+  return -((a0 + a1) + (a2 + a3));
+}
+
+static float dot_f16(const float *q, const uint16_t *x, size_t d) {
+  float a = 0;
+  size_t i;
+  for (i = 0; i < d; i++) a += q[i] * rag_f32_from_f16(x[i]);
+  return a;
+}
+
+static float l2_f16(const float *q, const uint16_t *x, size_t d) {
+  float a = 0;
+  size_t i;
+  for (i = 0; i < d; i++) {
+    float t = q[i] - rag_f32_from_f16(x[i]);
+    a += t * t;
+  }
+  return -a;
+}
+
+static float dot_i8(const float *q, const int8_t *x, size_t d, float s) {
+  float a = 0;
+  size_t i;
+  for (i = 0; i < d; i++) a += q[i] * (float)x[i];
+  return a * s;
+}
+
+static float l2_i8(const float *q, const int8_t *x, size_t d, float s) {
+  float a = 0;
+  size_t i;
+  for (i = 0; i < d; i++) {
+    float t = q[i] - s * (float)x[i];
+    a += t * t;
+  }
+  return -a;
+}
+
+/* The loop over rows around a one-row kernel. */
+#define ROWS(name, T, expr)                                                                 \
+  static void name(const float *q, const void *rows, const float *scales, size_t n,      \
+                   size_t d, size_t rb, float *out) {                                       \
+    const unsigned char *r = (const unsigned char *)rows;                                   \
+    size_t i;                                                                               \
+    (void)scales;                                                                           \
+    for (i = 0; i < n; i++, r += rb) {                                                      \
+      const T *x = (const T *)(const void *)r;                                              \
+      out[i] = (expr);                                                                      \
+    }                                                                                       \
+  }
+
+ROWS(p_dot_f32, float, dot_f32(q, x, d))
+ROWS(p_l2_f32, float, l2_f32(q, x, d))
+ROWS(p_dot_f16, uint16_t, dot_f16(q, x, d))
+ROWS(p_l2_f16, uint16_t, l2_f16(q, x, d))
+ROWS(p_dot_i8, int8_t, dot_i8(q, x, d, scales[i]))
+ROWS(p_l2_i8, int8_t, l2_i8(q, x, d, scales[i]))
+
+/* {====== AVX2 kernels ======} */
+
+#ifdef RAG_X86
+#define AVX __attribute__((target("avx2,fma,f16c")))
+
+AVX static inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+AVX static inline __m256 load_f16(const uint16_t *x) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)x));
+}
+
+AVX static inline __m256 load_i8(const int8_t *x) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)x)));
+}
+
+/* Two accumulators over 16 components a step, then 8, then the tail. */
+#define AVX_KERNEL(name, T, LOAD, STEP, FINISH, TAIL)                                      \
+  AVX static inline float name(const float *q, const T *x, size_t d, float s) {            \
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                             \
+    __m256 vs = _mm256_set1_ps(s);                                                         \
+    float t = 0;                                                                           \
+    size_t i = 0;                                                                          \
+    (void)vs;                                                                              \
+    for (; i + 16 <= d; i += 16) {                                                         \
+      __m256 x0 = LOAD(x + i), x1 = LOAD(x + i + 8);                                       \
+      __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);                 \
+      STEP(a0, q0, x0);                                                                    \
+      STEP(a1, q1, x1);                                                                    \
+    }                                                                                      \
+    if (i + 8 <= d) {                                                                      \
+      __m256 x0 = LOAD(x + i), q0 = _mm256_loadu_ps(q + i);                                \
+      STEP(a0, q0, x0);                                                                    \
+      i += 8;                                                                              \
+    }                                                                                      \
+    for (; i < d; i++) TAIL;                                                               \
+    return FINISH(hsum(_mm256_add_ps(a0, a1)) + t);                                        \
+  }
+
+#define LOADF(p) _mm256_loadu_ps(p)
+#define DOT_STEP(a, qv, xv) a = _mm256_fmadd_ps(qv, xv, a)
+#define L2_STEP(a, qv, xv)            \
+  do {                                \
+    __m256 dd = _mm256_sub_ps(qv, xv); \
+    a = _mm256_fmadd_ps(dd, dd, a);   \
+  } while (0)
+#define L2I8_STEP(a, qv, xv)                    \
+  do {                                          \
+    __m256 dd = _mm256_fnmadd_ps(vs, xv, qv);    \
+    a = _mm256_fmadd_ps(dd, dd, a);             \
+  } while (0)
+#define SAME(v) (v)
+#define NEG(v) (-(v))
+#define TIMES_S(v) ((v) * s)
+
+AVX_KERNEL(v_dot_f32, float, LOADF, DOT_STEP, SAME, t += q[i] * x[i])
+AVX_KERNEL(v_l2_f32, float, LOADF, L2_STEP, NEG, { float e = q[i] - x[i]; t += e * e; })
+AVX_KERNEL(v_dot_f16, uint16_t, load_f16, DOT_STEP, SAME, t += q[i] * rag_f32_from_f16(x[i]))
+AVX_KERNEL(v_l2_f16, uint16_t, load_f16, L2_STEP, NEG,
+           { float e = q[i] - rag_f32_from_f16(x[i]); t += e * e; })
+AVX_KERNEL(v_dot_i8, int8_t, load_i8, DOT_STEP, TIMES_S, t += q[i] * (float)x[i])
+AVX_KERNEL(v_l2_i8, int8_t, load_i8, L2I8_STEP, NEG, { float e = q[i] - s * (float)x[i]; t += e * e; })
+
+#define AVX_ROWS(name, T, kern, SC)                                                         \
+  AVX static void name(const float *q, const void *rows, const float *scales, size_t n,  \
+                       size_t d, size_t rb, float *out) {                                   \
+    const unsigned char *r = (const unsigned char *)rows;                                   \
+    size_t i;                                                                               \
+    (void)scales;                                                                           \
+    for (i = 0; i < n; i++, r += rb) out[i] = kern(q, (const T *)(const void *)r, d, SC);  \
+  }
+
+AVX_ROWS(a_dot_f32, float, v_dot_f32, 1.0f)
+AVX_ROWS(a_l2_f32, float, v_l2_f32, 1.0f)
+AVX_ROWS(a_dot_f16, uint16_t, v_dot_f16, 1.0f)
+AVX_ROWS(a_l2_f16, uint16_t, v_l2_f16, 1.0f)
+AVX_ROWS(a_dot_i8, int8_t, v_dot_i8, scales[i])
+AVX_ROWS(a_l2_i8, int8_t, v_l2_i8, scales[i])
+
+static int cpu_has_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+#endif
+
+/* {====== Choice, preparation, encoding ======} */
+
+void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
+                     int portable) {
+  static const rag_score_fn plain[RAG_NDTYPES][2] = {
+      {p_dot_f32, p_l2_f32}, {p_dot_f16, p_l2_f16}, {p_dot_i8, p_l2_i8}};
+  static const size_t width[RAG_NDTYPES] = {4, 2, 1};
+  int l2 = metric == RAG_L2;
+  k->dtype = dtype;
+  k->metric = metric;
+  k->dim = dim;
+  k->rowbytes = dim * width[dtype];
+  k->score = plain[dtype][l2];
+  k->simd = 0;
+#ifdef RAG_X86
+  if (!portable && cpu_has_avx2()) {
+    static const rag_score_fn fast[RAG_NDTYPES][2] = {
+        {a_dot_f32, a_l2_f32}, {a_dot_f16, a_l2_f16}, {a_dot_i8, a_l2_i8}};
+    k->score = fast[dtype][l2];
+    k->simd = 1;
+  }
+#else
+  (void)portable;
+#endif
+}
+
+int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad,
+                    const char **why) {
+  double ss = 0;
+  size_t i;
+  for (i = 0; i < k->dim; i++) {
+    float x = v[i];
+    if (x != x || fabsf(x) > (float)MAX_COMPONENT) {
+      *bad = i;
+      *why = x != x ? "nan" : isinf(x) ? "inf" : "range";
+      return RAG_EINVAL;
+    }
+    ss += (double)x * x;
+  }
+  if (k->metric == RAG_COSINE) {
+    double inv;
+    if (ss == 0) {
+      *bad = k->dim;
+      *why = "zero";
+      return RAG_EINVAL;
+    }
+    inv = 1.0 / sqrt(ss);
+    for (i = 0; i < k->dim; i++) out[i] = (float)(v[i] * inv);
+  } else if (out != v) {
+    memcpy(out, v, k->dim * sizeof *out);
+  }
+  if (k->dtype == RAG_F16)
+    for (i = 0; i < k->dim; i++)
+      if (fabsf(out[i]) > 65504.0f && (rag_f16_from_f32(out[i]) & 0x7fffu) == 0x7c00u) {
+        *bad = i;
+        *why = "range";
+        return RAG_EINVAL;
+      }
+  return RAG_OK;
+}
+
+void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale) {
+  size_t i, d = k->dim;
+  *scale = 1.0f;
+  if (k->dtype == RAG_F32) {
+    memcpy(row, v, d * sizeof *v);
+  } else if (k->dtype == RAG_F16) {
+    uint16_t *h = (uint16_t *)row;
+    for (i = 0; i < d; i++) h[i] = rag_f16_from_f32(v[i]);
+  } else {
+    int8_t *c = (int8_t *)row;
+    float m = 0;
+    for (i = 0; i < d; i++)
+      if (fabsf(v[i]) > m) m = fabsf(v[i]);
+    if (m > 0) *scale = m / 127.0f;
+    for (i = 0; i < d; i++) {
+      long x = lrintf(v[i] / *scale);
+      c[i] = (int8_t)(x > 127 ? 127 : x < -127 ? -127 : x);
+    }
+  }
+}
+
+void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out) {
+  size_t i, d = k->dim;
+  if (k->dtype == RAG_F32) {
+    memcpy(out, row, d * sizeof *out);
+  } else if (k->dtype == RAG_F16) {
+    const uint16_t *h = (const uint16_t *)row;
+    for (i = 0; i < d; i++) out[i] = rag_f32_from_f16(h[i]);
+  } else {
+    const int8_t *c = (const int8_t *)row;
+    for (i = 0; i < d; i++) out[i] = scale * (float)c[i];
+  }
+}

@@ -1,0 +1,67 @@
+/*
+** rag_dist.h: how the vector indexes store a vector and score a query
+** against it. A row is the stored form of one vector: f32, f16 (IEEE half)
+** or i8 (symmetric 8-bit with a per-row scale). Queries stay f32, so every
+** score is asymmetric: exact query, stored row. Scores are higher-is-better:
+** the dot product for "dot" and "cosine" (rows and queries unit length), the
+** negated squared Euclidean distance for "l2". Kernels are chosen once per
+** index: AVX2 with FMA and F16C where the CPU has them, else portable C.
+*/
+#ifndef RAG_DIST_H
+#define RAG_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rag.h"
+
+typedef enum rag_metric { RAG_COSINE = 0, RAG_DOT, RAG_L2, RAG_NMETRICS } rag_metric;
+typedef enum rag_dtype { RAG_F32 = 0, RAG_F16, RAG_I8, RAG_NDTYPES } rag_dtype;
+
+#define RAG_VEC_MAX_DIM 65536u
+
+/* Scores query q against `n` rows of `dim` components at `rows` (stride
+** rowbytes), with their scales (i8; NULL otherwise), into out[0..n). */
+typedef void (*rag_score_fn)(const float *q, const void *rows, const float *scales, size_t n,
+                             size_t dim, size_t rowbytes, float *out);
+
+typedef struct rag_kernel {
+  rag_score_fn score;
+  rag_dtype dtype;
+  rag_metric metric;
+  size_t dim, rowbytes;
+  int simd; /* 1: AVX2/FMA/F16C kernels */
+} rag_kernel;
+
+/* Picks the kernel; `portable` forces plain C (for tests). */
+void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
+                     int portable);
+
+/* The score of one row. */
+static inline float rag_kernel_score1(const rag_kernel *k, const float *q, const void *row,
+                                      float scale) {
+  float s;
+  k->score(q, row, &scale, 1, k->dim, k->rowbytes, &s);
+  return s;
+}
+
+/*
+** Checks and prepares an input vector: every component finite; under cosine
+** not all zero, then scaled to unit length into `out` (dim floats, may be v).
+** Returns RAG_OK, or RAG_EINVAL with *bad the offending component (dim when
+** the vector is zero) and *why "nan", "inf" or "zero" (or "range" when a
+** component does not fit f16).
+*/
+int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad,
+                    const char **why);
+
+/* Stores a prepared vector as a row; *scale gets the i8 scale (1 otherwise). */
+void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale);
+
+/* A row back to floats (exact for f32 and f16; the dequantised i8 values). */
+void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out);
+
+uint16_t rag_f16_from_f32(float f); /* round to nearest even; overflow gives inf */
+float rag_f32_from_f16(uint16_t h);
+
+#endif

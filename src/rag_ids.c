@@ -1,0 +1,180 @@
+/*
+** rag_ids.c: the id table of the vector indexes (see rag_ids.h).
+*/
+#include "rag_ids.h"
+
+#include <string.h>
+
+#define UNLINKED UINT32_MAX
+
+void rag_ids_init(rag_ids *t) {
+  memset(t, 0, sizeof *t);
+}
+
+void rag_ids_free(rag_ids *t) {
+  rag_free(t->e);
+  rag_free(t->pool);
+  rag_free(t->table);
+  rag_ids_init(t);
+}
+
+uint32_t rag_ids_hash(const char *s, size_t n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  size_t i;
+  for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+/* The table position holding `id`, or the empty one where it would go. */
+static size_t position(const rag_ids *t, const char *id, size_t n, uint32_t h) {
+  size_t i = h & t->mask;
+  for (;; i = (i + 1) & t->mask) {
+    uint32_t v = t->table[i];
+    const rag_ids_entry *e;
+    if (v == 0) return i;
+    e = &t->e[v - 1];
+    if (e->hash == h && e->len == n && memcmp(t->pool + e->off, id, n) == 0) return i;
+  }
+}
+
+uint32_t rag_ids_find(const rag_ids *t, const char *id, size_t n) {
+  uint32_t v;
+  if (t->table == NULL) return RAG_IDS_NONE;
+  v = t->table[position(t, id, n, rag_ids_hash(id, n))];
+  return v == 0 ? RAG_IDS_NONE : v - 1;
+}
+
+static void rehash(rag_ids *t) {
+  size_t s;
+  memset(t->table, 0, (t->mask + 1) * sizeof *t->table);
+  for (s = 0; s < t->n; s++) {
+    size_t i;
+    if (t->e[s].len == UNLINKED) continue;
+    i = t->e[s].hash & t->mask;
+    while (t->table[i] != 0) i = (i + 1) & t->mask;
+    t->table[i] = (uint32_t)s + 1;
+  }
+}
+
+int rag_ids_reserve(rag_ids *t, size_t more, size_t bytes) {
+  size_t need = t->n + more, cap = t->mask + 1;
+  if (more > RAG_IDS_MAX - t->n || bytes > UINT32_MAX - 1 - t->poollen) return RAG_ETOOBIG;
+  if (need > t->cap) {
+    rag_ids_entry *e = (rag_ids_entry *)rag_grow(t->e, &t->cap, need, sizeof *e);
+    if (e == NULL) return RAG_ENOMEM;
+    t->e = e;
+  }
+  if (t->poollen + bytes + 1 > t->poolcap) {
+    char *p = (char *)rag_grow(t->pool, &t->poolcap, t->poollen + bytes + 1, 1);
+    if (p == NULL) return RAG_ENOMEM;
+    t->pool = p;
+  }
+  if (t->table == NULL || need > cap / 2) {
+    uint32_t *tab;
+    if (t->table == NULL) cap = 16;
+    while (need > cap / 2) cap *= 2;
+    if (RAG_MUL_OVERFLOWS(cap, sizeof *tab) ||
+        (tab = (uint32_t *)rag_malloc(cap * sizeof *tab)) == NULL)
+      return RAG_ENOMEM;
+    rag_free(t->table);
+    t->table = tab;
+    t->mask = cap - 1;
+    rehash(t);
+  }
+  return RAG_OK;
+}
+
+uint32_t rag_ids_push(rag_ids *t, const char *id, size_t n) {
+  uint32_t slot = (uint32_t)t->n++, h = rag_ids_hash(id, n);
+  rag_ids_entry *e = &t->e[slot];
+  e->off = (uint32_t)t->poollen;
+  e->len = (uint32_t)n;
+  e->hash = h;
+  if (n > 0) memcpy(t->pool + t->poollen, id, n);
+  t->poollen += n;
+  t->table[position(t, id, n, h)] = slot + 1;
+  return slot;
+}
+
+/* Empties table position i, moving later entries of its run back. */
+static void delete_at(rag_ids *t, size_t i) {
+  size_t j = i;
+  for (;;) {
+    size_t k;
+    j = (j + 1) & t->mask;
+    if (t->table[j] == 0) break;
+    k = t->e[t->table[j] - 1].hash & t->mask;
+    if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+    t->table[i] = t->table[j];
+    i = j;
+  }
+  t->table[i] = 0;
+}
+
+/* The table position of a linked slot. */
+static size_t position_of(const rag_ids *t, uint32_t slot) {
+  size_t i = t->e[slot].hash & t->mask;
+  while (t->table[i] != slot + 1) i = (i + 1) & t->mask;
+  return i;
+}
+
+void rag_ids_unlink(rag_ids *t, uint32_t slot) {
+  rag_ids_entry *e = &t->e[slot];
+  if (e->len == UNLINKED) return;
+  delete_at(t, position_of(t, slot));
+  t->waste += e->len;
+  e->len = UNLINKED;
+}
+
+void rag_ids_swap_remove(rag_ids *t, uint32_t slot) {
+  uint32_t last = (uint32_t)t->n - 1;
+  rag_ids_unlink(t, slot);
+  if (slot != last) {
+    int linked = t->e[last].len != UNLINKED;
+    if (linked) t->table[position_of(t, last)] = slot + 1;
+    t->e[slot] = t->e[last];
+  }
+  t->n--;
+}
+
+void rag_ids_truncate(rag_ids *t, size_t n) {
+  while (t->n > n) {
+    rag_ids_unlink(t, (uint32_t)t->n - 1);
+    t->n--;
+  }
+}
+
+void rag_ids_tidy(rag_ids *t) {
+  char *p;
+  size_t s, len = 0;
+  if (t->waste * 2 <= t->poollen) return;
+  p = (char *)rag_malloc(t->poollen - t->waste + 1);
+  if (p == NULL) return;
+  for (s = 0; s < t->n; s++) {
+    rag_ids_entry *e = &t->e[s];
+    if (e->len == UNLINKED) {
+      e->off = 0;
+      continue;
+    }
+    memcpy(p + len, t->pool + e->off, e->len);
+    e->off = (uint32_t)len;
+    len += e->len;
+  }
+  rag_free(t->pool);
+  t->pool = p;
+  t->poollen = len;
+  t->poolcap = len + 1;
+  t->waste = 0;
+}
+
+int rag_ids_cmp(const rag_ids *t, uint32_t a, uint32_t b) {
+  const rag_ids_entry *x = &t->e[a], *y = &t->e[b];
+  size_t nx = x->len == UNLINKED ? 0 : x->len, ny = y->len == UNLINKED ? 0 : y->len;
+  int c = memcmp(t->pool + x->off, t->pool + y->off, nx < ny ? nx : ny);
+  if (c != 0) return c;
+  return nx < ny ? -1 : nx > ny;
+}
+
+size_t rag_ids_memory(const rag_ids *t) {
+  return t->cap * sizeof *t->e + t->poolcap + (t->table ? (t->mask + 1) * sizeof *t->table : 0);
+}

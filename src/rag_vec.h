@@ -1,0 +1,90 @@
+/*
+** rag_vec.h: the exact vector index. Rows sit in one contiguous block in
+** insertion order (a removal moves the last row into the hole), so a
+** search is one pass over memory with the SIMD kernels of rag_dist.h.
+** search_batch scores many queries per pass, blocked so that a block of
+** rows stays in cache while every query sees it. Saves to a checksummed
+** file (grammar in rag_vec.c). Not thread-safe: searches use scratch space
+** inside the index.
+*/
+#ifndef RAG_VEC_H
+#define RAG_VEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rag.h"
+#include "rag_dist.h"
+#include "rag_ids.h"
+
+typedef struct rag_vec rag_vec;
+
+typedef struct rag_vec_opts {
+  size_t dim;        /* 1 .. RAG_VEC_MAX_DIM */
+  rag_metric metric; /* default RAG_COSINE */
+  rag_dtype dtype;   /* default RAG_F32 */
+  int portable;      /* 1: plain C kernels even where AVX2 is there */
+} rag_vec_opts;
+
+/* A vector that was refused: the component and why ("nan", "inf", "range", "zero"). */
+typedef struct rag_vec_bad {
+  size_t component;
+  const char *why;
+} rag_vec_bad;
+
+/* RAG_EINVAL (dim, metric or dtype out of range), RAG_ENOMEM. */
+int rag_vec_new(const rag_vec_opts *o, rag_vec **out);
+void rag_vec_free(rag_vec *v); /* NULL is a no-op */
+
+const rag_vec_opts *rag_vec_config(const rag_vec *v);
+const rag_kernel *rag_vec_kernel(const rag_vec *v);
+size_t rag_vec_count(const rag_vec *v);
+
+/*
+** Adds or replaces the vector of `id` (dim floats, borrowed). RAG_EINVAL
+** with *bad filled: a component is NaN, infinite or beyond 1e15 (or f16's
+** range), or the vector is zero under cosine. RAG_ENOMEM, RAG_ETOOBIG. On
+** any failure the index is unchanged.
+*/
+int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_vec_bad *bad);
+
+/* Removes `id`; *removed says whether it was there. Never fails. */
+void rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed);
+
+/*
+** The best k rows for query q (dim floats), best first, ties by id; only
+** ids in `filter` when it is not NULL. *hits points into the index and
+** stays valid until its next call. RAG_EINVAL (bad query, *bad), RAG_ENOMEM.
+*/
+int rag_vec_search(rag_vec *v, const float *q, size_t k, const rag_id_filter *filter,
+                   const rag_hit **hits, size_t *n, rag_vec_bad *bad);
+
+/*
+** The best k rows for each of nq queries (nq * dim floats): the hits of
+** query i are (*hits)[i * k ..], counts[i] of them (all counts equal
+** min(k, count)). Same rules as search; *bad->component counts across all
+** queries. *hits and *counts stay valid until the next call.
+*/
+int rag_vec_search_batch(rag_vec *v, const float *qs, size_t nq, size_t k,
+                         const rag_hit **hits, size_t *count, rag_vec_bad *bad);
+
+/* The id of a hit (a slot). */
+const char *rag_vec_id(const rag_vec *v, uint32_t slot, size_t *len);
+
+/* The stored vector of `id` decoded into out (dim floats); 0 when absent. */
+int rag_vec_get(const rag_vec *v, const char *id, size_t idlen, float *out);
+
+/* Every byte the index holds. */
+size_t rag_vec_memory(const rag_vec *v);
+
+/* Saving and loading as rag_bm25 does: RAG_EIO with errno in *err, RAG_ENOMEM;
+** loads give RAG_EFORMAT, RAG_EVERSION, RAG_ECORRUPT with the reason in *why. */
+int rag_vec_save(const rag_vec *v, const char *path, int *err);
+int rag_vec_dump(const rag_vec *v, unsigned char **buf, size_t *n);
+int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err);
+int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char **why);
+
+/* Checks the invariants (id table, counts); 1 when they hold. For tests. */
+int rag_vec_check(const rag_vec *v);
+
+#endif
