@@ -35,6 +35,7 @@ build = {
         "src/lrag_tokenizer.c", "src/rag.c", "src/rag_analyzer.c", "src/rag_approx.c",
         "src/rag_bm25.c", "src/rag_chunk.c", "src/rag_dist.c", "src/rag_file.c",
         "src/rag_ids.c", "src/rag_topk.c", "src/rag_vec.c", "src/lrag_vec.c",
+        "src/rag_hnsw.c", "src/lrag_hnsw.c",
         "src/rag_hash.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
         "src/rag_text.c", "src/rag_tokenizer.c",
       },

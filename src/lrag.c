@@ -260,6 +260,7 @@ static int core_fault(lua_State *L) {
 
 static const luaL_Reg opens[] = {
   {"bm25", lrag_open_bm25},
+  {"hnsw", lrag_open_hnsw},
 
   {"chunk", lrag_open_chunk},
   {"http", lrag_open_http},

@@ -22,6 +22,7 @@ int lrag_open_tokenizer(lua_State *L);
 int lrag_open_chunk(lua_State *L);
 int lrag_open_bm25(lua_State *L);
 int lrag_open_vec(lua_State *L);
+int lrag_open_hnsw(lua_State *L);
 
 
 /*

@@ -318,3 +318,20 @@ void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *ou
     for (i = 0; i < d; i++) out[i] = scale * (float)c[i];
   }
 }
+
+int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n) {
+  size_t i, m = n * k->dim;
+  if (k->dtype == RAG_F32) {
+    const float *f = (const float *)rows;
+    for (i = 0; i < m; i++)
+      if (!(fabsf(f[i]) <= (float)MAX_COMPONENT)) return 0;
+  } else if (k->dtype == RAG_F16) {
+    const uint16_t *h = (const uint16_t *)rows;
+    for (i = 0; i < m; i++)
+      if ((h[i] & 0x7c00u) == 0x7c00u) return 0;
+  } else {
+    for (i = 0; i < n; i++)
+      if (!(scales[i] > 0 && scales[i] <= (float)MAX_COMPONENT)) return 0;
+  }
+  return 1;
+}

@@ -61,6 +61,10 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
 /* A row back to floats (exact for f32 and f16; the dequantised i8 values). */
 void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out);
 
+/* 1 when n stored rows are sound: f32 components finite and within 1e15,
+** f16 components finite, i8 scales finite and above zero. */
+int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n);
+
 uint16_t rag_f16_from_f32(float f); /* round to nearest even; overflow gives inf */
 float rag_f32_from_f16(uint16_t h);
 

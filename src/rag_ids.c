@@ -96,6 +96,14 @@ uint32_t rag_ids_push(rag_ids *t, const char *id, size_t n) {
   return slot;
 }
 
+uint32_t rag_ids_push_unlinked(rag_ids *t) {
+  uint32_t slot = (uint32_t)t->n++;
+  t->e[slot].off = 0;
+  t->e[slot].len = UNLINKED;
+  t->e[slot].hash = 0;
+  return slot;
+}
+
 /* Empties table position i, moving later entries of its run back. */
 static void delete_at(rag_ids *t, size_t i) {
   size_t j = i;

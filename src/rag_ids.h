@@ -39,6 +39,8 @@ uint32_t rag_ids_find(const rag_ids *t, const char *id, size_t n);
 int rag_ids_reserve(rag_ids *t, size_t more, size_t bytes);
 /* Appends a new slot for an id not linked (after a reserve); returns it. */
 uint32_t rag_ids_push(rag_ids *t, const char *id, size_t n);
+/* Appends a slot with no id (a placeholder, never found); after a reserve. */
+uint32_t rag_ids_push_unlinked(rag_ids *t);
 /* Takes slot's id out of the table; the slot stays, its id unlinked. */
 void rag_ids_unlink(rag_ids *t, uint32_t slot);
 /* Unlinks slot, then moves the last slot into it (the caller moves its rows too). */

@@ -333,22 +333,8 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
   return rag_file_save(path, write_index, v, err);
 }
 
-/* Every component of the n rows finite and in range; scales finite, > 0. */
 static int rows_ok(const rag_vec *v, size_t n) {
-  size_t i, m = n * v->kern.dim;
-  if (v->o.dtype == RAG_F32) {
-    const float *f = (const float *)(const void *)v->rows;
-    for (i = 0; i < m; i++)
-      if (!(fabsf(f[i]) <= 1e15f)) return 0;
-  } else if (v->o.dtype == RAG_F16) {
-    const uint16_t *h = (const uint16_t *)(const void *)v->rows;
-    for (i = 0; i < m; i++)
-      if ((h[i] & 0x7c00u) == 0x7c00u) return 0;
-  } else {
-    for (i = 0; i < n; i++)
-      if (!(v->scales[i] > 0 && v->scales[i] <= 1e15f)) return 0;
-  }
-  return 1;
+  return rag_rows_ok(&v->kern, v->rows, v->scales, n);
 }
 
 #define CORRUPT(msg)     \

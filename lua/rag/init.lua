@@ -35,6 +35,11 @@ M.bm25 = core.bm25
 -- `save`, `close`, `#v`. See docs/api.md.
 M.vec = core.vec
 
+--- Approximate vector index (HNSW): `new{ dim=, M=, ef_construction=, ... }`,
+-- `load(path)`; methods `add`, `remove`, `search`, `get`, `compact`, `stats`,
+-- `save`, `close`, `#h`. See docs/api.md.
+M.hnsw = core.hnsw
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 
