@@ -75,4 +75,99 @@ function M.oom_walk(op, after_failure)
   error("operation never completed")
 end
 
+--- Writes bytes to a file (raises when it cannot).
+function M.write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+--- A fresh temporary path (the file itself removed).
+function M.tmpname()
+  local p = os.tmpname()
+  os.remove(p)
+  return p
+end
+
+--- Park-Miller: the same numbers on every Lua (no integer or bit operators).
+-- Returns r(n), a number in 1..n.
+function M.rng(seed)
+  local x = seed
+  return function(n)
+    x = (16807 * x) % 2147483647
+    return x % n + 1
+  end
+end
+
+local function xor32(a, b)
+  local r, p = 0, 1
+  for _ = 1, 32 do
+    local x, y = a % 2, b % 2
+    if x ~= y then
+      r = r + p
+    end
+    a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+  end
+  return r
+end
+
+--- CRC-32 (zlib's) in plain arithmetic, so files can be patched and re-sealed.
+function M.crc32(s)
+  local c = 0xffffffff
+  for i = 1, #s do
+    c = xor32(c, s:byte(i))
+    for _ = 1, 8 do
+      local lsb = c % 2
+      c = (c - lsb) / 2
+      if lsb == 1 then
+        c = xor32(c, 0xedb88320)
+      end
+    end
+  end
+  return xor32(c, 0xffffffff)
+end
+
+--- n as 4 little-endian bytes.
+function M.u32(n)
+  local t = {}
+  for i = 1, 4 do
+    t[i] = string.char(n % 256)
+    n = math.floor(n / 256)
+  end
+  return table.concat(t)
+end
+
+--- The saved file at path with its header's version set to v (CRC re-sealed).
+function M.with_version(s, v)
+  local head = s:sub(1, 8) .. M.u32(v) .. s:sub(13, 24)
+  return head .. M.u32(M.crc32(head)) .. s:sub(29)
+end
+
+--- Asserts that load(path) refuses the bytes: nil, a message, and a code of
+-- corrupt, format or version.
+function M.rejected(load, path, bytes)
+  M.write(path, bytes)
+  local ok, msg, code = load(path)
+  assert(ok == nil, "a damaged file loaded")
+  assert(type(msg) == "string", "no message")
+  assert(code == "corrupt" or code == "format" or code == "version", code)
+end
+
+--- Asserts that load refuses every truncation of the file at path (and the
+-- file with one byte more), then `flips` single-bit flips drawn from seed.
+function M.rejects_damage(load, path, flips, seed)
+  local s, bad, r = M.read(path), M.tmpname(), M.rng(seed)
+  for n = 0, #s - 1 do
+    M.rejected(load, bad, s:sub(1, n))
+  end
+  M.rejected(load, bad, s .. "\0")
+  for _ = 1, flips do
+    local pos, bit = r(#s), 2 ^ (r(8) - 1)
+    local byte = s:byte(pos)
+    local flipped = (math.floor(byte / bit) % 2 == 1) and byte - bit or byte + bit
+    M.rejected(load, bad, s:sub(1, pos - 1) .. string.char(flipped) .. s:sub(pos + 1))
+  end
+  os.remove(bad)
+end
+
 return M

@@ -202,8 +202,10 @@ static int allowed(rag_vec *v, const rag_id_filter *f, size_t *na) {
     v->allow = a;
   }
   if (v->ids.n > v->seencap) {
+    size_t old = v->seencap;
     unsigned char *s = (unsigned char *)rag_grow(v->seen, &v->seencap, v->ids.n, 1);
     if (s == NULL) return RAG_ENOMEM;
+    memset(s + old, 0, v->seencap - old); /* marks are cleared after each use */
     v->seen = s;
   }
   for (i = 0; i < f->n; i++) {

@@ -9,15 +9,7 @@ local helpers = require("spec.helpers")
 
 local bm25 = rag.bm25
 local FULL = os.getenv("RAG_FULL") == "1"
-
--- Park-Miller: the same numbers on every Lua (no integer or bit operators).
-local function rng(seed)
-  local x = seed
-  return function(n)
-    x = (16807 * x) % 2147483647
-    return x % n + 1
-  end
-end
+local rng, tmpname, spit = helpers.rng, helpers.tmpname, helpers.write
 
 local WORDS = {}
 do
@@ -70,21 +62,7 @@ local function build(docs, opts)
   return b
 end
 
-local function tmpname()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
-
-local function slurp(path)
-  return helpers.read(path)
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local slurp = helpers.read
 
 local PLAIN = { stem = false, stopwords = false }
 
@@ -513,65 +491,20 @@ describe("rag.bm25 persistence", function()
     os.remove(path)
   end)
 
-  -- CRC-32 in plain arithmetic (no bit operators on Lua 5.1).
-  local function xor32(a, b)
-    local r, p = 0, 1
-    for _ = 1, 32 do
-      local x, y = a % 2, b % 2
-      if x ~= y then
-        r = r + p
-      end
-      a, b, p = (a - x) / 2, (b - y) / 2, p * 2
-    end
-    return r
-  end
-  local function crc32(s)
-    local c = 0xffffffff
-    for i = 1, #s do
-      c = xor32(c, s:byte(i))
-      for _ = 1, 8 do
-        local lsb = c % 2
-        c = (c - lsb) / 2
-        if lsb == 1 then
-          c = xor32(c, 0xedb88320)
-        end
-      end
-    end
-    return xor32(c, 0xffffffff)
-  end
-  local function u32(n)
-    local t = {}
-    for i = 1, 4 do
-      t[i] = string.char(n % 256)
-      n = math.floor(n / 256)
-    end
-    return table.concat(t)
-  end
-
   it("checks its CRC-32 against the standard value", function()
-    assert.equal(0xcbf43926, crc32("123456789"))
+    assert.equal(0xcbf43926, helpers.crc32("123456789"))
   end)
 
   it("rejects a file from a newer version with 'version'", function()
     local path = tmpname()
     assert.is_true(build(corpus(33, 5)):save(path))
-    local s = slurp(path)
-    local head = s:sub(1, 8) .. u32(2) .. s:sub(13, 24)
-    spit(path, head .. u32(crc32(head)) .. s:sub(29))
+    spit(path, helpers.with_version(slurp(path), 2))
     local ok, msg, code = bm25.load(path)
     assert.is_nil(ok)
     assert.equal("version", code)
     assert.matches("newer version", msg)
     os.remove(path)
   end)
-
-  local function rejected(path, bytes)
-    spit(path, bytes)
-    local ok, msg, code = bm25.load(path)
-    assert.is_nil(ok, "a damaged file loaded")
-    assert.is_string(msg)
-    assert.is_truthy(code == "corrupt" or code == "format" or code == "version", code)
-  end
 
   it("rejects every truncation of a saved file", function()
     local path = tmpname()
@@ -580,9 +513,9 @@ describe("rag.bm25 persistence", function()
     local s = slurp(path)
     local bad = tmpname()
     for n = 0, #s - 1 do
-      rejected(bad, s:sub(1, n))
+      helpers.rejected(bm25.load, bad, s:sub(1, n))
     end
-    rejected(bad, s .. "\0") -- and an extension
+    helpers.rejected(bm25.load, bad, s .. "\0") -- and an extension
     os.remove(path)
     os.remove(bad)
   end)
@@ -601,7 +534,7 @@ describe("rag.bm25 persistence", function()
       local pos, bit = r(#s), 2 ^ (r(8) - 1)
       local byte = s:byte(pos)
       local flipped = (math.floor(byte / bit) % 2 == 1) and byte - bit or byte + bit
-      rejected(bad, s:sub(1, pos - 1) .. string.char(flipped) .. s:sub(pos + 1))
+      helpers.rejected(bm25.load, bad, s:sub(1, pos - 1) .. string.char(flipped) .. s:sub(pos + 1))
     end
     assert.is_truthy(bm25.load(path)) -- the original still loads
     os.remove(path)

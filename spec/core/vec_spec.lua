@@ -1,0 +1,355 @@
+-- rag.vec: exact search against scores computed in Lua for every metric and
+-- dtype, the AVX2 kernels against the portable ones, search_batch against
+-- search, ids (replace, swap-remove, ties, filters), refused vectors leaving
+-- the index unchanged, persistence (round trips, every truncation, bit
+-- flips, versions) and out-of-memory paths.
+local rag = require("rag")
+local helpers = require("spec.helpers")
+local data = require("spec.vecdata")
+
+local vec = rag.vec
+local METRICS = { "cosine", "dot", "l2" }
+local DTYPES = { "f32", "f16", "i8" }
+
+local function build(opts, vectors)
+  local v = vec.new(opts)
+  for i, x in ipairs(vectors) do
+    v:add("v" .. i, x)
+  end
+  return v
+end
+
+-- The stored (decoded) vectors of v, by id.
+local function stored(v, n)
+  local t = {}
+  for i = 1, n do
+    t["v" .. i] = v:get("v" .. i)
+  end
+  return t
+end
+
+local function near(a, b, tol)
+  return math.abs(a - b) <= tol * math.max(1, math.abs(a), math.abs(b))
+end
+
+describe("rag.vec pack and unpack", function()
+  it("round-trip float32 values and reject bad input", function()
+    local t = { 1, -2.5, 0, 1e-3, 3.4e38 }
+    local s = vec.pack(t)
+    assert.equal(20, #s)
+    assert.equal("\0\0\128\63", s:sub(1, 4)) -- 1.0f, little-endian
+    local u = vec.unpack(s)
+    assert.equal(5, #u)
+    assert.equal(-2.5, u[2])
+    assert.is_true(math.abs(u[4] - 1e-3) < 1e-10)
+    assert.same({}, vec.unpack(""))
+    assert.has_error(function() vec.pack({ 1, "x" }) end,
+      "rag.vec.pack: element 2 must be a number, got string")
+    assert.has_error(function() vec.unpack("abc") end,
+      "rag.vec.unpack: length 3 is not a multiple of 4")
+  end)
+end)
+
+describe("rag.vec search", function()
+  it("equals an exact search in Lua for every metric and dtype", function()
+    local vs = data.random(1, 120, 19)
+    local qs = data.random(2, 12, 19)
+    for _, metric in ipairs(METRICS) do
+      for _, dtype in ipairs(DTYPES) do
+        local v = build({ dim = 19, metric = metric, dtype = dtype }, vs)
+        local items = stored(v, #vs)
+        for _, q in ipairs(qs) do
+          local hits, ref = v:search(q, 10), data.topk(metric, items, q, 10)
+          assert.equal(10, #hits)
+          for i = 1, 10 do
+            assert.equal(ref[i].id, hits[i].id, metric .. " " .. dtype)
+            assert.is_true(near(ref[i].score, hits[i].score, 1e-5), metric .. " " .. dtype)
+          end
+        end
+      end
+    end
+  end)
+
+  it("stores f32 exactly, f16 rounded to nearest even and i8 with a per-row scale", function()
+    local v = vec.new({ dim = 4, metric = "dot", dtype = "f16" })
+    v:add("a", { 1 / 3, 65504, 1e-8, 3e-8 })
+    assert.same({ 0.333251953125, 65504, 0, 2 ^ -24 }, v:get("a"))
+    assert.has_error(function() v:add("b", { 0, 65520, 0, 0 }) end,
+      "rag.vec.add: component 2 is out of range")
+    local w = vec.new({ dim = 3, metric = "dot", dtype = "i8" })
+    w:add("a", { 2, -1, 0.5 })
+    local g = w:get("a")
+    assert.is_true(near(g[1], 2, 1e-6))
+    assert.is_true(near(g[2], -2 * 64 / 127, 1e-6)) -- -1 / (2/127) = -63.5 rounds to -64
+    assert.is_true(near(g[3], 2 * 32 / 127, 1e-6))
+    local c = vec.new({ dim = 2 })
+    c:add("a", { 3, 4 })
+    local u = c:get("a")
+    assert.is_true(near(u[1], 0.6, 1e-7) and near(u[2], 0.8, 1e-7)) -- normalised at insert
+    assert.is_nil(c:get("nope"))
+  end)
+
+  it("gives the same scores with the AVX2 kernels as with portable C", function()
+    for _, dim in ipairs({ 1, 7, 8, 9, 15, 16, 17, 31, 33, 100 }) do
+      local vs, qs = data.random(dim, 40, dim), data.random(dim + 1, 3, dim)
+      for _, metric in ipairs(METRICS) do
+        for _, dtype in ipairs(DTYPES) do
+          local a = build({ dim = dim, metric = metric, dtype = dtype }, vs)
+          local b = build({ dim = dim, metric = metric, dtype = dtype, simd = false }, vs)
+          assert.equal("portable", b:stats().kernel)
+          for _, q in ipairs(qs) do
+            local x, y = a:search(q, 40), b:search(q, 40)
+            local sx = {}
+            for _, h in ipairs(x) do
+              sx[h.id] = h.score
+            end
+            for _, h in ipairs(y) do
+              assert.is_true(near(sx[h.id], h.score, 1e-5), dim .. metric .. dtype)
+            end
+          end
+        end
+      end
+    end
+  end)
+
+  it("breaks ties by id, takes k beyond the count and accepts packed vectors", function()
+    local v = vec.new({ dim = 3, metric = "dot" })
+    for _, id in ipairs({ "c", "a", "b", 10, 9 }) do
+      v:add(id, { 1, 2, 3 })
+    end
+    local hits = v:search(vec.pack({ 1, 0, 0 }), 100)
+    local ids = {}
+    for i, h in ipairs(hits) do
+      ids[i] = h.id
+      assert.equal(1, h.score)
+    end
+    assert.same({ "10", "9", "a", "b", "c" }, ids)
+    assert.same({}, vec.new({ dim = 3 }):search({ 1, 0, 0 }, 5))
+  end)
+
+  it("replaces an existing id and removes by moving the last row", function()
+    local vs = data.random(3, 50, 8)
+    local v = build({ dim = 8, metric = "l2" }, vs)
+    assert.equal(50, #v)
+    v:add("v7", vs[20])
+    assert.equal(50, #v)
+    assert.same(v:get("v20"), v:get("v7"))
+    assert.is_true(v:remove("v1"))
+    assert.is_false(v:remove("v1"))
+    assert.is_true(v:remove("v50")) -- the last row
+    assert.equal(48, #v)
+    local items = stored(v, 50)
+    assert.is_nil(items.v1)
+    for i = 1, 10 do
+      local q = vs[i]
+      local hits, ref = v:search(q, 48), data.topk("l2", items, q, 48)
+      assert.equal(48, #hits)
+      for j = 1, 48 do
+        assert.equal(ref[j].id, hits[j].id)
+      end
+    end
+  end)
+
+  it("filters by a set or a list of ids; unknown ids are ignored", function()
+    local vs = data.random(4, 60, 6)
+    local v = build({ dim = 6 }, vs)
+    local items = stored(v, 60)
+    local keep = { v3 = true, v9 = true, v11 = true, nope = true, v12 = false }
+    local sub = { v3 = items.v3, v9 = items.v9, v11 = items.v11 }
+    local ref = data.topk("cosine", sub, vs[1], 10)
+    local a = v:search(vs[1], 10, { filter = keep })
+    local b = v:search(vs[1], 10, { filter = { "v3", "v9", "v11", "v11", "nope" } })
+    assert.equal(3, #a)
+    assert.same(a, b)
+    for i = 1, 3 do
+      assert.equal(ref[i].id, a[i].id)
+    end
+    assert.same({}, v:search(vs[1], 10, { filter = {} }))
+  end)
+
+  it("search_batch equals one search per query, from lists or packed strings", function()
+    local vs = data.lowrank(5, 700, 24, 6)
+    for _, dtype in ipairs(DTYPES) do
+      local v = build({ dim = 24, dtype = dtype }, vs)
+      local qs = data.lowrank(6, 9, 24, 6)
+      local packed = {}
+      for i, q in ipairs(qs) do
+        packed[i] = vec.pack(q)
+      end
+      local a = v:search_batch(qs, 7)
+      local b = v:search_batch(table.concat(packed), 7)
+      assert.equal(9, #a)
+      for i, q in ipairs(qs) do
+        assert.same(v:search(q, 7), a[i])
+        assert.same(a[i], b[i])
+      end
+    end
+    assert.same({}, vec.new({ dim = 2 }):search_batch({}, 3))
+  end)
+end)
+
+describe("rag.vec refused vectors", function()
+  it("raise a clear error and leave the index unchanged", function()
+    for _, dtype in ipairs(DTYPES) do
+      local v = build({ dim = 3, dtype = dtype }, data.random(7, 20, 3))
+      local before = v:search({ 1, 1, 1 }, 20)
+      local cases = {
+        { { 1, 0 / 0, 0 }, "rag.vec.add: component 2 is NaN" },
+        { { 1, 0, math.huge }, "rag.vec.add: component 3 is infinite" },
+        { { -math.huge, 0, 1 }, "rag.vec.add: component 1 is infinite" },
+        { { 0, 0, 0 }, "rag.vec.add: zero vector under cosine" },
+        { { 1, 2e15, 0 }, "rag.vec.add: component 2 is out of range" },
+        { { 1, 2 }, "rag.vec.add: vector has 2 components, the index has dim 3" },
+        { vec.pack({ 1, 2 }), "rag.vec.add: a packed vector must have 12 bytes (dim 3), got 8" },
+        { { 1, "2", 3 }, "rag.vec.add: component 2 must be a number, got string" },
+        { 5, "rag.vec.add: vector must be a table of numbers or a packed string, got number" },
+      }
+      for _, c in ipairs(cases) do
+        assert.has_error(function() v:add("v1", c[1]) end, c[2])
+        assert.has_error(function() v:add("new", c[1]) end, c[2])
+      end
+      assert.equal(20, #v)
+      assert.same(before, v:search({ 1, 1, 1 }, 20))
+      assert.has_error(function() v:search({ 0, 0 / 0, 0 }) end,
+        "rag.vec.search: component 2 is NaN")
+      assert.has_error(function() v:search_batch({ { 1, 1, 1 }, { 0, 0, 0 } }) end,
+        "rag.vec.search_batch: zero vector under cosine")
+    end
+    local d = vec.new({ dim = 2, metric = "dot" })
+    d:add("z", { 0, 0 }) -- a zero vector is fine under dot and l2
+    assert.equal(0, d:search({ 1, 1 }, 1)[1].score)
+  end)
+
+  it("raise for bad options, arguments and a closed index", function()
+    local function raises(pat, f)
+      local ok, err = pcall(f)
+      assert.is_false(ok, pat)
+      assert.matches(pat, tostring(err), 1, true)
+    end
+    raises("option 'dim' is required", function() vec.new({}) end)
+    raises("option 'dim' must be an integer in [1, 65536]", function() vec.new({ dim = 0 }) end)
+    raises("option 'dim' must be an integer", function() vec.new({ dim = 1.5 }) end)
+    raises("metric must be", function() vec.new({ dim = 2, metric = "cos" }) end)
+    raises("dtype must be", function() vec.new({ dim = 2, dtype = "f64" }) end)
+    raises("unknown option 'dims'", function() vec.new({ dim = 2, dims = 3 }) end)
+    raises("option 'simd' must be a boolean", function() vec.new({ dim = 2, simd = 1 }) end)
+    local v = vec.new({ dim = 2 })
+    raises("id must be a string or a number", function() v:add(nil, { 1, 1 }) end)
+    raises("k must be a positive integer", function() v:search({ 1, 1 }, 0) end)
+    raises("unknown option 'ef'", function() v:search({ 1, 1 }, 1, { ef = 3 }) end)
+    raises("filter must be a set", function() v:search({ 1, 1 }, 1, { filter = { a = 1 } }) end)
+    raises("packed queries must be a multiple of 8 bytes",
+      function() v:search_batch("abc", 1) end)
+    v:add("a", { 1, 1 })
+    assert.equal("rag.vec (1 vectors, dim 2)", tostring(v))
+    v:close()
+    v:close()
+    assert.equal("rag.vec (closed)", tostring(v))
+    for _, f in ipairs({
+      function() v:add("a", { 1, 1 }) end, function() v:search({ 1, 1 }) end,
+      function() v:remove("a") end, function() return #v end, function() v:stats() end,
+      function() v:save("/tmp/x") end, function() v:search_batch({}) end,
+      function() v:get("a") end,
+    }) do
+      raises("index is closed", f)
+    end
+  end)
+end)
+
+describe("rag.vec persistence", function()
+  it("round-trips every metric and dtype: same results, same bytes", function()
+    local vs = data.random(8, 80, 13)
+    for _, metric in ipairs(METRICS) do
+      for _, dtype in ipairs(DTYPES) do
+        local v = build({ dim = 13, metric = metric, dtype = dtype }, vs)
+        v:remove("v5")
+        local p, p2 = helpers.tmpname(), helpers.tmpname()
+        assert.is_true(v:save(p))
+        local w = assert(vec.load(p))
+        assert.same(v:stats().count, w:stats().count)
+        assert.equal(metric, w:stats().metric)
+        assert.equal(dtype, w:stats().dtype)
+        for i = 1, 5 do
+          assert.same(v:search(vs[i], 20), w:search(vs[i], 20))
+        end
+        assert.is_true(w:save(p2))
+        assert.equal(helpers.read(p), helpers.read(p2))
+        os.remove(p)
+        os.remove(p2)
+      end
+    end
+    local p = helpers.tmpname()
+    assert.is_true(vec.new({ dim = 5 }):save(p))
+    assert.equal(0, #assert(vec.load(p)))
+    os.remove(p)
+  end)
+
+  it("reports io, format and version failures as nil, msg, code", function()
+    local ok, msg, code = vec.load("/nonexistent/x.vec")
+    assert.is_nil(ok)
+    assert.equal("io", code)
+    assert.matches("^rag.vec.load: '/nonexistent/x.vec': ", msg)
+    ok, msg, code = vec.new({ dim = 2 }):save("/nonexistent/dir/x")
+    assert.is_nil(ok)
+    assert.equal("io", code)
+    assert.matches("^rag.vec.save: ", msg)
+    local p = helpers.tmpname()
+    helpers.write(p, "RAGBM25\0 not a vector index")
+    ok, msg, code = vec.load(p)
+    assert.equal("format", code)
+    assert.matches("not a vector index %(bad magic%)", msg)
+    assert.is_true(build({ dim = 3 }, data.random(9, 4, 3)):save(p))
+    helpers.write(p, helpers.with_version(helpers.read(p), 2))
+    ok, msg, code = vec.load(p)
+    assert.is_nil(ok)
+    assert.equal("version", code)
+    assert.matches("newer version", msg)
+    os.remove(p)
+  end)
+
+  it("rejects every truncation and bit flips of a saved file", function()
+    for _, dtype in ipairs(DTYPES) do
+      local p = helpers.tmpname()
+      local v = build({ dim = 5, dtype = dtype, metric = "l2" }, data.random(10, 12, 5))
+      assert.is_true(v:save(p))
+      helpers.rejects_damage(vec.load, p, 200, 11)
+      assert.is_truthy(vec.load(p))
+      os.remove(p)
+    end
+  end)
+end)
+
+describe("rag.vec out of memory", function()
+  if not rag.core._fail_alloc then
+    it("needs a RAG_TESTING build", function()
+      pending("run make asan")
+    end)
+    return
+  end
+
+  it("add, search, search_batch, save and load fail cleanly at every fault point", function()
+    helpers.oom_walk(function() vec.new({ dim = 4 }):close() end)
+    local vs = data.random(12, 70, 4)
+    local v = build({ dim = 4, dtype = "i8" }, vs)
+    local function same()
+      return v:search(vs[1], 70)
+    end
+    local before = same()
+    local function unchanged()
+      assert.same(before, same())
+    end
+    local grow = vec.new({ dim = 4, dtype = "i8" })
+    for i = 1, 64 do
+      grow:add(i, vs[i])
+    end
+    helpers.oom_walk(function() grow:add("65th", vs[65]) end, function()
+      assert.equal(64, #grow)
+    end)
+    helpers.oom_walk(function() v:search(vs[2], 5, { filter = { "v1", "v2" } }) end, unchanged)
+    helpers.oom_walk(function() v:search_batch({ vs[1], vs[2] }, 5) end, unchanged)
+    local p = helpers.tmpname()
+    helpers.oom_walk(function() assert(v:save(p)) end, unchanged)
+    assert.is_true(helpers.oom_walk(function() assert(vec.load(p)):close() end) >= 3)
+    os.execute("rm -f " .. p .. " " .. p .. ".tmp-*")
+  end)
+end)
