@@ -10,6 +10,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RAG_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -217,10 +218,15 @@ AVX_ROWS(a_l2_f16, uint16_t, v_l2_f16, 1.0f)
 AVX_ROWS(a_dot_i8, int8_t, v_dot_i8, scales[i])
 AVX_ROWS(a_l2_i8, int8_t, v_l2_i8, scales[i])
 
+/* AVX2, FMA and F16C, with the OS saving the YMM registers (CPUID, XGETBV). */
 static int cpu_has_avx2(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  unsigned a, b, c, d, lo, hi;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  if (!(c & bit_OSXSAVE) || !(c & bit_AVX) || !(c & bit_FMA) || !(c & bit_F16C)) return 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 6u) != 6u) return 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  return (b & bit_AVX2) != 0;
 }
 #endif
 
