@@ -172,6 +172,19 @@ describe("bin/rag", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/05_vectors.lua offline", function()
+    local out = lines(env .. lua .. " examples/05_vectors.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("2000 vectors in each index", 1, true), out)
+    assert.truthy(out:find("  1. exact doc997   0.9834   hnsw doc997   0.9834", 1, true), out)
+    assert.truthy(out:find("after removing half: 1000 live, 1000 tombstones", 1, true), out)
+    assert.truthy(out:find("loaded 1000 vectors; same top hit: true", 1, true), out)
+    assert.truthy(out:find("a missing file: nil rag.hnsw.load: '/nonexistent/vectors.hnsw': ", 1,
+      true), out)
+    assert.truthy(out:find("a NaN component:\trag.hnsw.add: component 5 is NaN", 1, true),
+      out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/04_bm25.lua offline", function()
     local out = lines(env .. lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)
