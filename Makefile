@@ -41,7 +41,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
-  bench-tokenizer bench-chunk bench-bm25 fuzz check-exports clean
+  bench-tokenizer bench-chunk bench-bm25 bench-ann fuzz check-exports clean
 
 all: $(SO)
 
@@ -123,6 +123,14 @@ bench-chunk: all
 # docs/s, queries/s, nDCG@10 and Recall@100 of rag.bm25 on SciFact
 bench-bm25: all
 	@$(RUN) $(LUA) bench/bm25.lua $(DATA)/scifact
+
+# rag.hnsw and rag.vec against hnswlib and FAISS (Debian's) on seeded data:
+# recall@10 and queries/s over an ef sweep, build time, memory, removals.
+# ANN_ARGS="--n 100000 --dim 384" for the larger set.
+ANN_ARGS ?=
+bench-ann: all
+	@sh .ci/deps python3-hnswlib python3-faiss python3-numpy
+	@$(RUN) $(LUA) bench/ann.lua --peer --remove 0.2 $(ANN_ARGS)
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

@@ -135,6 +135,21 @@ ROWS(p_l2_f16, uint16_t, l2_f16(q, x, d))
 ROWS(p_dot_i8, int8_t, dot_i8(q, x, d, scales[i]))
 ROWS(p_l2_i8, int8_t, l2_i8(q, x, d, scales[i]))
 
+/* One-row forms of the portable kernels. */
+#define ONE(name, T, expr)                                                     \
+  static float name(const float *q, const void *row, size_t d, float s) {   \
+    const T *x = (const T *)row;                                               \
+    (void)s;                                                                   \
+    return (expr);                                                             \
+  }
+
+ONE(o_dot_f32, float, dot_f32(q, x, d))
+ONE(o_l2_f32, float, l2_f32(q, x, d))
+ONE(o_dot_f16, uint16_t, dot_f16(q, x, d))
+ONE(o_l2_f16, uint16_t, l2_f16(q, x, d))
+ONE(o_dot_i8, int8_t, dot_i8(q, x, d, s))
+ONE(o_l2_i8, int8_t, l2_i8(q, x, d, s))
+
 /* {====== AVX2 kernels ======} */
 
 #ifdef RAG_X86
@@ -211,6 +226,18 @@ AVX_KERNEL(v_l2_i8, int8_t, load_i8, L2I8_STEP, NEG, { float e = q[i] - s * (flo
     for (i = 0; i < n; i++, r += rb) out[i] = kern(q, (const T *)(const void *)r, d, SC);  \
   }
 
+#define AVX_ONE(name, T, kern)                                                   \
+  AVX static float name(const float *q, const void *row, size_t d, float s) { \
+    return kern(q, (const T *)row, d, s);                                      \
+  }
+
+AVX_ONE(b_dot_f32, float, v_dot_f32)
+AVX_ONE(b_l2_f32, float, v_l2_f32)
+AVX_ONE(b_dot_f16, uint16_t, v_dot_f16)
+AVX_ONE(b_l2_f16, uint16_t, v_l2_f16)
+AVX_ONE(b_dot_i8, int8_t, v_dot_i8)
+AVX_ONE(b_l2_i8, int8_t, v_l2_i8)
+
 AVX_ROWS(a_dot_f32, float, v_dot_f32, 1.0f)
 AVX_ROWS(a_l2_f32, float, v_l2_f32, 1.0f)
 AVX_ROWS(a_dot_f16, uint16_t, v_dot_f16, 1.0f)
@@ -242,13 +269,19 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->metric = metric;
   k->dim = dim;
   k->rowbytes = dim * width[dtype];
+  static const rag_score1_fn plain1[RAG_NDTYPES][2] = {
+      {o_dot_f32, o_l2_f32}, {o_dot_f16, o_l2_f16}, {o_dot_i8, o_l2_i8}};
   k->score = plain[dtype][l2];
+  k->one = plain1[dtype][l2];
   k->simd = 0;
 #ifdef RAG_X86
   if (!portable && cpu_has_avx2()) {
     static const rag_score_fn fast[RAG_NDTYPES][2] = {
         {a_dot_f32, a_l2_f32}, {a_dot_f16, a_l2_f16}, {a_dot_i8, a_l2_i8}};
+    static const rag_score1_fn fast1[RAG_NDTYPES][2] = {
+        {b_dot_f32, b_l2_f32}, {b_dot_f16, b_l2_f16}, {b_dot_i8, b_l2_i8}};
     k->score = fast[dtype][l2];
+    k->one = fast1[dtype][l2];
     k->simd = 1;
   }
 #else

@@ -25,8 +25,12 @@ typedef enum rag_dtype { RAG_F32 = 0, RAG_F16, RAG_I8, RAG_NDTYPES } rag_dtype;
 typedef void (*rag_score_fn)(const float *q, const void *rows, const float *scales, size_t n,
                              size_t dim, size_t rowbytes, float *out);
 
+/* Scores one row (scale: its i8 scale, else 1). */
+typedef float (*rag_score1_fn)(const float *q, const void *row, size_t dim, float scale);
+
 typedef struct rag_kernel {
   rag_score_fn score;
+  rag_score1_fn one;
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;
@@ -40,9 +44,7 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
 /* The score of one row. */
 static inline float rag_kernel_score1(const rag_kernel *k, const float *q, const void *row,
                                       float scale) {
-  float s;
-  k->score(q, row, &scale, 1, k->dim, k->rowbytes, &s);
-  return s;
+  return k->one(q, row, k->dim, scale);
 }
 
 /*

@@ -116,10 +116,14 @@ static uint32_t *links(const rag_hnsw *h, size_t i, unsigned lc) {
 }
 
 static float dist(const rag_hnsw *h, const float *q, size_t i) {
-  float s;
-  h->kern.score(q, row_at(h, i), h->scales ? h->scales + i : NULL, 1, h->kern.dim,
-                h->kern.rowbytes, &s);
-  return -s;
+  return -h->kern.one(q, row_at(h, i), h->kern.dim, h->scales ? h->scales[i] : 1.0f);
+}
+
+/* Asks the cache for node i's row ahead of its use. */
+static void prefetch_row(const rag_hnsw *h, size_t i) {
+  const char *p = (const char *)row_at(h, i);
+  size_t off, n = h->kern.rowbytes < 128 ? h->kern.rowbytes : 128;
+  for (off = 0; off < n; off += 64) __builtin_prefetch(p + off);
 }
 
 /* Node i as a query: its own row for f32, else decoded into buf. */
@@ -338,10 +342,17 @@ static int cq_push(rag_hnsw *h, float d, uint32_t id) {
 }
 
 static void rs_push(rag_hnsw *h, float d, uint32_t id, size_t ef) {
-  h->rs[h->rsn].d = d;
-  h->rs[h->rsn].id = id;
+  cand x;
+  x.d = d;
+  x.id = id;
+  if (h->rsn == ef) { /* full: the new one replaces the farthest */
+    if (!closer(x, h->rs[0])) return;
+    h->rs[0] = x;
+    heap_down(h->rs, h->rsn, 1);
+    return;
+  }
+  h->rs[h->rsn] = x;
   heap_up(h->rs, h->rsn++, 1);
-  if (h->rsn > ef) heap_pop(h->rs, &h->rsn, 1);
 }
 
 /* May node i be a result: live, and in the filter when there is one. */
@@ -364,18 +375,23 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
   while (h->cqn > 0) {
     cand c = h->cq[0];
     const uint32_t *ln;
-    uint32_t j, cnt;
+    uint32_t j, cnt, m, fresh[2 * RAG_HNSW_MAX_M];
     if (h->rsn == ef && c.d > h->rs[0].d) break;
     heap_pop(h->cq, &h->cqn, 0);
+    if (h->cqn > 0) __builtin_prefetch(links(h, h->cq[0].id, lc));
     ln = links(h, c.id, lc);
     cnt = ln[0];
-    for (j = 1; j <= cnt; j++) {
+    /* the unvisited neighbours first, their rows fetched while the rest waits */
+    for (j = 1, m = 0; j <= cnt; j++) {
       uint32_t nb = ln[j];
-      float d;
-      if (j < cnt) __builtin_prefetch(row_at(h, ln[j + 1]));
       if (h->visit[nb] == h->vtag) continue;
       h->visit[nb] = h->vtag;
-      d = dist(h, q, nb);
+      fresh[m++] = nb;
+      prefetch_row(h, nb);
+    }
+    for (j = 0; j < m; j++) {
+      uint32_t nb = fresh[j];
+      float d = dist(h, q, nb);
       if (h->rsn < ef || d < h->rs[0].d) {
         if (!cq_push(h, d, nb)) return RAG_ENOMEM;
         if (usable(h, nb, filtered)) rs_push(h, d, nb, ef);
