@@ -34,8 +34,9 @@
 -- Debian's python3-hnswlib 0.6.2 (M 16, ef_construction 200, seed 100,
 -- space 'ip') and python3-faiss 1.7.3 (IndexFlatIP), one thread, timed with
 -- time.process_time (CPU time, like os.clock); a Python loop of single-row
--- queries, as ours is a Lua loop. Both Debian builds are generic x86-64 (SSE, no AVX); rag picks AVX2
--- kernels at run time, so part of any speed ratio is the wider SIMD.
+-- queries, as ours is a Lua loop. Both Debian builds are generic x86-64
+-- (SSE, no AVX); rag picks AVX2 kernels at run time, so part of any speed
+-- ratio is the wider SIMD.
 --   lua5.4 bench/ann.lua --peer
 --   lua5.4 bench/ann.lua --n 100000 --dim 384 --peer --remove 0.2
 local rag = require("rag")
