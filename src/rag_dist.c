@@ -337,7 +337,7 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
     float m = 0;
     for (i = 0; i < d; i++)
       if (fabsf(v[i]) > m) m = fabsf(v[i]);
-    if (m > 0) *scale = m / 127.0f;
+    if (m / 127.0f > 0) *scale = m / 127.0f; /* else zeros (m underflows when scaled) */
     for (i = 0; i < d; i++) {
       long x = lrintf(v[i] / *scale);
       c[i] = (int8_t)(x > 127 ? 127 : x < -127 ? -127 : x);

@@ -23,7 +23,7 @@ size_t rag_topk_sort(rag_topk *t);
 
 /* The add, with the common rejection inlined. */
 static inline void rag_topk_push(rag_topk *t, uint32_t slot, double score) {
-  if (t->n == t->k && score < t->h[0].score) return;
+  if (t->n == t->k && (t->k == 0 || score < t->h[0].score)) return;
   rag_topk_add(t, slot, score);
 }
 

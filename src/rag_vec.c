@@ -226,7 +226,7 @@ int rag_vec_search(rag_vec *v, const float *q, size_t k, const rag_id_filter *fi
   int rc = prepare(v, q, v->tmp, bad);
   *hits = NULL;
   *n = 0;
-  if (rc != RAG_OK) return rc;
+  if (rc != RAG_OK || kk == 0) return rc;
   if ((rc = scratch_fit(v, kk, BLOCK)) != RAG_OK) return rc;
   rag_topk_init(&t, v->hits, kk, &v->ids);
   if (filter == NULL) {
@@ -267,6 +267,7 @@ int rag_vec_search_batch(rag_vec *v, const float *qs, size_t nq, size_t k,
       return rc;
     }
   }
+  if (kk == 0) return RAG_OK; /* an empty index or k = 0: no hits */
   /* the heaps' states live after the hits, in the same scratch */
   {
     size_t extra = (nq * sizeof(rag_topk) + sizeof(rag_hit) - 1) / sizeof(rag_hit);

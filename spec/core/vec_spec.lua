@@ -82,6 +82,10 @@ describe("rag.vec search", function()
     assert.is_true(near(g[1], 2, 1e-6))
     assert.is_true(near(g[2], -2 * 64 / 127, 1e-6)) -- -1 / (2/127) = -63.5 rounds to -64
     assert.is_true(near(g[3], 2 * 32 / 127, 1e-6))
+    -- components so small that max / 127 underflows are stored as zeros
+    w:add("tiny", { 1e-44, -1e-45, 0 })
+    assert.same({ 0, 0, 0 }, w:get("tiny"))
+    assert.equal(2, #w:search({ 1, 1, 1 }, 5))
     local c = vec.new({ dim = 2 })
     c:add("a", { 3, 4 })
     local u = c:get("a")
