@@ -355,8 +355,13 @@ static void rs_push(rag_hnsw *h, float d, uint32_t id, size_t ef) {
   heap_up(h->rs, h->rsn++, 1);
 }
 
-/* May node i be a result: live, and in the filter when there is one. */
+#define BUILDING (-1) /* search_layer for an insertion: tombstones may be links */
+
+/* May node i be a result: any node while building; else live, and in the
+** filter when there is one. Linking to tombstones, as hnswlib does, keeps
+** every new node reachable however many nodes around it were removed. */
 static int usable(const rag_hnsw *h, uint32_t i, int filtered) {
+  if (filtered == BUILDING) return 1;
   return !dead(h, i) && (!filtered || h->allow[i] == h->aepoch);
 }
 
@@ -466,7 +471,7 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   cur = descend(h, q, top, &dcur);
   for (lc = top + 1; lc-- > 0;) {
     size_t m, i;
-    int rc = search_layer(h, q, cur, dcur, h->o.ef_construction, lc, 0);
+    int rc = search_layer(h, q, cur, dcur, h->o.ef_construction, lc, BUILDING);
     if (rc != RAG_OK) return rc;
     memcpy(h->sel, h->rs, h->rsn * sizeof *h->sel);
     m = select_heuristic(h, h->sel, h->rsn, h->M);
@@ -561,15 +566,14 @@ static int insert_stored(rag_hnsw *h, const char *id, size_t idlen, uint32_t old
     return rc;
   }
   q = as_query(h, s, h->q);
-  if (old != NONE) h->level[old] |= DEAD; /* kept out of the new links */
   rc = find_links(h, q, L);
   if (rc != RAG_OK) {
-    if (old != NONE) h->level[old] &= (uint8_t)~DEAD;
     h->rng = rng;
     return rc;
   }
   if (old != NONE) {
     rag_ids_unlink(&h->ids, old);
+    h->level[old] |= DEAD;
     h->nlive--;
   }
   rag_ids_push(&h->ids, id, idlen);
@@ -717,13 +721,20 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
   if (filter != NULL) {
     size_t na;
     if ((rc = mark_filter(h, filter, &na)) != RAG_OK) return rc;
-    if (na <= EXACT_FILTER || na <= h->nlive / 8) {
+    if (na <= EXACT_FILTER || na <= h->nlive / 8 || ef >= h->nlive) {
       for (i = 0; i < na; i++) rag_topk_push(&t, h->slots[i], -(double)dist(h, h->q, h->slots[i]));
       *n = rag_topk_sort(&t);
       *hits = h->hits;
       return RAG_OK;
     }
     filtered = 1;
+  }
+  if (ef >= h->nlive) { /* the beam would hold every node: score them all */
+    for (i = 0; i < h->n; i++)
+      if (!dead(h, i)) rag_topk_push(&t, (uint32_t)i, -(double)dist(h, h->q, i));
+    *n = rag_topk_sort(&t);
+    *hits = h->hits;
+    return RAG_OK;
   }
   if ((rc = scratch_fit(h, ef)) != RAG_OK) return rc;
   {

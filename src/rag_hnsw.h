@@ -74,7 +74,8 @@ int rag_hnsw_compact(rag_hnsw *h);
 ** max(ef, k) (ef 0: the index's ef_search). With `filter`, only those ids
 ** come back: a selective filter (at most an eighth of the nodes, or 2048)
 ** is searched exactly, a broad one through the graph. *hits is valid until
-** the next call. RAG_EINVAL (*bad), RAG_ENOMEM.
+** the next call. A beam as large as the live nodes scores them all (exact).
+** RAG_EINVAL (*bad), RAG_ENOMEM.
 */
 int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
                     const rag_id_filter *filter, const rag_hit **hits, size_t *n,

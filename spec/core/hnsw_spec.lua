@@ -205,6 +205,25 @@ describe("rag.hnsw changes", function()
     assert.equal("again", h:search(QS[1], 5)[1].id)
   end)
 
+  it("keeps new vectors reachable after the only live one is replaced", function()
+    for seed = 1, 20 do
+      local h = hnsw.new({ dim = 2, seed = seed })
+      h:add("a", { 1, 0 })
+      h:add("a", { 0, 1 })
+      for i = 1, 8 do
+        h:add("n" .. i, { i, 1 })
+      end
+      assert.equal(9, #h)
+      assert.equal(9, #h:search({ 0, 1 }, 10, { ef = 8 }), "seed " .. seed)
+    end
+  end)
+
+  it("answers a huge k without a huge beam", function()
+    local h = build({ dim = 4, M = 4 }, data.random(30, 50, 4))
+    assert.equal(50, #h:search({ 1, 2, 3, 4 }, 1e12))
+    assert.is_true(h:stats().memory < 1e6)
+  end)
+
   it("refuses bad vectors with a clear error, leaving the index unchanged", function()
     local h = build({ dim = 3, M = 4 }, data.random(25, 30, 3))
     local before = h:search({ 1, 1, 1 }, 30)
