@@ -38,6 +38,13 @@ const char *lrag_code(int rc) {
   }
 }
 
+int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
+                  int err) {
+  if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
+  if (rc == RAG_EIO) return lrag_fail(L, "io", "%s: '%s': %s", fname, path, strerror(err));
+  return lrag_fail(L, lrag_code(rc), "%s: '%s': %s", fname, path, why);
+}
+
 /* {====== Options ======} */
 
 void lrag_checkopts(lua_State *L, int idx, const char *fname,

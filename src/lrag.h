@@ -44,6 +44,13 @@ struct rag_tokenizer *lrag_totokenizer(lua_State *L, int idx, const char *fname)
 */
 int lrag_fail(lua_State *L, const char *code, const char *fmt, ...);
 
+/*
+** The outcome of a failed load of `path`: raises for RAG_ENOMEM, else
+** returns nil, "fname: 'path': reason", code (strerror(err) for RAG_EIO).
+*/
+int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
+                  int err);
+
 /* Maps a core status to its `code` string ("http", "timeout", ...). */
 const char *lrag_code(int rc);
 

@@ -107,10 +107,7 @@ static int bm25_load(lua_State *L) {
   const char *why;
   lbm25 *u = push_index(L);
   int err, rc = rag_bm25_load(path, &u->b, &why, &err);
-  if (rc == RAG_ENOMEM) return luaL_error(L, "rag.bm25.load: not enough memory");
-  if (rc == RAG_EIO)
-    return lrag_fail(L, "io", "rag.bm25.load: '%s': %s", path, strerror(err));
-  if (rc != RAG_OK) return lrag_fail(L, lrag_code(rc), "rag.bm25.load: '%s': %s", path, why);
+  if (rc != RAG_OK) return lrag_loadfail(L, rc, "rag.bm25.load", path, why, err);
   return 1;
 }
 

@@ -70,9 +70,7 @@ static int hnsw_load(lua_State *L) {
   rag_hnsw *h;
   lhnsw *u;
   int err, rc = rag_hnsw_load(path, &h, &why, &err);
-  if (rc == RAG_ENOMEM) return luaL_error(L, "rag.hnsw.load: not enough memory");
-  if (rc == RAG_EIO) return lrag_fail(L, "io", "rag.hnsw.load: '%s': %s", path, strerror(err));
-  if (rc != RAG_OK) return lrag_fail(L, lrag_code(rc), "rag.hnsw.load: '%s': %s", path, why);
+  if (rc != RAG_OK) return lrag_loadfail(L, rc, "rag.hnsw.load", path, why, err);
   box->p = h;
   u = push_index(L, rag_hnsw_config(h)->dim);
   u->h = h;
@@ -106,17 +104,12 @@ static int hnsw_remove(lua_State *L) {
 
 static int hnsw_get(lua_State *L) {
   lhnsw *u = check_open(L, "rag.hnsw.get");
-  size_t idlen, i;
+  size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.hnsw.get", &idlen);
-  if (!rag_hnsw_get(u->h, id, idlen, u->in)) {
+  if (rag_hnsw_get(u->h, id, idlen, u->in))
+    lrag_pushfloats(L, u->in, u->dim);
+  else
     lua_pushnil(L);
-    return 1;
-  }
-  lua_createtable(L, (int)u->dim, 0);
-  for (i = 0; i < u->dim; i++) {
-    lua_pushnumber(L, u->in[i]);
-    lua_rawseti(L, -2, (int)i + 1);
-  }
   return 1;
 }
 
@@ -130,26 +123,13 @@ static int hnsw_search(lua_State *L) {
   lhnsw *u = check_open(L, fname);
   size_t k, n, ef = 0;
   const rag_hit *hits;
-  rag_id_filter f, *fp = NULL;
+  rag_id_filter f, *fp;
   rag_vec_bad bad;
   int rc;
   lrag_checkvector(L, 2, u->dim, fname, u->in);
   k = lrag_optk(L, 3, fname, 10);
-  if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
-    luaL_error(L, "rag.hnsw.search: opts must be a table, got %s", luaL_typename(L, 4));
-  lrag_checkopts(L, 4, fname, allowed);
-  if (lua_istable(L, 4)) {
-    ef = lrag_optint(L, 4, "ef", 0, 1, RAG_HNSW_MAX_EF, fname);
-    lua_getfield(L, 4, "filter");
-    if (!lua_isnil(L, -1)) {
-      const char **ids;
-      size_t *lens;
-      f.n = lrag_checkfilter(L, -1, fname, &ids, &lens);
-      f.ids = ids;
-      f.lens = lens;
-      fp = &f;
-    }
-  }
+  fp = lrag_searchopts(L, 4, fname, allowed, &f);
+  if (lua_istable(L, 4)) ef = lrag_optint(L, 4, "ef", 0, 1, RAG_HNSW_MAX_EF, fname);
   rc = rag_hnsw_search(u->h, u->in, k, ef, fp, &hits, &n, &bad);
   if (rc == RAG_EINVAL) return lrag_badvector(L, fname, u->dim, &bad);
   if (rc != RAG_OK) return lrag_raise(L, rc, fname);

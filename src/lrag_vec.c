@@ -66,6 +66,31 @@ int lrag_raise(lua_State *L, int rc, const char *fname) {
   return luaL_error(L, "%s: %s", fname, rag_strerror(rc));
 }
 
+void lrag_pushfloats(lua_State *L, const float *x, size_t n) {
+  size_t i;
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushnumber(L, x[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+}
+
+rag_id_filter *lrag_searchopts(lua_State *L, int idx, const char *fname,
+                               const char *const allowed[], rag_id_filter *f) {
+  const char **ids;
+  size_t *lens;
+  if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
+    luaL_error(L, "%s: opts must be a table, got %s", fname, luaL_typename(L, idx));
+  lrag_checkopts(L, idx, fname, allowed);
+  if (!lua_istable(L, idx)) return NULL;
+  lua_getfield(L, idx, "filter");
+  if (lua_isnil(L, -1)) return NULL;
+  f->n = lrag_checkfilter(L, -1, fname, &ids, &lens);
+  f->ids = ids;
+  f->lens = lens;
+  return f;
+}
+
 static const char *const metric_names[] = {"cosine", "dot", "l2", NULL};
 static const char *const dtype_names[] = {"f32", "f16", "i8", NULL};
 
@@ -180,9 +205,7 @@ static int vec_load(lua_State *L) {
   rag_vec *v;
   lvec *u;
   int err, rc = rag_vec_load(path, &v, &why, &err);
-  if (rc == RAG_ENOMEM) return luaL_error(L, "rag.vec.load: not enough memory");
-  if (rc == RAG_EIO) return lrag_fail(L, "io", "rag.vec.load: '%s': %s", path, strerror(err));
-  if (rc != RAG_OK) return lrag_fail(L, lrag_code(rc), "rag.vec.load: '%s': %s", path, why);
+  if (rc != RAG_OK) return lrag_loadfail(L, rc, "rag.vec.load", path, why, err);
   box->p = v;
   u = push_lvec(L, rag_vec_config(v)->dim);
   u->v = v;
@@ -216,17 +239,12 @@ static int vec_remove(lua_State *L) {
 
 static int vec_get(lua_State *L) {
   lvec *u = check_lvec(L, "rag.vec.get");
-  size_t idlen, i;
+  size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.vec.get", &idlen);
-  if (!rag_vec_get(u->v, id, idlen, u->in)) {
+  if (rag_vec_get(u->v, id, idlen, u->in))
+    lrag_pushfloats(L, u->in, u->dim);
+  else
     lua_pushnil(L);
-    return 1;
-  }
-  lua_createtable(L, (int)u->dim, 0);
-  for (i = 0; i < u->dim; i++) {
-    lua_pushnumber(L, u->in[i]);
-    lua_rawseti(L, -2, (int)i + 1);
-  }
   return 1;
 }
 
@@ -239,25 +257,12 @@ static int vec_search(lua_State *L) {
   lvec *u = check_lvec(L, "rag.vec.search");
   size_t k, n;
   const rag_hit *hits;
-  rag_id_filter f, *fp = NULL;
+  rag_id_filter f, *fp;
   rag_vec_bad bad;
   int rc;
   lrag_checkvector(L, 2, u->dim, "rag.vec.search", u->in);
   k = lrag_optk(L, 3, "rag.vec.search", 10);
-  if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
-    luaL_error(L, "rag.vec.search: opts must be a table, got %s", luaL_typename(L, 4));
-  lrag_checkopts(L, 4, "rag.vec.search", allowed);
-  if (lua_istable(L, 4)) {
-    lua_getfield(L, 4, "filter");
-    if (!lua_isnil(L, -1)) {
-      const char **ids;
-      size_t *lens;
-      f.n = lrag_checkfilter(L, -1, "rag.vec.search", &ids, &lens);
-      f.ids = ids;
-      f.lens = lens;
-      fp = &f;
-    }
-  }
+  fp = lrag_searchopts(L, 4, "rag.vec.search", allowed, &f);
   rc = rag_vec_search(u->v, u->in, k, fp, &hits, &n, &bad);
   if (rc == RAG_EINVAL) return lrag_badvector(L, "rag.vec.search", u->dim, &bad);
   if (rc != RAG_OK) return lrag_raise(L, rc, "rag.vec.search");

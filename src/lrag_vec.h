@@ -26,4 +26,14 @@ int lrag_raise(lua_State *L, int rc, const char *fname);
 /* Pushes { count, dim, metric, dtype, memory, kernel }. */
 void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory);
 
+/* Pushes n floats as a Lua array. */
+void lrag_pushfloats(lua_State *L, const float *x, size_t n);
+
+/*
+** Checks a search's opts at idx (nil or a table with keys in `allowed`) and
+** reads opts.filter into *f; returns f, or NULL when there is no filter.
+*/
+rag_id_filter *lrag_searchopts(lua_State *L, int idx, const char *fname,
+                               const char *const allowed[], rag_id_filter *f);
+
 #endif
