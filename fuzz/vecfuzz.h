@@ -185,7 +185,8 @@ static inline void refused_as(int rc, const rag_vec_bad *bad, int want,
 /*
 ** The exact score of prepared query q against row x, in double; *mag gets
 ** the size the kernels' float rounding is bounded by (the sum of the terms'
-** magnitudes), so that agreement is judged relative to it.
+** magnitudes, plus what each float term can lose to subnormal rounding,
+** 1.4e-45, scaled by close_to's 1e-4), so agreement is judged against it.
 */
 static inline double exact_score(const float *q, const float *x, size_t d,
                                  rag_metric m, double *mag) {
@@ -201,7 +202,7 @@ static inline double exact_score(const float *q, const float *x, size_t d,
       a += fabs((double)q[i] * x[i]);
     }
   }
-  *mag = a;
+  *mag = a + (double)d * 1.5e-41;
   return s;
 }
 
