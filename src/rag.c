@@ -1,10 +1,17 @@
 /*
-** rag.c: status strings and, in RAG_TESTING builds, the fault-injecting
-** allocator behind rag_malloc/rag_realloc.
+** rag.c: status strings, memory advice and, in RAG_TESTING builds, the
+** fault-injecting allocator behind rag_malloc/rag_realloc.
 */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */
+#endif
 #include "rag.h"
 
+#include <stdint.h>
 #include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 static const char *const messages[RAG_NSTATUS] = {
   "ok",
@@ -23,6 +30,18 @@ static const char *const messages[RAG_NSTATUS] = {
 const char *rag_strerror(int rc) {
   if (rc < 0 || rc >= RAG_NSTATUS) return "unknown error";
   return messages[rc];
+}
+
+void rag_advise_huge(void *p, size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const uintptr_t page = 4096, huge = (uintptr_t)2 << 20;
+  uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + n) & ~(page - 1);
+  if (p == NULL || n < 2 * huge || e <= a) return;
+  (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)n;
+#endif
 }
 
 #ifdef RAG_TESTING

@@ -80,6 +80,15 @@ void rag_test_fail_alloc(long n);
 */
 void *rag_grow(void *p, size_t *cap, size_t need, size_t size);
 
+/*
+** Advises the system to back [p, p + n) with huge pages where it can (on
+** Linux, transparent huge pages in their default "madvise" mode). Arrays
+** read at random, such as a vector index's rows and links, then miss the
+** TLB far less; pages touched after the advice get them at once. Only
+** advice: nothing fails, and small blocks are left alone.
+*/
+void rag_advise_huge(void *p, size_t n);
+
 /* True when a * b would overflow size_t. */
 #define RAG_MUL_OVERFLOWS(a, b) ((b) != 0 && (a) > ((size_t)-1) / (b))
 

@@ -210,10 +210,12 @@ static int nodes_fit(rag_hnsw *h, size_t need) {
   if (p == NULL) return RAG_ENOMEM;                                \
   h->field = p;
   GROW(rows, h->kern.rowbytes)
+  rag_advise_huge(h->rows, cap * h->kern.rowbytes);
   if (h->kern.dtype == RAG_I8) {
     GROW(scales, sizeof(float))
   }
   GROW(l0, h->s0 * sizeof(uint32_t))
+  rag_advise_huge(h->l0, cap * h->s0 * sizeof(uint32_t));
   GROW(level, 1)
   GROW(upoff, sizeof(uint32_t))
   GROW(visit, sizeof(uint16_t))
@@ -399,6 +401,7 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
       float d = dist(h, q, nb);
       if (h->rsn < ef || d < h->rs[0].d) {
         if (!cq_push(h, d, nb)) return RAG_ENOMEM;
+        __builtin_prefetch(links(h, nb, lc)); /* likely expanded soon */
         if (usable(h, nb, filtered)) rs_push(h, d, nb, ef);
       }
     }
