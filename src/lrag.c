@@ -270,8 +270,10 @@ static const luaL_Reg opens[] = {
   {"hnsw", lrag_open_hnsw},
 
   {"chunk", lrag_open_chunk},
+  {"fuse", lrag_open_fuse},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
+  {"rerank", lrag_open_rerank},
   {"text", lrag_open_text},
   {"text", lrag_open_analyzer},
   {"text", lrag_open_sentences},

@@ -23,6 +23,8 @@ int lrag_open_chunk(lua_State *L);
 int lrag_open_bm25(lua_State *L);
 int lrag_open_vec(lua_State *L);
 int lrag_open_hnsw(lua_State *L);
+int lrag_open_fuse(lua_State *L);   /* rag.fuse */
+int lrag_open_rerank(lua_State *L); /* rag.rerank */
 
 
 /*

@@ -40,6 +40,15 @@ M.vec = core.vec
 -- `save`, `close`, `#h`. See docs/api.md.
 M.hnsw = core.hnsw
 
+--- Rank fusion: `rrf(lists [, opts])` (presets "paper", "langchain",
+-- "llamaindex", "haystack") and `scores(lists [, opts])` (minmax, zscore,
+-- dbsf). See docs/api.md.
+M.fuse = core.fuse
+
+--- Reranking without a model: `mmr(hits, opts)`, `litm(hits [, opts])`,
+-- `cutoff(hits, opts)`. See docs/api.md.
+M.rerank = core.rerank
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 
