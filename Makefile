@@ -41,7 +41,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
-  bench-tokenizer bench-chunk bench-bm25 bench-ann fuzz check-exports clean
+  bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse fuzz check-exports clean
 
 all: $(SO)
 
@@ -131,6 +131,10 @@ ANN_ARGS ?=
 bench-ann: all
 	@sh .ci/deps python3-hnswlib python3-faiss python3-numpy
 	@$(RUN) $(LUA) bench/ann.lua --peer --remove 0.2 $(ANN_ARGS)
+
+# rag.fuse.rrf over two 1,000-hit lists (target <= 100 us), score fusion, rerankers
+bench-fuse: all
+	@$(RUN) $(LUA) bench/fuse.lua
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

@@ -10,6 +10,33 @@
 #include "lrag.h"
 #include "rag_fuse.h"
 
+/* Stack slots holding the strings "id" and "score": keys without a lookup by C string. */
+#define KEY_ID 3
+#define KEY_SCORE 4
+
+/* Puts the keys in their slots, after the arguments (lists, opts). */
+static void push_keys(lua_State *L) {
+  lua_settop(L, 2);
+  lua_pushliteral(L, "id");
+  lua_pushliteral(L, "score");
+}
+
+/* opts.limit: how many fused hits to return (default all). */
+static size_t opt_limit(lua_State *L, const char *fname) {
+  lua_Number v;
+  size_t lim = (size_t)-1;
+  if (!lua_istable(L, 2)) return lim;
+  lua_getfield(L, 2, "limit");
+  if (!lua_isnil(L, -1)) {
+    v = lua_tonumber(L, -1);
+    if (lua_type(L, -1) != LUA_TNUMBER || !(v >= 0 && v <= 1e15 && v == floor(v)))
+      luaL_error(L, "%s: limit must be an integer >= 0", fname);
+    lim = (size_t)v;
+  }
+  lua_pop(L, 1);
+  return lim;
+}
+
 /* What the read lists live in: a userdata at `box` on the stack. */
 typedef struct lists {
   rag_fuse_list *l;
@@ -40,7 +67,8 @@ static const char *entry_id(lua_State *L, int anchor, int needscore, const char 
   if (t != LUA_TTABLE)
     luaL_error(L, "%s: list %d, hit %d must be a table or an id, got %s", fname, (int)li,
                (int)j, luaL_typename(L, -1));
-  lua_getfield(L, -1, "id");
+  lua_pushvalue(L, KEY_ID);
+  lua_gettable(L, -2);
   t = lua_type(L, -1);
   if (t == LUA_TSTRING) id = lua_tolstring(L, -1, len);
   else if (t == LUA_TNUMBER) id = anchored(L, anchor, len);
@@ -49,7 +77,8 @@ static const char *entry_id(lua_State *L, int anchor, int needscore, const char 
                (int)li, (int)j, luaL_typename(L, -1));
   lua_pop(L, 1); /* the string stays anchored by the hit */
   if (needscore) {
-    lua_getfield(L, -1, "score");
+    lua_pushvalue(L, KEY_SCORE);
+    lua_gettable(L, -2);
     if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(lua_tonumber(L, -1)))
       luaL_error(L, "%s: list %d, hit %d: score must be a finite number, got %s", fname,
                  (int)li, (int)j,
@@ -137,10 +166,12 @@ static void push_fused(lua_State *L, const rag_fused *f, size_t n) {
   lua_createtable(L, n > 0x7fffffff ? 0 : (int)n, 0);
   for (i = 0; i < n; i++) {
     lua_createtable(L, 0, 2);
+    lua_pushvalue(L, KEY_ID);
     lua_pushlstring(L, f[i].id, f[i].len);
-    lua_setfield(L, -2, "id");
+    lua_rawset(L, -3);
+    lua_pushvalue(L, KEY_SCORE);
     lua_pushnumber(L, f[i].score);
-    lua_setfield(L, -2, "score");
+    lua_rawset(L, -3);
     lua_rawseti(L, -2, (int)i + 1);
   }
 }
@@ -168,12 +199,12 @@ static const char *const presets[] = {"paper", "langchain", "llamaindex", "hayst
 
 static int fuse_rrf(lua_State *L) {
   static const char *fname = "rag.fuse.rrf";
-  static const char *const allowed[] = {"k", "rank_base", "weights", "preset", NULL};
+  static const char *const allowed[] = {"k", "rank_base", "weights", "preset", "limit", NULL};
   static const double pk[] = {60, 60, 60, 61}, pbase[] = {1, 1, 0, 0};
   lists r;
   int preset = 0, weighted, rc;
   double k, base, div = 1, sum = 0;
-  size_t i, n;
+  size_t i, n, limit;
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     luaL_error(L, "%s: opts must be a table, got %s", fname, luaL_typename(L, 2));
   lrag_checkopts(L, 2, fname, allowed);
@@ -192,7 +223,8 @@ static int fuse_rrf(lua_State *L) {
   base = opt_number(L, fname, "rank_base", pbase[preset]);
   if (!isfinite(k) || !isfinite(base) || !(k + base > 0))
     luaL_error(L, "%s: k and rank_base must be finite, with k + rank_base > 0", fname);
-  lua_settop(L, 2);
+  limit = opt_limit(L, fname);
+  push_keys(L);
   read_lists(L, 0, fname, &r);
   weighted = read_weights(L, 2, fname, &r);
   for (i = 0; i < r.nl; i++) sum += r.l[i].weight;
@@ -206,7 +238,7 @@ static int fuse_rrf(lua_State *L) {
       r.l[i].weight = (weighted ? r.l[i].weight / sum : 1.0 / (double)r.nl) * (double)r.nl;
     div = (double)r.nl / k;
   }
-  rc = rag_fuse_rrf(r.l, r.nl, k, base, div, r.out, &n);
+  rc = rag_fuse_rrf(r.l, r.nl, k, base, div, limit, r.out, &n);
   if (rc != RAG_OK) return fail(L, rc, fname);
   push_fused(L, r.out, n);
   return 1;
@@ -214,11 +246,11 @@ static int fuse_rrf(lua_State *L) {
 
 static int fuse_scores(lua_State *L) {
   static const char *fname = "rag.fuse.scores";
-  static const char *const allowed[] = {"method", "weights", "combine", NULL};
+  static const char *const allowed[] = {"method", "weights", "combine", "limit", NULL};
   static const char *const methods[] = {"minmax", "zscore", "dbsf", NULL};
   lists r;
   int method = 0, max = 0, rc;
-  size_t n;
+  size_t n, limit;
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     luaL_error(L, "%s: opts must be a table, got %s", fname, luaL_typename(L, 2));
   lrag_checkopts(L, 2, fname, allowed);
@@ -238,10 +270,11 @@ static int fuse_scores(lua_State *L) {
         luaL_error(L, "%s: combine must be \"sum\" or \"max\"", fname);
     }
   }
-  lua_settop(L, 2);
+  limit = opt_limit(L, fname);
+  push_keys(L);
   read_lists(L, 1, fname, &r);
   read_weights(L, 2, fname, &r);
-  rc = rag_fuse_scores(r.l, r.nl, (rag_fuse_method)method, max, r.out, &n);
+  rc = rag_fuse_scores(r.l, r.nl, (rag_fuse_method)method, max, limit, r.out, &n);
   if (rc != RAG_OK) return fail(L, rc, fname);
   push_fused(L, r.out, n);
   return 1;

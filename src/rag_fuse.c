@@ -19,6 +19,7 @@ typedef struct docs {
   uint32_t *slot; /* per entry */
   uint32_t *hash; /* per document */
   uint32_t *table; /* document + 1; 0 empty */
+  rag_fused *tmp;  /* the sort's scratch */
   size_t mask, n;
 } docs;
 
@@ -38,8 +39,14 @@ static int intern(const rag_fuse_list *l, size_t nl, size_t total, rag_fused *ou
   uint32_t *mark;
   while (cap < 2 * total) cap *= 2;
   if (RAG_MUL_OVERFLOWS(cap + 3 * total, sizeof(uint32_t))) return RAG_ENOMEM;
+  if (RAG_MUL_OVERFLOWS(total / 2 + 1, sizeof(rag_fused))) return RAG_ENOMEM;
   d->slot = (uint32_t *)rag_malloc((cap + 3 * total + 1) * sizeof(uint32_t));
-  if (d->slot == NULL) return RAG_ENOMEM;
+  d->tmp = (rag_fused *)rag_malloc((total / 2 + 1) * sizeof(rag_fused));
+  if (d->slot == NULL || d->tmp == NULL) {
+    rag_free(d->slot);
+    rag_free(d->tmp);
+    return RAG_ENOMEM;
+  }
   d->hash = d->slot + total;
   mark = d->hash + total; /* list + 1 that last held the document */
   d->table = mark + total;
@@ -75,24 +82,74 @@ static int intern(const rag_fuse_list *l, size_t nl, size_t total, rag_fused *ou
   return RAG_OK;
 }
 
-static int cmp_fused(const void *x, const void *y) {
-  const rag_fused *a = (const rag_fused *)x, *b = (const rag_fused *)y;
-  size_t m = a->len < b->len ? a->len : b->len;
+/* Better first: higher score, then smaller id bytes. */
+static int before(const rag_fused *a, const rag_fused *b) {
+  size_t m;
   int c;
-  if (a->score != b->score) return a->score > b->score ? -1 : 1;
+  if (a->score != b->score) return a->score > b->score;
+  m = a->len < b->len ? a->len : b->len;
   c = m ? memcmp(a->id, b->id, m) : 0;
-  if (c != 0) return c;
-  return a->len < b->len ? -1 : a->len > b->len;
+  return c != 0 ? c < 0 : a->len < b->len;
 }
 
-static void finish(docs *d, rag_fused *out, size_t *n) {
-  qsort(out, d->n, sizeof *out, cmp_fused);
-  *n = d->n;
+/* Merge sort of a[0..n) by `before`, through tmp (n entries); stable. */
+static void sort_fused(rag_fused *a, rag_fused *tmp, size_t n) {
+  size_t i, j, k, mid;
+  if (n <= 16) { /* insertion */
+    for (i = 1; i < n; i++) {
+      rag_fused x = a[i];
+      for (j = i; j > 0 && before(&x, &a[j - 1]); j--) a[j] = a[j - 1];
+      a[j] = x;
+    }
+    return;
+  }
+  mid = n / 2;
+  sort_fused(a, tmp, mid);
+  sort_fused(a + mid, tmp, n - mid);
+  if (!before(&a[mid], &a[mid - 1])) return; /* already in order */
+  memcpy(tmp, a, mid * sizeof *a);
+  for (i = 0, j = mid, k = 0; i < mid && j < n;) a[k++] = before(&a[j], &tmp[i]) ? a[j++] : tmp[i++];
+  while (i < mid) a[k++] = tmp[i++];
+}
+
+/* Sifts a[i] down a heap of n whose root is the worst (latest in order). */
+static void sift(rag_fused *a, size_t n, size_t i) {
+  for (;;) {
+    size_t c = 2 * i + 1;
+    rag_fused t;
+    if (c >= n) return;
+    if (c + 1 < n && before(&a[c], &a[c + 1])) c++;
+    if (!before(&a[i], &a[c])) return;
+    t = a[i];
+    a[i] = a[c];
+    a[c] = t;
+    i = c;
+  }
+}
+
+/* Sorts the best `limit` documents to the front of out; *n gets their count. */
+static void finish(docs *d, size_t limit, rag_fused *out, size_t *n) {
+  rag_fused *tmp = d->tmp; /* room for half the entries */
+  size_t i;
+  if (limit < d->n && limit <= d->n / 2) { /* keep the best `limit` in a heap, in tmp */
+    for (i = 0; i < limit; i++) tmp[i] = out[i];
+    for (i = limit / 2; i-- > 0;) sift(tmp, limit, i);
+    for (i = limit; i < d->n && limit > 0; i++)
+      if (before(&out[i], &tmp[0])) {
+        tmp[0] = out[i];
+        sift(tmp, limit, 0);
+      }
+    memcpy(out, tmp, limit * sizeof *out);
+    d->n = limit;
+  }
+  sort_fused(out, tmp, d->n);
+  *n = d->n < limit ? d->n : limit;
   rag_free(d->slot);
+  rag_free(d->tmp);
 }
 
 int rag_fuse_rrf(const rag_fuse_list *l, size_t nl, double k, double base, double div,
-                 rag_fused *out, size_t *n) {
+                 size_t limit, rag_fused *out, size_t *n) {
   size_t total, i, j, e = 0;
   int overflow, rc;
   docs d;
@@ -107,7 +164,7 @@ int rag_fuse_rrf(const rag_fuse_list *l, size_t nl, double k, double base, doubl
       if (d.slot[e] != NONE) out[d.slot[e]].score += l[i].weight / (k + base + (double)j);
   if (div != 1)
     for (i = 0; i < d.n; i++) out[i].score /= div;
-  finish(&d, out, n);
+  finish(&d, limit, out, n);
   return RAG_OK;
 }
 
@@ -126,7 +183,7 @@ static double normal(rag_fuse_method m, double s, double lo, double hi, double m
 }
 
 int rag_fuse_scores(const rag_fuse_list *l, size_t nl, rag_fuse_method method, int max,
-                    rag_fused *out, size_t *n) {
+                    size_t limit, rag_fused *out, size_t *n) {
   size_t total, i, j, e = 0;
   int overflow, rc;
   unsigned char *seen;
@@ -138,6 +195,7 @@ int rag_fuse_scores(const rag_fuse_list *l, size_t nl, rag_fuse_method method, i
   if ((rc = intern(l, nl, total, out, &d)) != RAG_OK) return rc;
   if ((seen = (unsigned char *)rag_malloc(d.n)) == NULL) {
     rag_free(d.slot);
+    rag_free(d.tmp);
     return RAG_ENOMEM;
   }
   memset(seen, 0, d.n);
@@ -168,6 +226,6 @@ int rag_fuse_scores(const rag_fuse_list *l, size_t nl, rag_fuse_method method, i
     }
   }
   rag_free(seen);
-  finish(&d, out, n);
+  finish(&d, limit, out, n);
   return RAG_OK;
 }

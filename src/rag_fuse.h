@@ -36,11 +36,12 @@ typedef enum rag_fuse_method { RAG_FUSE_MINMAX, RAG_FUSE_ZSCORE, RAG_FUSE_DBSF }
 /*
 ** RRF: score(d) = (sum over the lists holding d of weight / (k + base + p)) / div,
 ** p the 0-based position of d's first occurrence in the list, summed in list
-** order. out has room for the total number of entries; *n gets the number
-** of distinct documents. RAG_ENOMEM, or RAG_EINVAL when k + base <= 0.
+** order. out has room for the total number of entries; the best `limit`
+** documents (all: SIZE_MAX) end up at its front, best first, and *n gets
+** their count. RAG_ENOMEM, or RAG_EINVAL when k + base <= 0.
 */
 int rag_fuse_rrf(const rag_fuse_list *l, size_t nl, double k, double base, double div,
-                 rag_fused *out, size_t *n);
+                 size_t limit, rag_fused *out, size_t *n);
 
 /*
 ** Score fusion: each list's scores (over its distinct ids) are normalised:
@@ -48,9 +49,9 @@ int rag_fuse_rrf(const rag_fuse_list *l, size_t nl, double k, double base, doubl
 **   zscore  (s - mean) / sd, 0 when sd == 0 (sd of the population);
 **   dbsf    (s - (mean - 3 sd)) / (6 sd), 0 when sd == 0;
 ** then score(d) = sum of weight * value over the lists holding d, or with
-** `max` set the largest weight * value. Same out and *n as rag_fuse_rrf.
+** `max` set the largest weight * value. Same limit, out and *n as rag_fuse_rrf.
 */
 int rag_fuse_scores(const rag_fuse_list *l, size_t nl, rag_fuse_method method, int max,
-                    rag_fused *out, size_t *n);
+                    size_t limit, rag_fused *out, size_t *n);
 
 #endif

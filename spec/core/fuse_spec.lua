@@ -182,6 +182,32 @@ describe("rag.fuse.rrf", function()
     assert.are.equal(1 / 62, r[2].score)
   end)
 
+  it("returns the first `limit` of the full result", function()
+    local rng = helpers.rng(3)
+    for _ = 1, 100 do
+      local lists = {}
+      for li = 1, 1 + rng(3) do
+        local list = {}
+        for j = 1, rng(40) - 1 do
+          list[j] = { id = "y" .. rng(30), score = rng(7) }
+        end
+        lists[li] = list
+      end
+      local full = fuse.rrf(lists)
+      local full_s = fuse.scores(lists, { method = "zscore" })
+      local limit = rng(#full + 2) - 1
+      local part, part_s = fuse.rrf(lists, { limit = limit }),
+        fuse.scores(lists, { method = "zscore", limit = limit })
+      assert.are.equal(math.min(limit, #full), #part)
+      for i = 1, #part do
+        assert.are.same(full[i], part[i])
+        assert.are.same(full_s[i], part_s[i])
+      end
+    end
+    assert.has_error(function() fuse.rrf({}, { limit = -1 }) end,
+      "rag.fuse.rrf: limit must be an integer >= 0")
+  end)
+
   it("returns an empty list for no lists or empty lists", function()
     assert.are.same({}, fuse.rrf({}))
     assert.are.same({}, fuse.rrf({ {}, {} }, { preset = "haystack" }))
