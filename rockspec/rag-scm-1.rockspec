@@ -27,6 +27,7 @@ build = {
     ["rag"] = "lua/rag/init.lua",
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
+    ["rag.eval"] = "lua/rag/eval.lua",
     ["rag.core"] = {
       -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {
@@ -36,7 +37,7 @@ build = {
         "src/rag_bm25.c", "src/rag_chunk.c", "src/rag_dist.c", "src/rag_file.c",
         "src/rag_ids.c", "src/rag_topk.c", "src/rag_vec.c", "src/lrag_vec.c",
         "src/rag_hnsw.c", "src/lrag_hnsw.c", "src/rag_fuse.c", "src/lrag_fuse.c",
-        "src/rag_rerank.c", "src/lrag_rerank.c",
+        "src/rag_rerank.c", "src/lrag_rerank.c", "src/rag_eval.c", "src/lrag_eval.c",
         "src/rag_hash.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
         "src/rag_text.c", "src/rag_tokenizer.c",
       },

@@ -270,6 +270,7 @@ static const luaL_Reg opens[] = {
   {"hnsw", lrag_open_hnsw},
 
   {"chunk", lrag_open_chunk},
+  {"eval", lrag_open_eval},
   {"fuse", lrag_open_fuse},
   {"http", lrag_open_http},
   {"json", lrag_open_json},

@@ -49,6 +49,10 @@ M.fuse = core.fuse
 -- `cutoff(hits, opts)`. See docs/api.md.
 M.rerank = core.rerank
 
+--- IR evaluation: `ir(run, qrels, measures [, opts])`, `beir(dir [, opts])`.
+-- See docs/api.md.
+M.eval = require("rag.eval")
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 
