@@ -41,7 +41,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
-  bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse fuzz check-exports clean
+  bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack fuzz check-exports clean
 
 all: $(SO)
 
@@ -135,6 +135,10 @@ bench-ann: all
 # rag.fuse.rrf over two 1,000-hit lists (target <= 100 us), score fusion, rerankers
 bench-fuse: all
 	@$(RUN) $(LUA) bench/fuse.lua
+
+# rag.pack of 200 SciFact chunks into a 4,000-token cl100k budget (target <= 1 ms)
+bench-pack: all
+	@$(RUN) $(LUA) bench/pack.lua $(DATA)
 
 # LuaRocks install into a temporary tree, offline, then use it.
 rock: deps

@@ -274,6 +274,7 @@ static const luaL_Reg opens[] = {
   {"fuse", lrag_open_fuse},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
+  {"pack", lrag_open_pack},
   {"rerank", lrag_open_rerank},
   {"text", lrag_open_text},
   {"text", lrag_open_analyzer},

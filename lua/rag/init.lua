@@ -49,6 +49,10 @@ M.fuse = core.fuse
 -- `cutoff(hits, opts)`. See docs/api.md.
 M.rerank = core.rerank
 
+--- Context packing into a token budget, with citations: `pack(items, opts)`.
+-- See docs/api.md.
+M.pack = core.pack.pack
+
 --- IR evaluation: `ir(run, qrels, measures [, opts])`, `beir(dir [, opts])`.
 -- See docs/api.md.
 M.eval = require("rag.eval")
