@@ -185,6 +185,17 @@ describe("bin/rag", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/06_fuse_pack.lua offline", function()
+    local out = lines(env .. lua .. " examples/06_fuse_pack.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("1. rrf   0.03279", 1, true), out)
+    assert.truthy(out:find("lost-in-the-middle order: rrf, litm, hnsw, bm25", 1, true), out)
+    assert.truthy(out:find("packed 2 of 4 notes in 57 tokens:\n[1] notes/rrf.md\n", 1, true),
+      out)
+    assert.truthy(out:find("[2] -> bm25 (notes/bm25.md)", 1, true), out)
+    assert.truthy(out:find("ndcg@10 1.0000  mrr 1.0000", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/04_bm25.lua offline", function()
     local out = lines(env .. lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)
