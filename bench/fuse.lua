@@ -17,7 +17,6 @@ local rag = require("rag")
 local util = require("bench.util")
 
 local RUNS = tonumber(arg[1]) or 301
-local clock = os.clock
 
 local seed = 42
 local function rng(n)
@@ -40,26 +39,14 @@ end
 local A, B = list(1000, 1500), list(1000, 1500)
 
 local function time(f)
-  for _ = 1, 20 do
-    f()
-  end
-  local t = {}
-  for i = 1, RUNS do
-    local t0 = clock()
-    f()
-    t[i] = clock() - t0
-  end
-  return util.median(t) * 1e6
+  return util.time_us(f, RUNS)
 end
 
-local cpu = util.sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", "")
-print(string.format("machine: %s; %s", cpu, _VERSION))
+print(string.format("machine: %s, %s cores; %s", util.cpu(), util.sh("nproc"), _VERSION))
 print(string.format("data: two lists of %d and %d hits, %d distinct ids in all", #A, #B,
   #rag.fuse.rrf({ A, B })))
 local function row(name, us, target)
-  print(string.format("%-40s %9.1f us median of %d%s", name, us, RUNS,
-    target and string.format("  (target <= %d us: %s)", target, us <= target and "met" or "MISSED")
-    or ""))
+  print(string.format("%-40s %9.1f us median of %d%s", name, us, RUNS, util.target(us, target)))
 end
 row("fuse.rrf (paper), limit 100", time(function() rag.fuse.rrf({ A, B }, { limit = 100 }) end),
   100)

@@ -20,7 +20,6 @@ local util = require("bench.util")
 local data = arg[1] or "../shared/data"
 local RUNS = tonumber(arg[2]) or 301
 local N, BUDGET, CHUNK = 200, 4000, 256
-local clock = os.clock
 
 local cl100k = assert(rag.tokenizer.get("cl100k_base"))
 
@@ -96,20 +95,10 @@ while #items < N do
 end
 
 local function time(fn)
-  for _ = 1, 20 do
-    fn()
-  end
-  local t = {}
-  for i = 1, RUNS do
-    local t0 = clock()
-    fn()
-    t[i] = clock() - t0
-  end
-  return util.median(t) * 1e6
+  return util.time_us(fn, RUNS)
 end
 
-local cpu = util.sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", "")
-print(string.format("machine: %s, %s cores; %s", cpu, util.sh("nproc"), _VERSION))
+print(string.format("machine: %s, %s cores; %s", util.cpu(), util.sh("nproc"), _VERSION))
 print(string.format("data: %d chunks of %s (<= %d cl100k tokens each; %d tokens, %d bytes in all)",
   #items, source, CHUNK, tokens, bytes))
 
@@ -117,9 +106,7 @@ local function row(name, opts, target)
   local res = rag.pack(items, opts)
   local us = time(function() rag.pack(items, opts) end)
   print(string.format("%-46s %8.1f us median of %d; %2d passages, %4d tokens%s", name, us, RUNS,
-    #res.citations, res.tokens,
-    target and string.format("  (target <= %d us: %s)", target, us <= target and "met" or "MISSED")
-    or ""))
+    #res.citations, res.tokens, util.target(us, target)))
   return res
 end
 

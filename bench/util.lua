@@ -18,4 +18,32 @@ function M.sh(cmd)
   return s or ""
 end
 
+--- Microseconds one call of fn takes: the median of `runs` timed calls
+-- (os.clock, the process's CPU time) after `warm` (default 20) untimed ones.
+function M.time_us(fn, runs, warm)
+  for _ = 1, warm or 20 do
+    fn()
+  end
+  local t = {}
+  for i = 1, runs do
+    local t0 = os.clock()
+    fn()
+    t[i] = os.clock() - t0
+  end
+  return M.median(t) * 1e6
+end
+
+--- "  (target <= N us: met)" or "... MISSED", or "" without a target.
+function M.target(us, target)
+  if not target then
+    return ""
+  end
+  return string.format("  (target <= %d us: %s)", target, us <= target and "met" or "MISSED")
+end
+
+--- The CPU's model name, from /proc/cpuinfo.
+function M.cpu()
+  return (M.sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", ""))
+end
+
 return M
