@@ -28,6 +28,14 @@ build = {
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.eval"] = "lua/rag/eval.lua",
+    ["rag.opts"] = "lua/rag/opts.lua",
+    ["rag.embed"] = "lua/rag/embed.lua",
+    ["rag.transport"] = "lua/rag/transport/init.lua",
+    ["rag.providers"] = "lua/rag/providers/init.lua",
+    ["rag.providers.http"] = "lua/rag/providers/http.lua",
+    ["rag.providers.openai"] = "lua/rag/providers/openai.lua",
+    ["rag.providers.ollama"] = "lua/rag/providers/ollama.lua",
+    ["rag.providers.rerank"] = "lua/rag/providers/rerank.lua",
     ["rag.core"] = {
       -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {

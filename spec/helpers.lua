@@ -8,11 +8,12 @@ function M.now()
   return system.monotime()
 end
 
---- Starts spec/fixtures/httpd.py on 127.0.0.1; returns its base URL and a
--- function that stops it. Sanitizer preloads are not passed to python.
-function M.start_httpd()
-  local proc = assert(io.popen(
-    "exec env -u LD_PRELOAD python3 spec/fixtures/httpd.py --lifetime 300", "r"))
+--- Starts spec/fixtures/httpd.py (or another server there, such as
+-- "llmd.py") on 127.0.0.1; returns its base URL and a function that stops
+-- it. Sanitizer preloads are not passed to python.
+function M.start_httpd(script)
+  local proc = assert(io.popen("exec env -u LD_PRELOAD python3 spec/fixtures/"
+    .. (script or "httpd.py") .. " --lifetime 300", "r"))
   local line = assert(proc:read("*l"), "httpd did not start")
   local port, pid = line:match("^(%d+) (%d+)$")
   assert(port, "httpd said: " .. line)

@@ -5,7 +5,9 @@
 */
 #include "lrag.h"
 
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "rag.h"
 #include "rag_http.h"
@@ -17,8 +19,43 @@
 
 static const char *const request_opts[] = {
   "body", "ca_file", "connect_timeout", "headers", "max_body", "method",
-  "redirects", "timeout", "url", NULL,
+  "redirects", "stream", "timeout", "url", NULL,
 };
+
+/*
+** req.stream: the core calls on_data from inside libcurl, where nothing may
+** raise. The callback only pushes values that need no allocation (the light
+** C function and the stream function were placed on the stack beforehand)
+** and runs the rest under lua_pcall; an error stops the transfer and is
+** raised again once libcurl has returned.
+*/
+typedef struct stream_ctx {
+  lua_State *L;
+  int caller; /* stack index of call_stream */
+  int fn;     /* stack index of the stream function */
+  int err;    /* stack index of the error it raised, or 0 */
+} stream_ctx;
+
+static int call_stream(lua_State *L) {
+  const char *data = (const char *)lua_touserdata(L, 2);
+  size_t len = (size_t)lua_tonumber(L, 3);
+  lua_settop(L, 1);
+  lua_pushlstring(L, data, len);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+static int on_data(void *ud, const char *data, size_t len) {
+  stream_ctx *ctx = (stream_ctx *)ud;
+  lua_State *L = ctx->L;
+  lua_pushvalue(L, ctx->caller);
+  lua_pushvalue(L, ctx->fn);
+  lua_pushlightuserdata(L, (void *)data);
+  lua_pushnumber(L, (lua_Number)len);
+  if (lua_pcall(L, 3, 0, 0) == LUA_OK) return 0;
+  ctx->err = lua_gettop(L);
+  return 1;
+}
 
 /* Pushes field `key` of the request table (nil or a string) and returns it. */
 static const char *field_string(lua_State *L, const char *key, size_t *plen) {
@@ -152,6 +189,7 @@ static int http_request(lua_State *L) {
   rag_http_req req;
   rag_http_res *res;
   lrag_box *box;
+  stream_ctx ctx;
   char err[256];
   double max_body, redirects;
   int rc;
@@ -182,8 +220,24 @@ static int http_request(lua_State *L) {
     luaL_error(L, FNAME ": a HEAD request has no body");
   req.headers = build_headers(L);
   box = lrag_box_new(L, res_fin);
+  memset(&ctx, 0, sizeof ctx);
+  lua_getfield(L, 1, "stream");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isfunction(L, -1)) luaL_error(L, FNAME ": 'stream' must be a function");
+    ctx.L = L;
+    ctx.fn = lua_gettop(L);
+    lua_pushcfunction(L, call_stream);
+    ctx.caller = lua_gettop(L);
+    luaL_checkstack(L, 8, FNAME);
+    req.on_data = on_data;
+    req.ud = &ctx;
+  }
   rc = rag_http_request(&req, &res, err, sizeof err);
   box->p = res;
+  if (ctx.err != 0) {
+    lua_pushvalue(L, ctx.err);
+    return lua_error(L);
+  }
   if (rc == RAG_ENOMEM) return luaL_error(L, FNAME ": not enough memory");
   if (rc != RAG_OK) {
     lua_pushnil(L);
@@ -205,8 +259,29 @@ static int http_request(lua_State *L) {
   return 1;
 }
 
+/* rag.http.now(): seconds from a monotonic clock, for deadlines. */
+static int http_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+/* rag.http.sleep(seconds): blocks the thread; the retry policy's default. */
+static int http_sleep(lua_State *L) {
+  double s = (double)luaL_checknumber(L, 1);
+  struct timespec ts;
+  if (!(s >= 0 && s <= 1e6)) return luaL_error(L, "rag.http.sleep: seconds must be in [0, 1e6]");
+  ts.tv_sec = (time_t)s;
+  ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  return 0;
+}
+
 static const luaL_Reg http_funcs[] = {
+  {"now", http_now},
   {"request", http_request},
+  {"sleep", http_sleep},
   {NULL, NULL},
 };
 

@@ -25,6 +25,10 @@ typedef struct sink {
   size_t seen;  /* bytes offered by libcurl, kept or not */
   int overflow; /* the cap was hit */
   int nomem;    /* an allocation failed */
+  int stopped;  /* on_data asked to stop */
+  CURL *curl;   /* for the status, when on_data is set */
+  int (*on_data)(void *ud, const char *data, size_t len);
+  void *ud;
 } sink;
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -58,8 +62,24 @@ static int sink_add(sink *s, const char *data, size_t n) {
 }
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
+  sink *s = (sink *)ud;
+  long code = 0;
   (void)size; /* always 1 */
-  return sink_add((sink *)ud, data, nmemb) ? nmemb : 0;
+  if (s->on_data != NULL &&
+      curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
+      code >= 200 && code <= 299) {
+    s->seen += nmemb;
+    if (s->seen > s->max) {
+      s->overflow = 1;
+      return 0;
+    }
+    if (nmemb > 0 && s->on_data(s->ud, data, nmemb) != 0) {
+      s->stopped = 1;
+      return 0;
+    }
+    return nmemb;
+  }
+  return sink_add(s, data, nmemb) ? nmemb : 0;
 }
 
 /* Keeps only the last response's headers (after 1xx, redirects). */
@@ -204,7 +224,9 @@ static int map_error(CURLcode rc, const sink *head, const sink *body,
   char cap[120];
   const char *what = curl_err[0] != '\0' ? curl_err : curl_easy_strerror(rc);
   int status = RAG_EHTTP;
-  if (head->nomem || body->nomem) { /* libcurl's own OOM also means "header too long" */
+  if (body->stopped) {
+    what = "stopped by the body callback";
+  } else if (head->nomem || body->nomem) { /* libcurl's own OOM also means "header too long" */
     status = RAG_ENOMEM;
     what = "not enough memory";
   } else if (body->overflow) {
@@ -226,8 +248,7 @@ static int map_error(CURLcode rc, const sink *head, const sink *body,
 int rag_http_request(const rag_http_req *req, rag_http_res **out, char *err,
                      size_t errlen) {
   char curl_err[CURL_ERROR_SIZE] = "";
-  sink head = {NULL, 0, 0, RAG_HTTP_MAX_HEAD, 0, 0, 0};
-  sink body = {NULL, 0, 0, 0, 0, 0, 0};
+  sink head, body;
   struct curl_slist *hl = NULL;
   rag_http_res *res;
   CURLcode rc;
@@ -235,7 +256,12 @@ int rag_http_request(const rag_http_req *req, rag_http_res **out, char *err,
   int status;
   *out = NULL;
   if (errlen > 0) err[0] = '\0';
+  memset(&head, 0, sizeof head);
+  memset(&body, 0, sizeof body);
+  head.max = RAG_HTTP_MAX_HEAD;
   body.max = req->max_body;
+  body.on_data = req->on_data;
+  body.ud = req->ud;
   pthread_once(&global_once, global_init);
   if (global_rc != CURLE_OK) {
     if (errlen > 0) snprintf(err, errlen, "%s", curl_easy_strerror(global_rc));
@@ -249,6 +275,7 @@ int rag_http_request(const rag_http_req *req, rag_http_res **out, char *err,
     if (errlen > 0) snprintf(err, errlen, "not enough memory");
     return RAG_ENOMEM;
   }
+  body.curl = c;
   if (configure(c, req, hl, &head, &body, curl_err) != CURLE_OK) {
     snprintf(curl_err, sizeof curl_err, "libcurl cannot restrict protocols");
     rc = CURLE_UNSUPPORTED_PROTOCOL;

@@ -20,6 +20,15 @@ typedef struct rag_http_req {
   size_t max_body;             /* response body cap, bytes */
   long max_redirects;          /* same-origin redirects to follow; others are returned */
   const char *ca_file;         /* PEM bundle trusted instead of the system store, or NULL */
+  /*
+  ** Optional. When set, each piece of the final response's body is passed
+  ** to on_data(ud, data, len) as it arrives, instead of being kept, if the
+  ** status is 2xx; other bodies are kept as usual. max_body still counts
+  ** every byte. A nonzero return stops the transfer: the call then fails
+  ** with RAG_EHTTP and the message "stopped by the body callback".
+  */
+  int (*on_data)(void *ud, const char *data, size_t len);
+  void *ud;
 } rag_http_req;
 
 /* A response, owned by the core and released with rag_http_res_free. */

@@ -57,6 +57,18 @@ M.pack = core.pack.pack
 -- See docs/api.md.
 M.eval = require("rag.eval")
 
+--- Transports for providers: `default`, `curl`, `ngx`, `sleep`, `now`.
+-- See docs/api.md.
+M.transport = require("rag.transport")
+
+--- Model APIs: `openai{...}`, `ollama{...}`, `rerank{ kind=, ... }`.
+-- See docs/api.md.
+M.providers = require("rag.providers")
+
+--- Embedders without a server (`hashing`, `model2vec`) and the embedding
+-- cache (`cache`). See docs/api.md.
+M.embed = require("rag.embed")
+
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 

@@ -235,11 +235,80 @@ describe("rag.http.request", function()
       { url = base, headers = { ["Bad Name"] = "1" } },
       { url = base, headers = { [1] = "x" } },
       { url = base, bogus = true },
+      { url = base, stream = "x" },
     }
     for _, req in ipairs(bad) do
       assert.has_error(function() http.request(req) end)
     end
     assert.has_error(function() http.request() end)
     assert.has_error(function() http.request("http://x") end)
+  end)
+
+  describe("stream", function()
+    it("passes a 2xx body to the function piece by piece and keeps none", function()
+      local pieces, total = {}, 0
+      local res, _, code = http.request({ url = base .. "/endless", timeout = 0.5,
+        max_body = 1e9, stream = function(p)
+          pieces[#pieces + 1] = #p
+          total = total + #p
+        end })
+      assert.is_nil(res) -- the body never ends: the deadline stops it
+      assert.equal("timeout", code)
+      assert.truthy(#pieces > 1)
+      assert.truthy(total > 65536)
+    end)
+
+    it("delivers the whole body in order", function()
+      local body = string.rep("0123456789", 5000)
+      local got = {}
+      local res = assert(http.request({ url = base .. "/echo", body = body,
+        stream = function(p) got[#got + 1] = p end }))
+      assert.equal(200, res.status)
+      assert.equal("", res.body)
+      assert.equal(body, rag.json.decode(table.concat(got)).body)
+    end)
+
+    it("keeps the body of other statuses instead", function()
+      local called = false
+      local res = assert(http.request({ url = base .. "/status/503",
+        stream = function() called = true end }))
+      assert.equal(503, res.status)
+      assert.equal('{"error":"status 503"}', res.body)
+      assert.is_false(called)
+    end)
+
+    it("raises the function's error again and stops the transfer", function()
+      local calls = 0
+      local ok, err = pcall(http.request, { url = base .. "/endless", timeout = 5,
+        stream = function()
+          calls = calls + 1
+          error({ mine = true })
+        end })
+      assert.is_false(ok)
+      assert.same({ mine = true }, err)
+      assert.equal(1, calls)
+      ok, err = pcall(http.request, { url = base .. "/ok", stream = function() error("boom") end })
+      assert.is_false(ok)
+      assert.truthy(err:find("boom", 1, true))
+    end)
+
+    it("counts streamed bytes against max_body", function()
+      local n = 0
+      local res, msg, code = http.request({ url = base .. "/endless", max_body = 300000,
+        stream = function(p) n = n + #p end })
+      assert.is_nil(res)
+      assert.equal("http", code)
+      assert.truthy(msg:find("max_body", 1, true))
+      assert.truthy(n <= 300000)
+    end)
+  end)
+
+  it("sleep waits and now measures it", function()
+    local t0 = http.now()
+    http.sleep(0.05)
+    local dt = http.now() - t0
+    assert.truthy(dt >= 0.05 and dt < 1, dt)
+    assert.has_error(function() http.sleep(-1) end)
+    assert.has_error(function() http.sleep("x") end)
   end)
 end)
