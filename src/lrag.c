@@ -272,6 +272,7 @@ static const luaL_Reg opens[] = {
   {"chunk", lrag_open_chunk},
   {"eval", lrag_open_eval},
   {"fuse", lrag_open_fuse},
+  {"hashing", lrag_open_hashing},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
   {"pack", lrag_open_pack},

@@ -11,6 +11,21 @@ local sqrt, huge = math.sqrt, math.huge
 
 local M = {}
 
+-- {====== Offline embedders ======}
+
+--- The hashing embedder (in C): signed feature hashing of words and
+-- character n-grams, L2-normalised; lexical, not semantic. See docs/api.md.
+-- @function hashing
+-- @tparam[opt] table opts `dim` (512), `words`, `ngrams`, `ngram_min`,
+--   `ngram_max`, `word_weight`, `ngram_weight`, `tf`, `seed`, `lowercase`
+-- @return embedder with `:embed(texts [, { packed = }])`, `:dim()`, `:config()`
+M.hashing = core.hashing.new
+
+--- The embedder used when no provider is configured: `hashing{ dim = 512 }`.
+function M.default()
+  return M.hashing({ dim = 512 })
+end
+
 -- {====== The cache ======}
 
 --[[ The cache file, `<dir>/embeddings.cache`, is a log of records appended
