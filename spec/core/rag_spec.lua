@@ -196,6 +196,16 @@ describe("bin/rag", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/07_embed.lua offline", function()
+    local out = lines("env -u OPENAI_API_KEY " .. env .. lua .. " examples/07_embed.lua 2>&1; "
+      .. "echo \"exit=$?\"")
+    assert.truthy(out:find('hashing: "approximate nearest neighbour graph" -> hnsw', 1, true),
+      out)
+    assert.truthy(out:find("embedded 4 texts of 512 dims in 2 requests", 1, true), out)
+    assert.truthy(out:find("again with one new text: 1 request, 2 from the cache", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/04_bm25.lua offline", function()
     local out = lines(env .. lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)
