@@ -56,7 +56,7 @@ if not out then
   return
 end
 print(("embedded %d texts of %d dims in %d requests"):format(#out, #out[1], info.requests))
-out, info = provider:embed({ texts[1], texts[2], "a new text" })
+info = select(2, provider:embed({ texts[1], texts[2], "a new text" }))
 print(("again with one new text: %d request, %d from the cache"):format(info.requests,
   info.cached))
 if not live then
