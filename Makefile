@@ -21,6 +21,7 @@ DEB_PKGS := gcc make pkg-config python3 lua5.4 liblua5.4-dev libcurl4-openssl-de
 MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
   luajit2 libluajit2-5.1-dev
 ASAN_PKGS := clang libclang-rt-14-dev
+OPENRESTY_PKGS := luajit2 libluajit2-5.1-dev nginx-light libnginx-mod-http-lua curl openssl
 LINT_PKGS := lua-check
 
 DEPS := libcurl libcjson libutf8proc libcrypto
@@ -40,8 +41,9 @@ LPATH := lua/?.lua;lua/?/init.lua
 BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-.PHONY: all deps deps-all test test-one test-all asan fuzz-smoke demo rock lint bench-json \
-  bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack fuzz check-exports clean
+.PHONY: all deps deps-all test test-one test-all test-openresty asan fuzz-smoke demo rock lint \
+  bench-json bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack fuzz \
+  check-exports clean
 
 all: $(SO)
 
@@ -71,6 +73,13 @@ test-one: all
 test-all: deps-all
 	@rc=0; for v in 5.1 5.2 5.3 5.4 jit; do echo "== Lua $$v"; \
 	  $(MAKE) --no-print-directory test-one LUA_VERSION=$$v || rc=1; done; exit $$rc
+
+# rag.transport.ngx inside Debian's nginx + ngx_lua, against the loopback
+# servers (spec/openresty/run.sh); the last line is "N passed, N failed".
+test-openresty:
+	@sh .ci/deps $(DEB_PKGS) $(OPENRESTY_PKGS)
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	@bash spec/openresty/run.sh
 
 # The specs against a build with AddressSanitizer, UBSan and fault injection,
 # loaded into the stock lua5.4. First proves the sanitizers are live and fatal.

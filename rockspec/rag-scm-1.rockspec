@@ -36,6 +36,7 @@ build = {
     ["rag.providers.openai"] = "lua/rag/providers/openai.lua",
     ["rag.providers.ollama"] = "lua/rag/providers/ollama.lua",
     ["rag.providers.rerank"] = "lua/rag/providers/rerank.lua",
+    ["rag.transport.ngx"] = "lua/rag/transport/ngx.lua",
     ["rag.core"] = {
       -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {
