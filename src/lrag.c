@@ -275,6 +275,7 @@ static const luaL_Reg opens[] = {
   {"hashing", lrag_open_hashing},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
+  {"model2vec", lrag_open_model2vec},
   {"pack", lrag_open_pack},
   {"rerank", lrag_open_rerank},
   {"text", lrag_open_text},

@@ -28,6 +28,7 @@ int lrag_open_rerank(lua_State *L); /* rag.rerank */
 int lrag_open_eval(lua_State *L);   /* rag.eval */
 int lrag_open_pack(lua_State *L);   /* rag.pack */
 int lrag_open_hashing(lua_State *L); /* rag.core.hashing (rag.embed.hashing) */
+int lrag_open_model2vec(lua_State *L); /* rag.core.model2vec (rag.embed.model2vec) */
 
 
 /*

@@ -21,6 +21,14 @@ local M = {}
 -- @return embedder with `:embed(texts [, { packed = }])`, `:dim()`, `:config()`
 M.hashing = core.hashing.new
 
+--- A Model2Vec model directory (config.json, model.safetensors,
+-- tokenizer.json) loaded in C: static token embeddings, mean-pooled.
+-- @function model2vec
+-- @tparam string dir
+-- @return embedder with `:embed(texts [, { packed =, max_length = }])`,
+--   `:tokenize(text)`, `:dim()`, `:stats()` | nil, msg, code
+M.model2vec = core.model2vec.load
+
 --- The embedder used when no provider is configured: `hashing{ dim = 512 }`.
 function M.default()
   return M.hashing({ dim = 512 })

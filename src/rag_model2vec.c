@@ -1,0 +1,450 @@
+/*
+** rag_model2vec.c: loading a Model2Vec directory and pooling. The
+** safetensors file is kept whole and its rows are decoded as they are read;
+** the grammar checked, as the safetensors library checks it:
+**
+**   file   = hlen:u64le header[hlen] data
+**   header = JSON object { name: { "dtype": D, "shape": [n...],
+**            "data_offsets": [begin, end] }, "__metadata__": {...} }
+**   every tensor's end - begin = product(shape) x size(D); the tensors,
+**   sorted by begin, tile data exactly (no gap, overlap or trailing byte)
+**
+** Tensors used: "embeddings" (or "0"), 2-D, F32/F16/I8/F64; for a
+** vocabulary-quantized model "mapping" (I32/I64, id -> row) and "weights"
+** (F64/F32/F16, one per id).
+*/
+#include "rag_model2vec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "rag.h"
+#include "rag_dist.h"
+#include "rag_file.h"
+#include "rag_hftok.h"
+#include "rag_text.h"
+
+#define MAX_HEADER 100000000u /* the safetensors library's limit */
+
+enum { F32, F16, I8, F64 };
+static const char *const dtype_names[] = {"f32", "f16", "i8", "f64"};
+
+struct rag_model2vec {
+  rag_hftok *tok;
+  unsigned char *file; /* model.safetensors */
+  const unsigned char *rows;
+  int dtype;
+  size_t nrows, dim, rowbytes, nids, median;
+  uint32_t *mapping; /* id -> row, or NULL */
+  double *weights;   /* per id, or NULL */
+  int normalize, has_unk;
+  uint32_t unk;
+  const char *tokenizer;
+  uint32_t *ids; /* scratch: the pooled ids */
+  size_t capids;
+  double *acc;   /* scratch: dim sums */
+};
+
+/* {====== Errors ======} */
+
+static int fail(rag_model2vec_error *e, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->why, sizeof e->why, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* {====== safetensors ======} */
+
+typedef struct tensor {
+  const char *name;
+  int known;          /* dtype is one of the four pooled from */
+  int dtype;          /* F32 ... or, for mapping, 4 = I32, 5 = I64 */
+  size_t elem;        /* bytes per element */
+  size_t shape[2], rank;
+  size_t begin, end;  /* in data */
+} tensor;
+
+static const struct {
+  const char *name;
+  size_t size;
+  int code;
+} dtypes[] = {
+  {"F32", 4, F32}, {"F16", 2, F16}, {"I8", 1, I8}, {"F64", 8, F64}, {"I32", 4, 4}, {"I64", 8, 5},
+  {"BF16", 2, -1}, {"I16", 2, -1}, {"U8", 1, -1}, {"U16", 2, -1}, {"U32", 4, -1},
+  {"U64", 8, -1}, {"BOOL", 1, -1}, {"F8_E4M3", 1, -1}, {"F8_E5M2", 1, -1},
+};
+
+static int whole(const cJSON *v, size_t *out) {
+  if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0) ||
+      v->valuedouble != floor(v->valuedouble))
+    return 0;
+  *out = (size_t)v->valuedouble;
+  return 1;
+}
+
+/* Reads one header entry; RAG_EFORMAT or RAG_ECORRUPT with the reason. */
+static int read_tensor(const cJSON *j, size_t datalen, tensor *t, rag_model2vec_error *e) {
+  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
+  const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets"), *d;
+  size_t i, n = 1, dims[8];
+  memset(t, 0, sizeof *t);
+  t->name = j->string;
+  if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) ||
+      cJSON_GetArraySize(offs) != 2 || cJSON_GetArraySize(shape) > 8 ||
+      !whole(cJSON_GetArrayItem(offs, 0), &t->begin) || !whole(cJSON_GetArrayItem(offs, 1), &t->end))
+    return fail(e, RAG_EFORMAT, "bad safetensors header entry '%s'", t->name);
+  for (i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+    if (strcmp(dt->valuestring, dtypes[i].name) == 0) break;
+  if (i == sizeof dtypes / sizeof dtypes[0])
+    return fail(e, RAG_EFORMAT, "tensor '%s': unknown dtype '%s'", t->name, dt->valuestring);
+  t->elem = dtypes[i].size;
+  t->dtype = dtypes[i].code;
+  cJSON_ArrayForEach(d, shape) {
+    if (!whole(d, &dims[t->rank]))
+      return fail(e, RAG_EFORMAT, "tensor '%s': bad shape", t->name);
+    if (RAG_MUL_OVERFLOWS(n, dims[t->rank]))
+      return fail(e, RAG_ECORRUPT, "tensor '%s': shape too large", t->name);
+    n *= dims[t->rank++];
+  }
+  for (i = 0; i < 2 && i < t->rank; i++) t->shape[i] = dims[i];
+  if (RAG_MUL_OVERFLOWS(n, t->elem) || t->begin > t->end || t->end > datalen ||
+      t->end - t->begin != n * t->elem)
+    return fail(e, RAG_ECORRUPT, "tensor '%s': data offsets do not match its shape", t->name);
+  return RAG_OK;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+  const tensor *x = (const tensor *)a, *y = (const tensor *)b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/*
+** Parses the header of the n-byte file; fills the tensors we use (rank 0 =
+** absent) and points *data at the data section.
+*/
+static int parse_safetensors(const unsigned char *p, size_t n, tensor *emb, tensor *map,
+                             tensor *wts, rag_model2vec_error *e) {
+  cJSON *root, *j;
+  tensor *all = NULL;
+  size_t hlen, count, k = 0, at = 0, datalen;
+  int rc = RAG_OK;
+  if (n < 8) return fail(e, RAG_ECORRUPT, "truncated safetensors header");
+  hlen = (size_t)rag_le(p, 8);
+  if (rag_le(p, 8) > n - 8) return fail(e, RAG_ECORRUPT, "header length larger than the file");
+  if (hlen > MAX_HEADER) return fail(e, RAG_EFORMAT, "safetensors header too large");
+  datalen = n - 8 - hlen;
+  root = cJSON_ParseWithLength((const char *)p + 8, hlen);
+  if (root == NULL || !cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return fail(e, RAG_EFORMAT, "bad safetensors header: not a json object");
+  }
+  count = (size_t)cJSON_GetArraySize(root);
+  if ((all = (tensor *)rag_malloc((count + 1) * sizeof *all)) == NULL) {
+    cJSON_Delete(root);
+    return RAG_ENOMEM;
+  }
+  cJSON_ArrayForEach(j, root) {
+    if (j->string != NULL && strcmp(j->string, "__metadata__") == 0) continue;
+    if (!cJSON_IsObject(j)) {
+      rc = fail(e, RAG_EFORMAT, "bad safetensors header entry '%s'", j->string);
+      break;
+    }
+    if ((rc = read_tensor(j, datalen, &all[k], e)) != RAG_OK) break;
+    k++;
+  }
+  if (rc == RAG_OK) {
+    qsort(all, k, sizeof *all, cmp_begin);
+    for (count = 0; count < k && rc == RAG_OK; count++) {
+      if (all[count].begin != at)
+        rc = fail(e, RAG_ECORRUPT, "tensor '%s': data offsets overlap or leave a gap",
+                  all[count].name);
+      at = all[count].end;
+    }
+    if (rc == RAG_OK && at != datalen)
+      rc = fail(e, RAG_ECORRUPT, "%lu bytes after the last tensor", (unsigned long)(datalen - at));
+  }
+  memset(emb, 0, sizeof *emb);
+  memset(map, 0, sizeof *map);
+  memset(wts, 0, sizeof *wts);
+  for (count = 0; count < k && rc == RAG_OK; count++) {
+    tensor *t = &all[count];
+    tensor *dst = strcmp(t->name, "embeddings") == 0 ? emb
+                  : strcmp(t->name, "mapping") == 0  ? map
+                  : strcmp(t->name, "weights") == 0  ? wts
+                  : strcmp(t->name, "0") == 0 && emb->name == NULL ? emb
+                                                                  : NULL;
+    if (dst == NULL) continue;
+    *dst = *t;
+    dst->name = dst == emb ? "embeddings" : dst == map ? "mapping" : "weights";
+    dst->begin += 8 + hlen; /* from the start of the file */
+    dst->end += 8 + hlen;
+    if (dst->rank == 0) dst->rank = (size_t)-1; /* present, but a scalar */
+  }
+  rag_free(all);
+  cJSON_Delete(root);
+  return rc;
+}
+
+/* {====== Loading ======} */
+
+static double read_f(const unsigned char *p, int dtype) {
+  uint64_t v;
+  float f;
+  double d;
+  switch (dtype) {
+    case F32:
+      v = rag_le(p, 4);
+      {
+        uint32_t u = (uint32_t)v;
+        memcpy(&f, &u, 4);
+      }
+      return f;
+    case F16: return rag_f32_from_f16((uint16_t)rag_le(p, 2));
+    case I8: return (double)(signed char)p[0];
+    default:
+      v = rag_le(p, 8);
+      memcpy(&d, &v, 8);
+      return d;
+  }
+}
+
+static int load_quant(rag_model2vec *m, const tensor *map, const tensor *wts,
+                      rag_model2vec_error *e) {
+  size_t i;
+  if (map->rank != 0) {
+    int i64 = map->dtype == 5;
+    if (map->rank != 1 || (map->dtype != 4 && !i64))
+      return fail(e, RAG_EFORMAT, "tensor 'mapping' must be a 1-d i32 or i64 tensor");
+    if (map->shape[0] < m->nids)
+      return fail(e, RAG_ECORRUPT, "tensor 'mapping' has %lu entries for %lu token ids",
+                  (unsigned long)map->shape[0], (unsigned long)m->nids);
+    if ((m->mapping = (uint32_t *)rag_malloc(m->nids * sizeof *m->mapping + 1)) == NULL)
+      return RAG_ENOMEM;
+    for (i = 0; i < m->nids; i++) {
+      uint64_t v = rag_le(m->file + map->begin + i * map->elem, map->elem);
+      if (!i64) v = (uint64_t)(int64_t)(int32_t)(uint32_t)v;
+      if (v >= m->nrows)
+        return fail(e, RAG_ECORRUPT, "mapping of id %lu is out of range", (unsigned long)i);
+      m->mapping[i] = (uint32_t)v;
+    }
+  } else if (m->nrows != m->nids) {
+    return fail(e, RAG_ECORRUPT, "%lu embedding rows for %lu token ids",
+                (unsigned long)m->nrows, (unsigned long)m->nids);
+  }
+  if (wts->rank != 0) {
+    if (wts->rank != 1 || (wts->dtype != F64 && wts->dtype != F32 && wts->dtype != F16))
+      return fail(e, RAG_EFORMAT, "tensor 'weights' must be a 1-d f64, f32 or f16 tensor");
+    if (wts->shape[0] < m->nids)
+      return fail(e, RAG_ECORRUPT, "tensor 'weights' has %lu entries for %lu token ids",
+                  (unsigned long)wts->shape[0], (unsigned long)m->nids);
+    if ((m->weights = (double *)rag_malloc(m->nids * sizeof *m->weights + 1)) == NULL)
+      return RAG_ENOMEM;
+    for (i = 0; i < m->nids; i++)
+      m->weights[i] = read_f(m->file + wts->begin + i * wts->elem, wts->dtype);
+  }
+  return RAG_OK;
+}
+
+static int load_tensors(rag_model2vec *m, size_t n, rag_model2vec_error *e) {
+  tensor emb, map, wts;
+  int rc = parse_safetensors(m->file, n, &emb, &map, &wts, e);
+  if (rc != RAG_OK) return rc;
+  if (emb.rank == 0) return fail(e, RAG_EFORMAT, "no 'embeddings' tensor");
+  if (emb.rank != 2) return fail(e, RAG_EFORMAT, "tensor 'embeddings' is not 2-d");
+  if (emb.dtype < F32 || emb.dtype > F64)
+    return fail(e, RAG_EFORMAT, "unsupported embeddings dtype");
+  if (emb.shape[0] == 0 || emb.shape[1] == 0)
+    return fail(e, RAG_EFORMAT, "tensor 'embeddings' is empty");
+  if (emb.shape[0] > 0xffffffffu)
+    return fail(e, RAG_EFORMAT, "tensor 'embeddings' has too many rows");
+  m->dtype = emb.dtype;
+  m->nrows = emb.shape[0];
+  m->dim = emb.shape[1];
+  m->rowbytes = m->dim * emb.elem;
+  m->rows = m->file + emb.begin;
+  return load_quant(m, &map, &wts, e);
+}
+
+static int read_file(const char *dir, const char *name, unsigned char **buf, size_t *n,
+                     rag_model2vec_error *e) {
+  size_t dl = strlen(dir), nl = strlen(name);
+  char *path;
+  int rc;
+  while (dl > 1 && dir[dl - 1] == '/') dl--;
+  if ((path = (char *)rag_malloc(dl + nl + 2)) == NULL) return RAG_ENOMEM;
+  memcpy(path, dir, dl);
+  path[dl] = '/';
+  memcpy(path + dl + 1, name, nl + 1);
+  e->file = name;
+  rc = rag_file_read(path, buf, n, &e->err);
+  rag_free(path);
+  return rc;
+}
+
+static int load_config(rag_model2vec *m, const char *dir, rag_model2vec_error *e) {
+  unsigned char *buf;
+  size_t n;
+  cJSON *cfg, *norm;
+  int rc = read_file(dir, "config.json", &buf, &n, e);
+  if (rc != RAG_OK) return rc;
+  cfg = cJSON_ParseWithLength((const char *)buf, n);
+  rag_free(buf);
+  if (cfg == NULL || !cJSON_IsObject(cfg)) {
+    cJSON_Delete(cfg);
+    return fail(e, RAG_EFORMAT, "not a valid json object");
+  }
+  norm = cJSON_GetObjectItemCaseSensitive(cfg, "normalize");
+  m->normalize = cJSON_IsBool(norm) ? cJSON_IsTrue(norm) : 1; /* model2vec-rs's default */
+  cJSON_Delete(cfg);
+  return RAG_OK;
+}
+
+static int load_tokenizer(rag_model2vec *m, const char *dir, rag_model2vec_error *e) {
+  unsigned char *buf;
+  size_t n;
+  rag_hftok_info info;
+  int rc = read_file(dir, "tokenizer.json", &buf, &n, e);
+  if (rc != RAG_OK) return rc;
+  rc = rag_hftok_new((const char *)buf, n, &m->tok, e->why, sizeof e->why);
+  rag_free(buf);
+  if (rc != RAG_OK) return rc;
+  rag_hftok_describe(m->tok, &info);
+  m->nids = info.nids;
+  m->median = info.median;
+  m->has_unk = info.has_unk;
+  m->unk = info.unk;
+  m->tokenizer = info.model;
+  return RAG_OK;
+}
+
+int rag_model2vec_load(const char *dir, rag_model2vec **out, rag_model2vec_error *e) {
+  rag_model2vec *m;
+  struct stat st;
+  size_t n;
+  int rc;
+  *out = NULL;
+  memset(e, 0, sizeof *e);
+  e->file = "";
+  if (stat(dir, &st) != 0) {
+    e->err = errno;
+    return RAG_EIO;
+  }
+  if (!S_ISDIR(st.st_mode)) return fail(e, RAG_EFORMAT, "not a directory");
+  if ((m = (rag_model2vec *)rag_malloc(sizeof *m)) == NULL) return RAG_ENOMEM;
+  memset(m, 0, sizeof *m);
+  if ((rc = load_config(m, dir, e)) == RAG_OK && (rc = load_tokenizer(m, dir, e)) == RAG_OK &&
+      (rc = read_file(dir, "model.safetensors", &m->file, &n, e)) == RAG_OK &&
+      (rc = load_tensors(m, n, e)) == RAG_OK) {
+    if ((m->acc = (double *)rag_malloc(m->dim * sizeof *m->acc)) == NULL) rc = RAG_ENOMEM;
+  }
+  if (rc != RAG_OK) {
+    rag_model2vec_free(m);
+    return rc;
+  }
+  *out = m;
+  return RAG_OK;
+}
+
+void rag_model2vec_free(rag_model2vec *m) {
+  if (m == NULL) return;
+  rag_hftok_free(m->tok);
+  rag_free(m->file);
+  rag_free(m->mapping);
+  rag_free(m->weights);
+  rag_free(m->ids);
+  rag_free(m->acc);
+  rag_free(m);
+}
+
+void rag_model2vec_describe(const rag_model2vec *m, rag_model2vec_info *info) {
+  info->vocab = m->nids;
+  info->dim = m->dim;
+  info->rows = m->nrows;
+  info->dtype = dtype_names[m->dtype];
+  info->normalize = m->normalize;
+  info->quantized = m->mapping != NULL || m->weights != NULL;
+  info->median = m->median;
+  info->tokenizer = m->tokenizer;
+}
+
+size_t rag_model2vec_dim(const rag_model2vec *m) {
+  return m->dim;
+}
+
+/* {====== Encoding ======} */
+
+int rag_model2vec_tokenize(rag_model2vec *m, const char *s, size_t len, size_t max_length,
+                           const uint32_t **ids, size_t *n, size_t *errpos) {
+  const uint32_t *raw;
+  size_t nraw, i, k = 0;
+  int rc;
+  *ids = NULL;
+  *n = 0;
+  if ((i = rag_text_first_invalid((const unsigned char *)s, len)) != len) {
+    *errpos = i + 1;
+    return RAG_EENCODING;
+  }
+  if (max_length != RAG_MODEL2VEC_NOLIMIT) { /* model2vec-rs: keep max_length x median chars */
+    size_t chars = RAG_MUL_OVERFLOWS(max_length, m->median) ? (size_t)-1 : max_length * m->median;
+    for (i = 0; i < len && chars > 0; chars--) i += ((unsigned char)s[i] >= 0xf0)   ? 4
+                                                     : ((unsigned char)s[i] >= 0xe0) ? 3
+                                                     : ((unsigned char)s[i] >= 0xc0) ? 2
+                                                                                     : 1;
+    len = i;
+  }
+  if ((rc = rag_hftok_encode(m->tok, s, len, &raw, &nraw)) != RAG_OK) return rc;
+  if (nraw > m->capids) {
+    uint32_t *p = (uint32_t *)rag_grow(m->ids, &m->capids, nraw, sizeof *p);
+    if (p == NULL) return RAG_ENOMEM;
+    m->ids = p;
+  }
+  for (i = 0; i < nraw && k < max_length; i++)
+    if (!m->has_unk || raw[i] != m->unk) m->ids[k++] = raw[i];
+  *ids = m->ids;
+  *n = k;
+  return RAG_OK;
+}
+
+int rag_model2vec_embed(rag_model2vec *m, const char *s, size_t len, size_t max_length,
+                        float *out, size_t *errpos) {
+  const uint32_t *ids;
+  size_t n, i, j;
+  double norm = 0;
+  int rc = rag_model2vec_tokenize(m, s, len, max_length, &ids, &n, errpos);
+  if (rc != RAG_OK) return rc;
+  for (j = 0; j < m->dim; j++) m->acc[j] = 0;
+  for (i = 0; i < n; i++) {
+    size_t row = m->mapping != NULL ? m->mapping[ids[i]] : ids[i];
+    const unsigned char *p = m->rows + row * m->rowbytes;
+    double w = m->weights != NULL ? m->weights[ids[i]] : 1.0;
+    size_t step = m->rowbytes / m->dim;
+    if (m->dtype == F32) {
+      for (j = 0; j < m->dim; j++, p += 4) {
+        uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24;
+        float f;
+        memcpy(&f, &u, 4);
+        m->acc[j] += w * f;
+      }
+    } else {
+      for (j = 0; j < m->dim; j++, p += step) m->acc[j] += w * read_f(p, m->dtype);
+    }
+  }
+  for (j = 0; j < m->dim; j++) {
+    if (n > 0) m->acc[j] /= (double)n;
+    norm += m->acc[j] * m->acc[j];
+  }
+  norm = sqrt(norm);
+  if (norm < 1e-12) norm = 1e-12; /* model2vec-rs's floor; a zero vector stays zero */
+  for (j = 0; j < m->dim; j++) out[j] = (float)(m->normalize ? m->acc[j] / norm : m->acc[j]);
+  return RAG_OK;
+}
