@@ -95,7 +95,7 @@ static const int32_t cjk_blocks[][2] = {
   {0xFF66, 0xFFDC},   {0x1AFF0, 0x1B16F}, {0x20000, 0x3FFFF},
 };
 
-static int in_cjk(int32_t cp) {
+int rag_analyzer_is_cjk(int32_t cp) {
   size_t i;
   if (cp < 0x1100) return 0;
   for (i = 0; i < sizeof cjk_blocks / sizeof cjk_blocks[0]; i++) {
@@ -119,9 +119,9 @@ static int classify(int32_t cp) {
   switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
-      return in_cjk(cp) ? C_CJK : C_LETTER;
+      return rag_analyzer_is_cjk(cp) ? C_CJK : C_LETTER;
     case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
-      return in_cjk(cp) ? C_CJK : C_DIGIT;
+      return rag_analyzer_is_cjk(cp) ? C_CJK : C_DIGIT;
     case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC:
       return C_MARK;
     case UTF8PROC_CATEGORY_PC:

@@ -8,6 +8,7 @@
 #define RAG_ANALYZER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct rag_analyzer rag_analyzer;
 
@@ -52,6 +53,13 @@ typedef int (*rag_term_fn)(void *ud, const char *term, size_t termlen,
 
 /* Fills *o with the defaults: english, stem, lowercase, bigrams, built-in stopwords. */
 void rag_analyzer_defaults(rag_analyzer_opts *o);
+
+/*
+** Whether code point `cp` lies in the blocks the analyzer treats as CJK:
+** Han (with extensions and compatibility ideographs), Hiragana, Katakana,
+** Bopomofo and Hangul. Callers apply it to letters and numbers only.
+*/
+int rag_analyzer_is_cjk(int32_t cp);
 
 /* Whether `lang` names a libstemmer algorithm, and whether it is English. */
 rag_analyzer_langkind rag_analyzer_langkind_of(const char *lang);

@@ -13,6 +13,7 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_analyzer.h"
 #include "rag_text.h"
 
 /* The same bits on every CPU: no fused multiply-add in the norm. */
@@ -106,23 +107,6 @@ static inline void add_feature(rag_hashing *p, uint64_t h, const double w[2]) {
 
 enum { C_SEP = 0, C_WORD, C_MARK, C_CJK, C_EMOJI };
 
-/* The analyzer's CJK blocks: Han, kana, Bopomofo and Hangul. */
-static const int32_t cjk_blocks[][2] = {
-  {0x1100, 0x11FF},   {0x3005, 0x318F},   {0x31A0, 0x31BF},
-  {0x31F0, 0x31FF},   {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},
-  {0xA960, 0xA97F},   {0xAC00, 0xD7FF},   {0xF900, 0xFAFF},
-  {0xFF66, 0xFFDC},   {0x1AFF0, 0x1B16F}, {0x20000, 0x3FFFF},
-};
-
-static int in_cjk(int32_t cp) {
-  size_t i;
-  for (i = 0; i < sizeof cjk_blocks / sizeof cjk_blocks[0]; i++) {
-    if (cp < cjk_blocks[i][0]) return 0;
-    if (cp <= cjk_blocks[i][1]) return 1;
-  }
-  return 0;
-}
-
 /*
 ** Symbols that are words of their own: So in the blocks of pictographs
 ** (Miscellaneous Symbols, Dingbats, Miscellaneous Symbols and Arrows, and
@@ -141,7 +125,7 @@ static int classify(int32_t cp) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
     case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
-      return in_cjk(cp) ? C_CJK : C_WORD;
+      return rag_analyzer_is_cjk(cp) ? C_CJK : C_WORD;
     case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC:
       return C_MARK;
     case UTF8PROC_CATEGORY_SO:
