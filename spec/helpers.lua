@@ -24,6 +24,22 @@ function M.start_httpd(script)
   return "http://127.0.0.1:" .. port, stop
 end
 
+local model_serial = 0
+
+--- A model name for spec/fixtures/llmd.py that no other test uses:
+-- `prefix` (which picks the server's behaviour) and a serial number.
+function M.uniq_model(prefix)
+  model_serial = model_serial + 1
+  return prefix .. "m" .. model_serial .. "-" .. tostring(os.time())
+end
+
+--- The requests llmd.py at `base` saw for `model`, in order.
+function M.llmd_log(base, model)
+  local rag = require("rag")
+  local res = assert(rag.http.request({ url = base .. "/_log?model=" .. model }))
+  return rag.json.decode(res.body)
+end
+
 --- A loopback port on which nothing listens (bound, then released).
 function M.free_port()
   local p = assert(io.popen("exec env -u LD_PRELOAD python3 -c " ..

@@ -2,7 +2,9 @@
 -- and the batching every embedder shares.
 -- @module rag.embed
 local core = require("rag.core")
-local check = require("rag.opts").check
+local opts_mod = require("rag.opts")
+
+local check, strings = opts_mod.check, opts_mod.strings
 
 local pack, unpack_vec, sha256 = core.vec.pack, core.vec.unpack, core.text.hash
 local type, tostring, tonumber, pairs, setmetatable = type, tostring, tonumber, pairs, setmetatable
@@ -293,7 +295,51 @@ function M.batched(fname, texts, o, send)
   return res, info
 end
 
---- The embed options every embedder takes per call.
-M.CALL_OPTS = { packed = { "boolean", default = false } }
+local CALL_OPTS = { packed = { "boolean", default = false } }
+
+--- The embedding options of a provider, merged into `schema` (a new table).
+function M.schema(schema)
+  local out = {
+    batch_size = { "number", default = 64, int = true, min = 1, max = 100000 },
+    batch_tokens = { "number", int = true, min = 1 },
+    dimensions = { "number", int = true, min = 1, max = 65536 },
+    normalize = { "boolean", default = false },
+    tokenizer = { "userdata|table" },
+    cache = { "table|boolean" },
+  }
+  for k, v in pairs(schema) do
+    out[k] = v
+  end
+  return out
+end
+
+--- A provider's embedding settings from its checked options.
+function M.settings(o)
+  return {
+    model = o.model, dimensions = o.dimensions, batch_size = o.batch_size,
+    batch_tokens = o.batch_tokens, normalize = o.normalize, tokenizer = o.tokenizer,
+    cache = o.cache == true and M.cache() or o.cache or nil,
+  }
+end
+
+--- A provider's `embed(texts [, opts])`: checks the arguments (raising,
+-- blamed on the provider's caller), then runs `batched` with the settings
+-- `s` (see `settings`) and `send`.
+function M.run(fname, s, texts, opts, send)
+  strings(fname, "texts", texts, 3)
+  local co = check(fname, opts, CALL_OPTS, 3)
+  local count
+  if s.batch_tokens then
+    local tok = s.tokenizer or require("rag.tokenizer").approx()
+    count = function(t)
+      return tok:count(t) or #t
+    end
+  end
+  return M.batched(fname, texts, {
+    model = s.model .. (s.dimensions and ("@" .. s.dimensions) or ""), cache = s.cache,
+    batch_size = s.batch_size, batch_tokens = s.batch_tokens, count = count,
+    normalize = s.normalize, packed = co.packed,
+  }, send)
+end
 
 return M

@@ -3,12 +3,10 @@
 local rag = require("rag")
 local helpers = require("spec.helpers")
 
-local json = rag.json
 local KEY = "sk-CANARY-rr81"
 
 describe("providers over their own wire formats", function()
   local base, stop
-  local n = 0
 
   setup(function()
     base, stop = helpers.start_httpd("llmd.py")
@@ -18,14 +16,10 @@ describe("providers over their own wire formats", function()
     stop()
   end)
 
-  local function uniq(prefix)
-    n = n + 1
-    return prefix .. "o" .. n .. "-" .. tostring(os.time())
-  end
+  local uniq = helpers.uniq_model
 
   local function log(model)
-    local res = assert(rag.http.request({ url = base .. "/_log?model=" .. model }))
-    return json.decode(res.body)
+    return helpers.llmd_log(base, model)
   end
 
   describe("rag.providers.ollama", function()

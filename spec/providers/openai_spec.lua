@@ -33,15 +33,10 @@ describe("rag.providers.openai", function()
     stop()
   end)
 
-  local n = 0
-  local function uniq(prefix) -- a model name no other test uses
-    n = n + 1
-    return prefix .. "t" .. n .. "-" .. tostring(os.time())
-  end
+  local uniq = helpers.uniq_model
 
   local function log(model)
-    local res = assert(rag.http.request({ url = base .. "/_log?model=" .. model }))
-    return json.decode(res.body)
+    return helpers.llmd_log(base, model)
   end
 
   local function provider(model, extra)

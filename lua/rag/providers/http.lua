@@ -278,6 +278,26 @@ function M.post(c, fname, url, body, stream)
   end
 end
 
+-- Appends `piece` to `buf`, passes each complete line (without its LF or
+-- CRLF) to on_line, and returns what is left after the last LF.
+local function split_lines(buf, piece, on_line)
+  buf = buf .. piece
+  local i = 1
+  while true do
+    local j = buf:find("\n", i, true)
+    if not j then
+      break
+    end
+    local l = buf:sub(i, j - 1)
+    if l:sub(-1) == "\r" then
+      l = l:sub(1, -2)
+    end
+    on_line(l)
+    i = j + 1
+  end
+  return buf:sub(i)
+end
+
 --- A server-sent-events reader: `feed(piece)` takes body pieces in order,
 -- and `on_data(data)` gets each event's data (its "data:" lines joined with
 -- "\n"). Comments and other fields are skipped; LF or CRLF line ends.
@@ -298,21 +318,7 @@ function M.sse(on_data)
     end
   end
   local function feed(piece)
-    buf = buf .. piece
-    local i = 1
-    while true do
-      local j = buf:find("\n", i, true)
-      if not j then
-        break
-      end
-      local l = buf:sub(i, j - 1)
-      if l:sub(-1) == "\r" then
-        l = l:sub(1, -2)
-      end
-      line(l)
-      i = j + 1
-    end
-    buf = buf:sub(i)
+    buf = split_lines(buf, piece, line)
   end
   local function finish()
     if buf ~= "" then
@@ -327,21 +333,13 @@ end
 --- Reads newline-delimited JSON: `feed(piece)`; `on_line(text)` per line.
 function M.lines(on_line)
   local buf = ""
-  local function feed(piece)
-    buf = buf .. piece
-    local i = 1
-    while true do
-      local j = buf:find("\n", i, true)
-      if not j then
-        break
-      end
-      local l = buf:sub(i, j - 1):gsub("\r$", "")
-      if l:find("%S") then
-        on_line(l)
-      end
-      i = j + 1
+  local function nonblank(l)
+    if l:find("%S") then
+      on_line(l)
     end
-    buf = buf:sub(i)
+  end
+  local function feed(piece)
+    buf = split_lines(buf, piece, nonblank)
   end
   local function finish()
     if buf:find("%S") then
@@ -380,6 +378,13 @@ function M.schema(schema)
     out[k] = v
   end
   return out
+end
+
+--- What `tostring` shows of a provider: its kind, model and base URL
+-- (without query or user info), never its key.
+function M.describe(fname, p)
+  return fname .. "{ " .. (p.kind and ("kind = " .. p.kind .. ", ") or "") .. "model = "
+    .. tostring(p.model) .. ", base_url = " .. M.safe_url(p.base_url) .. " }"
 end
 
 --- `base` without trailing slashes.

@@ -8,7 +8,7 @@ local opts_mod = require("rag.opts")
 local openai = require("rag.providers.openai")
 
 local json = core.json
-local check, strings = opts_mod.check, opts_mod.strings
+local check = opts_mod.check
 local type, tostring, tonumber, setmetatable, concat = type, tostring, tonumber, setmetatable,
   table.concat
 
@@ -19,19 +19,13 @@ Provider.__index = Provider
 
 local FNAME = "rag.providers.ollama"
 
-local SCHEMA = http.schema({
+local SCHEMA = http.schema(embed.schema({
   base_url = { "string" },
   api_key = { "string" },
   model = { "string" },
-  batch_size = { "number", default = 64, int = true, min = 1, max = 100000 },
-  batch_tokens = { "number", int = true, min = 1 },
-  dimensions = { "number", int = true, min = 1, max = 65536 },
   keep_alive = { "string|number" },
   truncate = { "boolean" },
-  normalize = { "boolean", default = false },
-  tokenizer = { "userdata|table" },
-  cache = { "table|boolean" },
-})
+}))
 
 -- OLLAMA_HOST may be "host:port", "http://host:port" or "0.0.0.0".
 local function default_base()
@@ -59,44 +53,28 @@ function M.new(opts)
   local self = setmetatable({
     model = o.model,
     base_url = http.trim_base(o.base_url or default_base()),
-    dimensions = o.dimensions,
     keep_alive = o.keep_alive,
     truncate = o.truncate,
-    batch_size = o.batch_size,
-    batch_tokens = o.batch_tokens,
-    normalize = o.normalize,
-    tokenizer = o.tokenizer,
-    cache = o.cache == true and embed.cache() or o.cache or nil,
+    embedding = embed.settings(o),
   }, Provider)
   self.client = http.client(o, http.key(o.api_key, "OLLAMA_API_KEY"))
   return self
 end
 
 function Provider:__tostring()
-  return FNAME .. "{ model = " .. self.model .. ", base_url = " .. http.safe_url(self.base_url)
-    .. " }"
+  return http.describe(FNAME, self)
 end
 
 --- Embeds `texts` through /api/embed, in batches, order kept.
 -- @return vectors, info `{ requests=, cached=, sent=, usage= }` | nil, msg, code
 function Provider:embed(texts, opts)
   local fname = FNAME .. ".embed"
-  strings(fname, "texts", texts, 2)
-  local co = check(fname, opts, embed.CALL_OPTS, 2)
   local url = self.base_url .. "/api/embed"
   local prompt_tokens = 0
-  local count
-  if self.batch_tokens then
-    local tok = self.tokenizer or require("rag.tokenizer").approx()
-    count = function(s) return tok:count(s) or #s end
-  end
-  local out, info, code = embed.batched(fname, texts, {
-    model = self.model .. (self.dimensions and ("@" .. self.dimensions) or ""),
-    cache = self.cache, batch_size = self.batch_size, batch_tokens = self.batch_tokens,
-    count = count, normalize = self.normalize, packed = co.packed,
-  }, function(batch)
+  local out, info, code = embed.run(fname, self.embedding, texts, opts, function(batch)
     local v, msg, c = http.post(self.client, fname, url, { model = self.model, input = batch,
-      dimensions = self.dimensions, keep_alive = self.keep_alive, truncate = self.truncate })
+      dimensions = self.embedding.dimensions, keep_alive = self.keep_alive,
+      truncate = self.truncate })
     if v == nil then
       return nil, msg, c
     end

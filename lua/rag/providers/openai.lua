@@ -7,7 +7,7 @@ local embed = require("rag.embed")
 local opts_mod = require("rag.opts")
 
 local json = core.json
-local check, strings = opts_mod.check, opts_mod.strings
+local check = opts_mod.check
 local type, tostring, setmetatable, concat = type, tostring, setmetatable, table.concat
 
 local M = {}
@@ -15,19 +15,13 @@ local M = {}
 local Provider = {}
 Provider.__index = Provider
 
-local SCHEMA = http.schema({
+local SCHEMA = http.schema(embed.schema({
   base_url = { "string" },
   api_key = { "string" },
   model = { "string" },
-  batch_size = { "number", default = 64, int = true, min = 1, max = 100000 },
-  batch_tokens = { "number", int = true, min = 1 },
-  dimensions = { "number", int = true, min = 1, max = 65536 },
   organization = { "string" },
   project = { "string" },
-  normalize = { "boolean", default = false },
-  tokenizer = { "userdata|table" },
-  cache = { "table|boolean" },
-})
+}))
 
 local FNAME = "rag.providers.openai"
 
@@ -57,27 +51,14 @@ function M.new(opts)
     model = o.model,
     base_url = http.trim_base(o.base_url or os.getenv("OPENAI_BASE_URL")
       or "https://api.openai.com/v1"),
-    dimensions = o.dimensions,
-    batch_size = o.batch_size,
-    batch_tokens = o.batch_tokens,
-    normalize = o.normalize,
-    tokenizer = o.tokenizer,
-    cache = o.cache == true and embed.cache() or o.cache or nil,
+    embedding = embed.settings(o),
   }, Provider)
   self.client = http.client(o, http.key(o.api_key, "OPENAI_API_KEY"))
   return self
 end
 
 function Provider:__tostring()
-  return FNAME .. "{ model = " .. self.model .. ", base_url = " .. http.safe_url(self.base_url)
-    .. " }"
-end
-
-local function count_with(tok)
-  return function(s)
-    local n = tok:count(s)
-    return n or #s
-  end
+  return http.describe(FNAME, self)
 end
 
 --- Embeds `texts`, in batches, order kept.
@@ -86,22 +67,11 @@ end
 -- @return vectors, info `{ requests=, cached=, sent=, usage= }` | nil, msg, code
 function Provider:embed(texts, opts)
   local fname = FNAME .. ".embed"
-  strings(fname, "texts", texts, 2)
-  local co = check(fname, opts, embed.CALL_OPTS, 2)
   local usage = { prompt_tokens = 0, total_tokens = 0 }
   local url = self.base_url .. "/embeddings"
-  local model_key = self.model .. (self.dimensions and ("@" .. self.dimensions) or "")
-  local count
-  if self.batch_tokens then
-    count = count_with(self.tokenizer or require("rag.tokenizer").approx())
-  end
-  local out, info, code = embed.batched(fname, texts, {
-    model = model_key, cache = self.cache, batch_size = self.batch_size,
-    batch_tokens = self.batch_tokens, count = count, normalize = self.normalize,
-    packed = co.packed,
-  }, function(batch)
+  local out, info, code = embed.run(fname, self.embedding, texts, opts, function(batch)
     local body = { model = self.model, input = batch, encoding_format = "float",
-      dimensions = self.dimensions }
+      dimensions = self.embedding.dimensions }
     local v, msg, code = http.post(self.client, fname, url, body)
     if v == nil then
       return nil, msg, code

@@ -6,7 +6,7 @@ local http = require("rag.providers.http")
 local opts_mod = require("rag.opts")
 
 local check = opts_mod.check
-local type, tostring, setmetatable, sort = type, tostring, setmetatable, table.sort
+local type, setmetatable, sort = type, setmetatable, table.sort
 
 local M = {}
 
@@ -80,8 +80,7 @@ function M.new(opts)
 end
 
 function Provider:__tostring()
-  return FNAME .. "{ kind = " .. self.kind .. ", model = " .. tostring(self.model)
-    .. ", base_url = " .. http.safe_url(self.base_url) .. " }"
+  return http.describe(FNAME, self)
 end
 
 local CALL = { top_n = { "number", int = true, min = 1 } }
