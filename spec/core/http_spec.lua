@@ -247,13 +247,13 @@ describe("rag.http.request", function()
   describe("stream", function()
     it("passes a 2xx body to the function piece by piece and keeps none", function()
       local pieces, total = {}, 0
-      local res, _, code = http.request({ url = base .. "/endless", timeout = 0.5,
+      local res, msg, code = http.request({ url = base .. "/endless", timeout = 0.5,
         max_body = 1e9, stream = function(p)
           pieces[#pieces + 1] = #p
           total = total + #p
         end })
       assert.is_nil(res) -- the body never ends: the deadline stops it
-      assert.equal("timeout", code)
+      assert.equal("timeout", code, msg)
       assert.truthy(#pieces > 1)
       assert.truthy(total > 65536)
     end)
