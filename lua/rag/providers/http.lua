@@ -95,7 +95,6 @@ local function redact(s, secret)
   out[#out + 1] = s:sub(i)
   return table.concat(out)
 end
-M.redact = redact
 
 -- The error text of a reply body in the shapes servers use: OpenAI's
 -- {error={message=}}, Ollama's and TEI's {error=}, Cohere's {message=},

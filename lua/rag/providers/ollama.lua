@@ -4,11 +4,10 @@
 local core = require("rag.core")
 local http = require("rag.providers.http")
 local embed = require("rag.embed")
-local opts_mod = require("rag.opts")
+local check = require("rag.opts").check
 local openai = require("rag.providers.openai")
 
 local json = core.json
-local check = opts_mod.check
 local type, tostring, tonumber, setmetatable, concat = type, tostring, tonumber, setmetatable,
   table.concat
 

@@ -4,10 +4,9 @@
 local core = require("rag.core")
 local http = require("rag.providers.http")
 local embed = require("rag.embed")
-local opts_mod = require("rag.opts")
+local check = require("rag.opts").check
 
 local json = core.json
-local check = opts_mod.check
 local type, tostring, setmetatable, concat = type, tostring, setmetatable, table.concat
 
 local M = {}
