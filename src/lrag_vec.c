@@ -155,7 +155,7 @@ void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t m
   lua_setfield(L, -2, "dtype");
   lua_pushinteger(L, (lua_Integer)memory);
   lua_setfield(L, -2, "memory");
-  lua_pushstring(L, k->simd ? "avx2" : "portable");
+  lua_pushstring(L, k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
   lua_setfield(L, -2, "kernel");
 }
 

@@ -115,6 +115,65 @@ static float l2_i8(const float *q, const int8_t *x, size_t d, float s) {
   return -a;
 }
 
+/* A split f32 row (see rag_kernel_split): component i is hi[i] << 16 | hi[d + i]. */
+static float join(uint16_t hi, uint16_t lo) {
+  uint32_t u = (uint32_t)hi << 16 | lo;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* dot_f32 and l2_f32 over a split row, term for term, so the scores are the same. */
+static float dot_s(const float *q, const uint16_t *x, size_t d) {
+  float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= d; i += 4) {
+    a0 += q[i] * join(x[i], x[d + i]);
+    a1 += q[i + 1] * join(x[i + 1], x[d + i + 1]);
+    a2 += q[i + 2] * join(x[i + 2], x[d + i + 2]);
+    a3 += q[i + 3] * join(x[i + 3], x[d + i + 3]);
+  }
+  for (; i < d; i++) a0 += q[i] * join(x[i], x[d + i]);
+  return (a0 + a1) + (a2 + a3);
+}
+
+static float l2_s(const float *q, const uint16_t *x, size_t d) {
+  float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= d; i += 4) {
+    float d0 = q[i] - join(x[i], x[d + i]), d1 = q[i + 1] - join(x[i + 1], x[d + i + 1]),
+          d2 = q[i + 2] - join(x[i + 2], x[d + i + 2]),
+          d3 = q[i + 3] - join(x[i + 3], x[d + i + 3]);
+    a0 += d0 * d0;
+    a1 += d1 * d1;
+    a2 += d2 * d2;
+    a3 += d3 * d3;
+  }
+  for (; i < d; i++) {
+    float t = q[i] - join(x[i], x[d + i]);
+    a0 += t * t;
+  }
+  return -((a0 + a1) + (a2 + a3));
+}
+
+/* The approximate scores of a split row: its high halves alone (bfloat16, truncated). */
+static float dot_b(const float *q, const uint16_t *x, size_t d) {
+  float a = 0;
+  size_t i;
+  for (i = 0; i < d; i++) a += q[i] * join(x[i], 0);
+  return a;
+}
+
+static float l2_b(const float *q, const uint16_t *x, size_t d) {
+  float a = 0;
+  size_t i;
+  for (i = 0; i < d; i++) {
+    float t = q[i] - join(x[i], 0);
+    a += t * t;
+  }
+  return -a;
+}
+
 /* The loop over rows around a one-row kernel. */
 #define ROWS(name, T, expr)                                                                 \
   static void name(const float *q, const void *rows, const float *scales, size_t n,      \
@@ -134,6 +193,8 @@ ROWS(p_dot_f16, uint16_t, dot_f16(q, x, d))
 ROWS(p_l2_f16, uint16_t, l2_f16(q, x, d))
 ROWS(p_dot_i8, int8_t, dot_i8(q, x, d, scales[i]))
 ROWS(p_l2_i8, int8_t, l2_i8(q, x, d, scales[i]))
+ROWS(p_dot_s, uint16_t, dot_s(q, x, d))
+ROWS(p_l2_s, uint16_t, l2_s(q, x, d))
 
 /* One-row forms of the portable kernels. */
 #define ONE(name, T, expr)                                                     \
@@ -149,6 +210,34 @@ ONE(o_dot_f16, uint16_t, dot_f16(q, x, d))
 ONE(o_l2_f16, uint16_t, l2_f16(q, x, d))
 ONE(o_dot_i8, int8_t, dot_i8(q, x, d, s))
 ONE(o_l2_i8, int8_t, l2_i8(q, x, d, s))
+ONE(o_dot_s, uint16_t, dot_s(q, x, d))
+ONE(o_l2_s, uint16_t, l2_s(q, x, d))
+
+/* Scores of the rows idx[0..m) around a one-row kernel (s: the row's i8 scale, else 1). */
+#define GATHER(name, ATTR, T, expr)                                                         \
+  ATTR static void name(const float *q, const void *rows, const float *scales,            \
+                        const uint32_t *idx, size_t m, size_t d, size_t rb, float *out) {   \
+    const unsigned char *base = (const unsigned char *)rows;                                \
+    size_t j;                                                                               \
+    for (j = 0; j < m; j++) {                                                               \
+      const T *x = (const T *)(const void *)(base + (size_t)idx[j] * rb);                   \
+      float s = scales ? scales[idx[j]] : 1.0f;                                             \
+      (void)s;                                                                              \
+      out[j] = (expr);                                                                      \
+    }                                                                                       \
+  }
+
+#define PLAIN /* no target attribute */
+GATHER(g_dot_f32, PLAIN, float, dot_f32(q, x, d))
+GATHER(g_l2_f32, PLAIN, float, l2_f32(q, x, d))
+GATHER(g_dot_f16, PLAIN, uint16_t, dot_f16(q, x, d))
+GATHER(g_l2_f16, PLAIN, uint16_t, l2_f16(q, x, d))
+GATHER(g_dot_i8, PLAIN, int8_t, dot_i8(q, x, d, s))
+GATHER(g_l2_i8, PLAIN, int8_t, l2_i8(q, x, d, s))
+GATHER(g_dot_s, PLAIN, uint16_t, dot_s(q, x, d))
+GATHER(g_l2_s, PLAIN, uint16_t, l2_s(q, x, d))
+GATHER(g_dot_b, PLAIN, uint16_t, dot_b(q, x, d))
+GATHER(g_l2_b, PLAIN, uint16_t, l2_b(q, x, d))
 
 /* {====== AVX2 kernels ======} */
 
@@ -217,6 +306,25 @@ AVX_KERNEL(v_l2_f16, uint16_t, load_f16, L2_STEP, NEG,
 AVX_KERNEL(v_dot_i8, int8_t, load_i8, DOT_STEP, TIMES_S, t += q[i] * (float)x[i])
 AVX_KERNEL(v_l2_i8, int8_t, load_i8, L2I8_STEP, NEG, { float e = q[i] - s * (float)x[i]; t += e * e; })
 
+/* Split rows: the high half at x, the low half d components on. */
+AVX static inline __m256 load_split(const uint16_t *x, size_t d) {
+  __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)x));
+  __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(x + d)));
+  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(hi, 16), lo));
+}
+
+AVX static inline __m256 load_bf16(const uint16_t *x) {
+  __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+}
+
+#define LOAD_S(p) load_split(p, d)
+AVX_KERNEL(v_dot_s, uint16_t, LOAD_S, DOT_STEP, SAME, t += q[i] * join(x[i], x[d + i]))
+AVX_KERNEL(v_l2_s, uint16_t, LOAD_S, L2_STEP, NEG,
+           { float e = q[i] - join(x[i], x[d + i]); t += e * e; })
+AVX_KERNEL(v_dot_b, uint16_t, load_bf16, DOT_STEP, SAME, t += q[i] * join(x[i], 0))
+AVX_KERNEL(v_l2_b, uint16_t, load_bf16, L2_STEP, NEG, { float e = q[i] - join(x[i], 0); t += e * e; })
+
 #define AVX_ROWS(name, T, kern, SC)                                                         \
   AVX static void name(const float *q, const void *rows, const float *scales, size_t n,  \
                        size_t d, size_t rb, float *out) {                                   \
@@ -237,6 +345,8 @@ AVX_ONE(b_dot_f16, uint16_t, v_dot_f16)
 AVX_ONE(b_l2_f16, uint16_t, v_l2_f16)
 AVX_ONE(b_dot_i8, int8_t, v_dot_i8)
 AVX_ONE(b_l2_i8, int8_t, v_l2_i8)
+AVX_ONE(b_dot_s, uint16_t, v_dot_s)
+AVX_ONE(b_l2_s, uint16_t, v_l2_s)
 
 AVX_ROWS(a_dot_f32, float, v_dot_f32, 1.0f)
 AVX_ROWS(a_l2_f32, float, v_l2_f32, 1.0f)
@@ -244,6 +354,121 @@ AVX_ROWS(a_dot_f16, uint16_t, v_dot_f16, 1.0f)
 AVX_ROWS(a_l2_f16, uint16_t, v_l2_f16, 1.0f)
 AVX_ROWS(a_dot_i8, int8_t, v_dot_i8, scales[i])
 AVX_ROWS(a_l2_i8, int8_t, v_l2_i8, scales[i])
+AVX_ROWS(a_dot_s, uint16_t, v_dot_s, 1.0f)
+AVX_ROWS(a_l2_s, uint16_t, v_l2_s, 1.0f)
+
+GATHER(c_dot_f32, AVX, float, v_dot_f32(q, x, d, s))
+GATHER(c_l2_f32, AVX, float, v_l2_f32(q, x, d, s))
+GATHER(c_dot_f16, AVX, uint16_t, v_dot_f16(q, x, d, s))
+GATHER(c_l2_f16, AVX, uint16_t, v_l2_f16(q, x, d, s))
+GATHER(c_dot_i8, AVX, int8_t, v_dot_i8(q, x, d, s))
+GATHER(c_l2_i8, AVX, int8_t, v_l2_i8(q, x, d, s))
+GATHER(c_dot_s, AVX, uint16_t, v_dot_s(q, x, d, s))
+GATHER(c_l2_s, AVX, uint16_t, v_l2_s(q, x, d, s))
+GATHER(c_dot_b, AVX, uint16_t, v_dot_b(q, x, d, s))
+GATHER(c_l2_b, AVX, uint16_t, v_l2_b(q, x, d, s))
+
+/* {====== AVX-512 kernels (split rows only) ======} */
+
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+AVX512 static inline __m512 load512_split(const uint16_t *x, size_t d) {
+  __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)x));
+  __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(x + d)));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_slli_epi32(hi, 16), lo));
+}
+
+AVX512 static inline __m512 load512_bf16(const uint16_t *x) {
+  __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16));
+}
+
+/*
+** Exact: the AVX2 kernel's sums in its order, so the scores are the same:
+** lanes 0-7 of one accumulator are its a0 and lanes 8-15 its a1, 16
+** components a step; then 8 into the low lanes, the tail, and hsum.
+*/
+#define AVX512_EXACT(name, LOAD, STEP, STEP8, FINISH, TAIL)                                \
+  AVX512 static inline float name(const float *q, const uint16_t *x, size_t d, float s) {  \
+    __m512 a = _mm512_setzero_ps();                                                        \
+    __m256 lo8, hi8;                                                                       \
+    float t = 0;                                                                           \
+    size_t i = 0;                                                                          \
+    (void)s;                                                                               \
+    for (; i + 16 <= d; i += 16) {                                                         \
+      __m512 xv = LOAD(x + i), qv = _mm512_loadu_ps(q + i);                                \
+      STEP(a, qv, xv);                                                                     \
+    }                                                                                      \
+    lo8 = _mm512_castps512_ps256(a);                                                       \
+    hi8 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));                \
+    if (i + 8 <= d) {                                                                      \
+      __m256 xv = load_split(x + i, d), qv = _mm256_loadu_ps(q + i);                       \
+      STEP8(lo8, qv, xv);                                                                  \
+      i += 8;                                                                              \
+    }                                                                                      \
+    for (; i < d; i++) TAIL;                                                               \
+    return FINISH(hsum(_mm256_add_ps(lo8, hi8)) + t);                                      \
+  }
+
+/* Approximate: two accumulators over 32 components a step, then 16, then the tail. */
+#define AVX512_APPROX(name, LOAD, STEP, FINISH, TAIL)                                      \
+  AVX512 static inline float name(const float *q, const uint16_t *x, size_t d, float s) {  \
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                             \
+    float t = 0;                                                                           \
+    size_t i = 0;                                                                          \
+    (void)s;                                                                               \
+    for (; i + 32 <= d; i += 32) {                                                         \
+      __m512 x0 = LOAD(x + i), x1 = LOAD(x + i + 16);                                      \
+      __m512 q0 = _mm512_loadu_ps(q + i), q1 = _mm512_loadu_ps(q + i + 16);                \
+      STEP(a0, q0, x0);                                                                    \
+      STEP(a1, q1, x1);                                                                    \
+    }                                                                                      \
+    if (i + 16 <= d) {                                                                     \
+      __m512 x0 = LOAD(x + i), q0 = _mm512_loadu_ps(q + i);                                \
+      STEP(a0, q0, x0);                                                                    \
+      i += 16;                                                                             \
+    }                                                                                      \
+    for (; i < d; i++) TAIL;                                                               \
+    return FINISH(_mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + t);                        \
+  }
+
+#define LOAD512_S(p) load512_split(p, d)
+#define DOT512_STEP(a, qv, xv) a = _mm512_fmadd_ps(qv, xv, a)
+#define L2512_STEP(a, qv, xv)              \
+  do {                                     \
+    __m512 dd = _mm512_sub_ps(qv, xv);     \
+    a = _mm512_fmadd_ps(dd, dd, a);        \
+  } while (0)
+
+AVX512_EXACT(w_dot_s, LOAD512_S, DOT512_STEP, DOT_STEP, SAME, t += q[i] * join(x[i], x[d + i]))
+AVX512_EXACT(w_l2_s, LOAD512_S, L2512_STEP, L2_STEP, NEG,
+             { float e = q[i] - join(x[i], x[d + i]); t += e * e; })
+AVX512_APPROX(w_dot_b, load512_bf16, DOT512_STEP, SAME, t += q[i] * join(x[i], 0))
+AVX512_APPROX(w_l2_b, load512_bf16, L2512_STEP, NEG, { float e = q[i] - join(x[i], 0); t += e * e; })
+
+AVX512 static float z_dot_s1(const float *q, const void *row, size_t d, float s) {
+  return w_dot_s(q, (const uint16_t *)row, d, s);
+}
+
+AVX512 static float z_l2_s1(const float *q, const void *row, size_t d, float s) {
+  return w_l2_s(q, (const uint16_t *)row, d, s);
+}
+
+#define AVX512_ROWS(name, kern)                                                             \
+  AVX512 static void name(const float *q, const void *rows, const float *scales, size_t n, \
+                          size_t d, size_t rb, float *out) {                                \
+    const unsigned char *r = (const unsigned char *)rows;                                   \
+    size_t i;                                                                               \
+    (void)scales;                                                                           \
+    for (i = 0; i < n; i++, r += rb) out[i] = kern(q, (const uint16_t *)(const void *)r, d, 1.0f); \
+  }
+
+AVX512_ROWS(z_dot_s, w_dot_s)
+AVX512_ROWS(z_l2_s, w_l2_s)
+GATHER(y_dot_s, AVX512, uint16_t, w_dot_s(q, x, d, s))
+GATHER(y_l2_s, AVX512, uint16_t, w_l2_s(q, x, d, s))
+GATHER(y_dot_b, AVX512, uint16_t, w_dot_b(q, x, d, s))
+GATHER(y_l2_b, AVX512, uint16_t, w_l2_b(q, x, d, s))
 
 /* AVX2, FMA and F16C, with the OS saving the YMM registers (CPUID, XGETBV). */
 static int cpu_has_avx2(void) {
@@ -254,6 +479,14 @@ static int cpu_has_avx2(void) {
   if ((lo & 6u) != 6u) return 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
   return (b & bit_AVX2) != 0;
+}
+
+/* AVX-512F, with the OS saving the opmask and ZMM registers. */
+static int cpu_has_avx512(void) {
+  unsigned a, b, c, d, lo, hi;
+  if (!cpu_has_avx2() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX512F)) return 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0xe6u) == 0xe6u;
 }
 #endif
 
@@ -271,21 +504,52 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->rowbytes = dim * width[dtype];
   static const rag_score1_fn plain1[RAG_NDTYPES][2] = {
       {o_dot_f32, o_l2_f32}, {o_dot_f16, o_l2_f16}, {o_dot_i8, o_l2_i8}};
+  static const rag_gather_fn plaing[RAG_NDTYPES][2] = {
+      {g_dot_f32, g_l2_f32}, {g_dot_f16, g_l2_f16}, {g_dot_i8, g_l2_i8}};
   k->score = plain[dtype][l2];
   k->one = plain1[dtype][l2];
+  k->gather = k->approx = plaing[dtype][l2];
   k->simd = 0;
+  k->split = 0;
 #ifdef RAG_X86
   if (!portable && cpu_has_avx2()) {
     static const rag_score_fn fast[RAG_NDTYPES][2] = {
         {a_dot_f32, a_l2_f32}, {a_dot_f16, a_l2_f16}, {a_dot_i8, a_l2_i8}};
     static const rag_score1_fn fast1[RAG_NDTYPES][2] = {
         {b_dot_f32, b_l2_f32}, {b_dot_f16, b_l2_f16}, {b_dot_i8, b_l2_i8}};
+    static const rag_gather_fn fastg[RAG_NDTYPES][2] = {
+        {c_dot_f32, c_l2_f32}, {c_dot_f16, c_l2_f16}, {c_dot_i8, c_l2_i8}};
     k->score = fast[dtype][l2];
     k->one = fast1[dtype][l2];
+    k->gather = k->approx = fastg[dtype][l2];
     k->simd = 1;
   }
 #else
   (void)portable;
+#endif
+}
+
+void rag_kernel_split(rag_kernel *k) {
+  int l2 = k->metric == RAG_L2;
+  if (k->dtype != RAG_F32) return;
+  k->split = 1;
+  k->score = l2 ? p_l2_s : p_dot_s;
+  k->one = l2 ? o_l2_s : o_dot_s;
+  k->gather = l2 ? g_l2_s : g_dot_s;
+  k->approx = l2 ? g_l2_b : g_dot_b;
+#ifdef RAG_X86
+  if (k->simd && cpu_has_avx512()) {
+    k->score = l2 ? z_l2_s : z_dot_s;
+    k->one = l2 ? z_l2_s1 : z_dot_s1;
+    k->gather = l2 ? y_l2_s : y_dot_s;
+    k->approx = l2 ? y_l2_b : y_dot_b;
+    k->simd = 2;
+  } else if (k->simd) {
+    k->score = l2 ? a_l2_s : a_dot_s;
+    k->one = l2 ? b_l2_s : b_dot_s;
+    k->gather = l2 ? c_l2_s : c_dot_s;
+    k->approx = l2 ? c_l2_b : c_dot_b;
+  }
 #endif
 }
 
@@ -327,7 +591,15 @@ int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad
 void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale) {
   size_t i, d = k->dim;
   *scale = 1.0f;
-  if (k->dtype == RAG_F32) {
+  if (k->split) {
+    uint16_t *x = (uint16_t *)row;
+    for (i = 0; i < d; i++) {
+      uint32_t u;
+      memcpy(&u, &v[i], sizeof u);
+      x[i] = (uint16_t)(u >> 16);
+      x[d + i] = (uint16_t)u;
+    }
+  } else if (k->dtype == RAG_F32) {
     memcpy(row, v, d * sizeof *v);
   } else if (k->dtype == RAG_F16) {
     uint16_t *h = (uint16_t *)row;
@@ -347,7 +619,10 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
 
 void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out) {
   size_t i, d = k->dim;
-  if (k->dtype == RAG_F32) {
+  if (k->split) {
+    const uint16_t *x = (const uint16_t *)row;
+    for (i = 0; i < d; i++) out[i] = join(x[i], x[d + i]);
+  } else if (k->dtype == RAG_F32) {
     memcpy(out, row, d * sizeof *out);
   } else if (k->dtype == RAG_F16) {
     const uint16_t *h = (const uint16_t *)row;
@@ -360,7 +635,13 @@ void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *ou
 
 int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n) {
   size_t i, m = n * k->dim;
-  if (k->dtype == RAG_F32) {
+  if (k->split) {
+    const uint16_t *x = (const uint16_t *)rows;
+    size_t r, d = k->dim;
+    for (r = 0; r < n; r++, x += 2 * d)
+      for (i = 0; i < d; i++)
+        if (!(fabsf(join(x[i], x[d + i])) <= (float)MAX_COMPONENT)) return 0;
+  } else if (k->dtype == RAG_F32) {
     const float *f = (const float *)rows;
     for (i = 0; i < m; i++)
       if (!(fabsf(f[i]) <= (float)MAX_COMPONENT)) return 0;

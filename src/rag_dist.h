@@ -28,18 +28,37 @@ typedef void (*rag_score_fn)(const float *q, const void *rows, const float *scal
 /* Scores one row (scale: its i8 scale, else 1). */
 typedef float (*rag_score1_fn)(const float *q, const void *row, size_t dim, float scale);
 
+/* Scores the m rows idx[0..m) of `rows` (stride rowbytes) into out[0..m). */
+typedef void (*rag_gather_fn)(const float *q, const void *rows, const float *scales,
+                              const uint32_t *idx, size_t m, size_t dim, size_t rowbytes,
+                              float *out);
+
 typedef struct rag_kernel {
   rag_score_fn score;
   rag_score1_fn one;
+  rag_gather_fn gather; /* exact, as one */
+  rag_gather_fn approx; /* split rows: from the high halves alone; else gather */
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;
-  int simd; /* 1: AVX2/FMA/F16C kernels */
+  int simd;  /* 1: AVX2/FMA/F16C kernels; 2: AVX-512F for split rows */
+  int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;
 
 /* Picks the kernel; `portable` forces plain C (for tests). */
 void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
                      int portable);
+
+/*
+** Switches an f32 kernel to split rows: the high 16 bits of every component
+** (bfloat16, truncated), then the low 16 bits, so dim * 4 bytes as before.
+** Exact scores keep the f32 kernels' terms and order, so they are the same
+** bit for bit (AVX-512F, where the CPU has it, runs AVX2's sums); approx
+** reads only the first half of a row, half the memory traffic of a graph
+** walk, whose best candidates are then scored exactly. Other dtypes are left
+** as they are. Used by rag_hnsw; encode, decode and rows_ok follow the flag.
+*/
+void rag_kernel_split(rag_kernel *k);
 
 /* The score of one row. */
 static inline float rag_kernel_score1(const rag_kernel *k, const float *q, const void *row,

@@ -70,8 +70,10 @@ struct rag_hnsw {
   uint32_t aepoch;
   cand *cq; /* candidates, a min-heap */
   size_t cqn, cqcap;
-  cand *rs; /* results, a max-heap of at most ef */
+  cand *rs; /* results, a max-heap of at most ef (search_pool: sorted) */
   size_t rsn, rscap;
+  unsigned char *done; /* search_pool: rs[i] was expanded */
+  size_t donecap;
   cand *sel; /* selection scratch */
   size_t selcap;
   uint32_t *picked; /* a new node's chosen links, M per level */
@@ -126,9 +128,10 @@ static void prefetch_row(const rag_hnsw *h, size_t i) {
   for (off = 0; off < n; off += 64) __builtin_prefetch(p + off);
 }
 
-/* Node i as a query: its own row for f32, else decoded into buf. */
+/* Node i as a query: its own row for plain f32, else decoded into buf. */
 static const float *as_query(const rag_hnsw *h, size_t i, float *buf) {
-  if (h->kern.dtype == RAG_F32) return (const float *)(const void *)row_at(h, i);
+  if (h->kern.dtype == RAG_F32 && !h->kern.split)
+    return (const float *)(const void *)row_at(h, i);
   rag_vec_decode(&h->kern, row_at(h, i), h->scales ? h->scales[i] : 1.0f, buf);
   return buf;
 }
@@ -237,6 +240,11 @@ static int scratch_fit(rag_hnsw *h, size_t ef) {
     if (r == NULL) return RAG_ENOMEM;
     h->rs = r;
   }
+  if (ef > h->donecap) {
+    unsigned char *d = (unsigned char *)rag_grow(h->done, &h->donecap, ef, 1);
+    if (d == NULL) return RAG_ENOMEM;
+    h->done = d;
+  }
   if (nsel > h->selcap) {
     cand *s = (cand *)rag_grow(h->sel, &h->selcap, nsel, sizeof *s);
     if (s == NULL) return RAG_ENOMEM;
@@ -259,6 +267,7 @@ int rag_hnsw_new(const rag_hnsw_opts *o, rag_hnsw **out) {
   memset(h, 0, sizeof *h);
   h->o = *o;
   rag_kernel_init(&h->kern, o->dtype, o->metric, d, o->portable);
+  rag_kernel_split(&h->kern);
   h->M = o->M;
   h->M0 = 2 * o->M;
   h->s0 = 1 + h->M0;
@@ -293,6 +302,7 @@ void rag_hnsw_free(rag_hnsw *h) {
   rag_free(h->allow);
   rag_free(h->cq);
   rag_free(h->rs);
+  rag_free(h->done);
   rag_free(h->sel);
   rag_free(h->picked);
   rag_free(h->q);
@@ -325,7 +335,8 @@ void rag_hnsw_stats_get(const rag_hnsw *h, rag_hnsw_stats *s) {
   s->memory = sizeof *h + rag_ids_memory(&h->ids) +
               h->cap * (h->kern.rowbytes + (h->scales ? 4 : 0) + h->s0 * 4 + 1 + 4 + 2 +
                         (h->allow ? 4 : 0)) +
-              h->upcap * 4 + (h->cqcap + h->rscap + h->selcap) * sizeof(cand) + h->pickcap * 4 +
+              h->upcap * 4 + (h->cqcap + h->rscap + h->selcap) * sizeof(cand) + h->donecap +
+              h->pickcap * 4 +
               3 * h->o.dim * sizeof(float) + h->hcap * sizeof(rag_hit) + h->slcap * 4;
 }
 
@@ -357,13 +368,11 @@ static void rs_push(rag_hnsw *h, float d, uint32_t id, size_t ef) {
   heap_up(h->rs, h->rsn++, 1);
 }
 
-#define BUILDING (-1) /* search_layer for an insertion: tombstones may be links */
-
-/* May node i be a result: any node while building; else live, and in the
-** filter when there is one. Linking to tombstones, as hnswlib does, keeps
-** every new node reachable however many nodes around it were removed. */
+/* May node i be a result: live, and in the filter when there is one. (An
+** insertion walks with search_pool, so links may go to tombstones, as in
+** hnswlib, which keeps every new node reachable however many nodes around
+** it were removed.) */
 static int usable(const rag_hnsw *h, uint32_t i, int filtered) {
-  if (filtered == BUILDING) return 1;
   return !dead(h, i) && (!filtered || h->allow[i] == h->aepoch);
 }
 
@@ -407,6 +416,62 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
     }
   }
   return RAG_OK;
+}
+
+/*
+** search_layer when every node may be a result (no filter and no tombstone,
+** or building): one pool of the ef closest seen, sorted, the closest not yet
+** expanded expanded next, until none is left. That is Algorithm 2 with its
+** two heaps merged, as a candidate beyond the ef-th could never be expanded.
+** The fresh neighbours of a node are scored in one call of `score` (approx
+** for a query on split rows). Leaves the pool, closest first, in rs[0..rsn).
+*/
+static void search_pool(rag_hnsw *h, const float *q, uint32_t ep, size_t ef, unsigned lc,
+                        rag_gather_fn score) {
+  cand *p = h->rs;
+  unsigned char *done = h->done;
+  size_t n = 1, cur = 0;
+  const size_t dim = h->kern.dim, rb = h->kern.rowbytes;
+  float sc[2 * RAG_HNSW_MAX_M];
+  next_visit(h);
+  h->visit[ep] = h->vtag;
+  score(q, h->rows, h->scales, &ep, 1, dim, rb, sc);
+  p[0].d = -sc[0];
+  p[0].id = ep;
+  done[0] = 0;
+  while (cur < n) {
+    const uint32_t *ln = links(h, p[cur].id, lc);
+    uint32_t j, cnt = ln[0], m = 0, fresh[2 * RAG_HNSW_MAX_M];
+    size_t low = n;
+    done[cur] = 1;
+    for (j = 1; j <= cnt; j++) { /* no branch: whether seen is a coin toss */
+      uint32_t nb = ln[j];
+      fresh[m] = nb;
+      m += h->visit[nb] != h->vtag;
+      h->visit[nb] = h->vtag;
+    }
+    for (j = 0; j < m; j++) prefetch_row(h, fresh[j]);
+    score(q, h->rows, h->scales, fresh, m, dim, rb, sc);
+    for (j = 0; j < m; j++) {
+      cand x;
+      size_t i;
+      x.d = -sc[j];
+      x.id = fresh[j];
+      if (n == ef && !closer(x, p[n - 1])) continue;
+      i = n < ef ? n++ : n - 1;
+      for (; i > 0 && closer(x, p[i - 1]); i--) {
+        p[i] = p[i - 1];
+        done[i] = done[i - 1];
+      }
+      p[i] = x;
+      done[i] = 0;
+      if (i < low) low = i;
+      __builtin_prefetch(links(h, x.id, lc)); /* likely expanded soon */
+    }
+    if (low < cur) cur = low;
+    while (cur < n && done[cur]) cur++;
+  }
+  h->rsn = n;
 }
 
 /* Walks down from the entry to layer `to` + 1, one closest node a layer. */
@@ -474,8 +539,7 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   cur = descend(h, q, top, &dcur);
   for (lc = top + 1; lc-- > 0;) {
     size_t m, i;
-    int rc = search_layer(h, q, cur, dcur, h->o.ef_construction, lc, BUILDING);
-    if (rc != RAG_OK) return rc;
+    search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.gather);
     memcpy(h->sel, h->rs, h->rsn * sizeof *h->sel);
     m = select_heuristic(h, h->sel, h->rsn, h->M);
     for (i = 0; i < m; i++) h->picked[lc * h->M + i] = h->sel[i].id;
@@ -743,7 +807,23 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
   {
     float dcur;
     uint32_t cur = descend(h, h->q, 0, &dcur);
-    if ((rc = search_layer(h, h->q, cur, dcur, ef, 0, filtered)) != RAG_OK) return rc;
+    if (filtered || h->nlive < h->n) {
+      if ((rc = search_layer(h, h->q, cur, dcur, ef, 0, filtered)) != RAG_OK) return rc;
+    } else if (!h->kern.split) {
+      search_pool(h, h->q, cur, ef, 0, h->kern.gather);
+    } else { /* walked on the high halves: the best max(2k, k + 10) scored exactly */
+      uint32_t ids[2 * RAG_HNSW_MAX_M];
+      float sc[2 * RAG_HNSW_MAX_M];
+      size_t r, j, m, top = 2 * k > k + 10 ? 2 * k : k + 10;
+      search_pool(h, h->q, cur, ef, 0, h->kern.approx);
+      if (top < h->rsn) h->rsn = top;
+      for (r = 0; r < h->rsn; r += m) {
+        m = h->rsn - r < 2 * RAG_HNSW_MAX_M ? h->rsn - r : 2 * RAG_HNSW_MAX_M;
+        for (j = 0; j < m; j++) ids[j] = h->rs[r + j].id;
+        h->kern.gather(h->q, h->rows, h->scales, ids, m, h->kern.dim, h->kern.rowbytes, sc);
+        for (j = 0; j < m; j++) h->rs[r + j].d = -sc[j];
+      }
+    }
   }
   for (i = 0; i < h->rsn; i++) rag_topk_push(&t, h->rs[i].id, -(double)h->rs[i].d);
   *n = rag_topk_sort(&t);
@@ -790,7 +870,24 @@ static void write_index(const void *obj, rag_writer *w) {
   }
   rag_w_end(w);
   rag_w_begin(w, "ROWS", len[2]);
-  rag_w_put(w, h->rows, (size_t)len[2]);
+  if (h->kern.split) { /* written as plain f32, a row at a time in pieces */
+    float buf[256];
+    size_t d = h->kern.dim, j, m;
+    for (i = 0; i < h->n; i++) {
+      const uint16_t *x = (const uint16_t *)(const void *)row_at(h, i);
+      for (j = 0; j < d; j += m) {
+        size_t c;
+        m = d - j < 256 ? d - j : 256;
+        for (c = 0; c < m; c++) {
+          uint32_t u = (uint32_t)x[j + c] << 16 | x[d + j + c];
+          memcpy(&buf[c], &u, sizeof u);
+        }
+        rag_w_put(w, buf, m * sizeof *buf);
+      }
+    }
+  } else {
+    rag_w_put(w, h->rows, (size_t)len[2]);
+  }
   rag_w_end(w);
   rag_w_begin(w, "SCAL", len[3]);
   if (h->scales) rag_w_put(w, h->scales, (size_t)len[3]);
@@ -945,7 +1042,15 @@ int rag_hnsw_load_mem(const unsigned char *p, size_t n, rag_hnsw **out, const ch
   }
   h->n = (size_t)count;
   if (count > 0) {
-    memcpy(h->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
+    if (h->kern.split) { /* stored plain */
+      float scale;
+      for (i = 0; i < count; i++) {
+        memcpy(h->qe, sec[2].p + i * h->kern.rowbytes, h->kern.rowbytes);
+        rag_vec_encode(&h->kern, h->qe, h->rows + i * h->kern.rowbytes, &scale);
+      }
+    } else {
+      memcpy(h->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
+    }
     memcpy(h->l0, sec[4].p, (size_t)(sec[4].e - sec[4].p));
     if (h->scales) memcpy(h->scales, sec[3].p, (size_t)count * 4);
   }

@@ -79,6 +79,46 @@ describe("rag.hnsw search", function()
     assert.same({}, hnsw.new({ dim = 3 }):search({ 1, 2, 3 }, 5))
   end)
 
+  -- f32 rows are stored split (high halves, then low halves) and the walk
+  -- reads only the high halves; the hits must still carry exact scores, the
+  -- same bit for bit as rag.vec's kernels of the same kind give, and the file
+  -- must hold the rows as plain float32.
+  it("scores f32 hits exactly though the walk reads half of each row", function()
+    local dim = 29 -- a 16-wide step, an 8-wide step and a tail of 5
+    local vs = data.lowrank(31, 600, dim, 6)
+    local qs = data.lowrank(32, 20, dim, 6)
+    for _, metric in ipairs({ "cosine", "dot", "l2" }) do
+      for _, simd in ipairs({ true, false }) do
+        local opts = { dim = dim, metric = metric, simd = simd }
+        local h = build(opts, vs)
+        local kernel = h:stats().kernel
+        assert.is_true(simd and (kernel == "avx512" or kernel == "avx2" or kernel == "portable")
+          or kernel == "portable", kernel)
+        local exact = rag.vec.new({ dim = dim, metric = metric, simd = simd })
+        for i, x in ipairs(vs) do
+          exact:add("v" .. i, x)
+        end
+        for _, q in ipairs(qs) do
+          local hits = h:search(q, 10)
+          assert.equal(10, #hits)
+          for _, hit in ipairs(hits) do
+            local ref = exact:search(q, 1, { filter = { hit.id } })[1]
+            assert.equal(ref.score, hit.score, metric .. " " .. kernel .. " " .. hit.id)
+          end
+        end
+        local path = helpers.tmpname()
+        assert(h:save(path))
+        local bytes = helpers.read(path)
+        os.remove(path)
+        local row = rag.vec.pack(h:get("v7"))
+        assert.is_truthy(bytes:find(row, 1, true), metric)
+        if metric ~= "cosine" then
+          assert.equal(rag.vec.pack(vs[7]), row)
+        end
+      end
+    end
+  end)
+
   it("breaks ties by id", function()
     local h = hnsw.new({ dim = 2, metric = "dot" })
     for _, id in ipairs({ "d", "b", "a", "c" }) do
