@@ -193,8 +193,6 @@ ROWS(p_dot_f16, uint16_t, dot_f16(q, x, d))
 ROWS(p_l2_f16, uint16_t, l2_f16(q, x, d))
 ROWS(p_dot_i8, int8_t, dot_i8(q, x, d, scales[i]))
 ROWS(p_l2_i8, int8_t, l2_i8(q, x, d, scales[i]))
-ROWS(p_dot_s, uint16_t, dot_s(q, x, d))
-ROWS(p_l2_s, uint16_t, l2_s(q, x, d))
 
 /* One-row forms of the portable kernels. */
 #define ONE(name, T, expr)                                                     \
@@ -354,8 +352,6 @@ AVX_ROWS(a_dot_f16, uint16_t, v_dot_f16, 1.0f)
 AVX_ROWS(a_l2_f16, uint16_t, v_l2_f16, 1.0f)
 AVX_ROWS(a_dot_i8, int8_t, v_dot_i8, scales[i])
 AVX_ROWS(a_l2_i8, int8_t, v_l2_i8, scales[i])
-AVX_ROWS(a_dot_s, uint16_t, v_dot_s, 1.0f)
-AVX_ROWS(a_l2_s, uint16_t, v_l2_s, 1.0f)
 
 GATHER(c_dot_f32, AVX, float, v_dot_f32(q, x, d, s))
 GATHER(c_l2_f32, AVX, float, v_l2_f32(q, x, d, s))
@@ -454,17 +450,6 @@ AVX512 static float z_l2_s1(const float *q, const void *row, size_t d, float s) 
   return w_l2_s(q, (const uint16_t *)row, d, s);
 }
 
-#define AVX512_ROWS(name, kern)                                                             \
-  AVX512 static void name(const float *q, const void *rows, const float *scales, size_t n, \
-                          size_t d, size_t rb, float *out) {                                \
-    const unsigned char *r = (const unsigned char *)rows;                                   \
-    size_t i;                                                                               \
-    (void)scales;                                                                           \
-    for (i = 0; i < n; i++, r += rb) out[i] = kern(q, (const uint16_t *)(const void *)r, d, 1.0f); \
-  }
-
-AVX512_ROWS(z_dot_s, w_dot_s)
-AVX512_ROWS(z_l2_s, w_l2_s)
 GATHER(y_dot_s, AVX512, uint16_t, w_dot_s(q, x, d, s))
 GATHER(y_l2_s, AVX512, uint16_t, w_l2_s(q, x, d, s))
 GATHER(y_dot_b, AVX512, uint16_t, w_dot_b(q, x, d, s))
@@ -533,19 +518,17 @@ void rag_kernel_split(rag_kernel *k) {
   int l2 = k->metric == RAG_L2;
   if (k->dtype != RAG_F32) return;
   k->split = 1;
-  k->score = l2 ? p_l2_s : p_dot_s;
+  k->score = NULL; /* rag_hnsw scores rows by number (gather), never in runs */
   k->one = l2 ? o_l2_s : o_dot_s;
   k->gather = l2 ? g_l2_s : g_dot_s;
   k->approx = l2 ? g_l2_b : g_dot_b;
 #ifdef RAG_X86
   if (k->simd && cpu_has_avx512()) {
-    k->score = l2 ? z_l2_s : z_dot_s;
     k->one = l2 ? z_l2_s1 : z_dot_s1;
     k->gather = l2 ? y_l2_s : y_dot_s;
     k->approx = l2 ? y_l2_b : y_dot_b;
     k->simd = 2;
   } else if (k->simd) {
-    k->score = l2 ? a_l2_s : a_dot_s;
     k->one = l2 ? b_l2_s : b_dot_s;
     k->gather = l2 ? c_l2_s : c_dot_s;
     k->approx = l2 ? c_l2_b : c_dot_b;

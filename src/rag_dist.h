@@ -56,7 +56,8 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
 ** bit for bit (AVX-512F, where the CPU has it, runs AVX2's sums); approx
 ** reads only the first half of a row, half the memory traffic of a graph
 ** walk, whose best candidates are then scored exactly. Other dtypes are left
-** as they are. Used by rag_hnsw; encode, decode and rows_ok follow the flag.
+** as they are. Used by rag_hnsw; encode, decode and rows_ok follow the flag;
+** `score` (runs of rows) is NULL for split rows.
 */
 void rag_kernel_split(rag_kernel *k);
 
