@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -30,6 +31,26 @@ static const char *const messages[RAG_NSTATUS] = {
 const char *rag_strerror(int rc) {
   if (rc < 0 || rc >= RAG_NSTATUS) return "unknown error";
   return messages[rc];
+}
+
+int rag_block_resize(rag_block *b, size_t keep, size_t n) {
+  const size_t line = 64;
+  size_t was = b->base != NULL ? (size_t)(b->p - (unsigned char *)b->base) : 0, at;
+  unsigned char *base;
+  if (n > (size_t)-1 - line) return RAG_ENOMEM;
+  base = (unsigned char *)rag_realloc(b->base, n + line - 1);
+  if (base == NULL) return RAG_ENOMEM;
+  at = (size_t)(-(uintptr_t)base & (line - 1));
+  if (at != was && keep > 0) memmove(base + at, base + was, keep);
+  b->base = base;
+  b->p = base + at;
+  return RAG_OK;
+}
+
+void rag_block_free(rag_block *b) {
+  rag_free(b->base);
+  b->base = NULL;
+  b->p = NULL;
 }
 
 void rag_advise_huge(void *p, size_t n) {

@@ -89,6 +89,24 @@ void *rag_grow(void *p, size_t *cap, size_t need, size_t size);
 */
 void rag_advise_huge(void *p, size_t n);
 
+/*
+** A block of memory whose usable start `p` is aligned to a 64-byte cache
+** line; `base` is what the allocator returned. For arrays read a row at a
+** time: a 256-byte row at an unaligned start spans five lines, not four.
+** Zero-initialise before the first resize.
+*/
+typedef struct rag_block {
+  void *base;
+  unsigned char *p;
+} rag_block;
+
+/*
+** Resizes b to hold n bytes, keeping its first `keep` bytes (keep <= n and
+** at most its old size). RAG_ENOMEM leaves b intact.
+*/
+int rag_block_resize(rag_block *b, size_t keep, size_t n);
+void rag_block_free(rag_block *b);
+
 /* True when a * b would overflow size_t. */
 #define RAG_MUL_OVERFLOWS(a, b) ((b) != 0 && (a) > ((size_t)-1) / (b))
 

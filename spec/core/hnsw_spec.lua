@@ -212,6 +212,31 @@ describe("rag.hnsw changes", function()
     assert.equal(1, h:stats().dead)
   end)
 
+  it("keeps every row intact while its storage grows and moves", function()
+    -- rows start on 64-byte lines, so a grown block that lands elsewhere
+    -- moves them; odd dims give rows that are not a multiple of 64 bytes
+    for _, dim in ipairs({ 1, 3, 29, 67 }) do
+      for _, dtype in ipairs({ "f32", "f16", "i8" }) do
+        local h = hnsw.new({ dim = dim, metric = "l2", dtype = dtype, M = 4,
+          ef_construction = 8 })
+        local vs, junk = data.lowrank(30 + dim, 300, dim, 1), {}
+        for i, x in ipairs(vs) do
+          h:add("v" .. i, x)
+          junk[i % 7 + 1] = string.rep("x", i * 37) -- other blocks come and go
+          if i % 50 == 0 or i == #vs then
+            for j = 1, i do
+              local want = rag.vec.new({ dim = dim, metric = "l2", dtype = dtype })
+              want:add("w", vs[j])
+              assert.equal(rag.vec.pack(want:get("w")), rag.vec.pack(h:get("v" .. j)))
+            end
+          end
+        end
+        assert.equal(7, #junk)
+        h:close()
+      end
+    end
+  end)
+
   it("rebuilds once tombstones outnumber live nodes, and on compact()", function()
     local opts = { dim = DIM }
     local h = build(opts, VS, 2001)
