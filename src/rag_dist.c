@@ -193,6 +193,8 @@ ROWS(p_dot_f16, uint16_t, dot_f16(q, x, d))
 ROWS(p_l2_f16, uint16_t, l2_f16(q, x, d))
 ROWS(p_dot_i8, int8_t, dot_i8(q, x, d, scales[i]))
 ROWS(p_l2_i8, int8_t, l2_i8(q, x, d, scales[i]))
+ROWS(p_dot_b, uint16_t, dot_b(q, x, d))
+ROWS(p_l2_b, uint16_t, l2_b(q, x, d))
 
 /* One-row forms of the portable kernels. */
 #define ONE(name, T, expr)                                                     \
@@ -352,6 +354,8 @@ AVX_ROWS(a_dot_f16, uint16_t, v_dot_f16, 1.0f)
 AVX_ROWS(a_l2_f16, uint16_t, v_l2_f16, 1.0f)
 AVX_ROWS(a_dot_i8, int8_t, v_dot_i8, scales[i])
 AVX_ROWS(a_l2_i8, int8_t, v_l2_i8, scales[i])
+AVX_ROWS(a_dot_b, uint16_t, v_dot_b, 1.0f)
+AVX_ROWS(a_l2_b, uint16_t, v_l2_b, 1.0f)
 
 GATHER(c_dot_f32, AVX, float, v_dot_f32(q, x, d, s))
 GATHER(c_l2_f32, AVX, float, v_l2_f32(q, x, d, s))
@@ -455,6 +459,22 @@ GATHER(y_l2_s, AVX512, uint16_t, w_l2_s(q, x, d, s))
 GATHER(y_dot_b, AVX512, uint16_t, w_dot_b(q, x, d, s))
 GATHER(y_l2_b, AVX512, uint16_t, w_l2_b(q, x, d, s))
 
+AVX512 static void x_dot_b(const float *q, const void *rows, const float *scales, size_t n,
+                           size_t d, size_t rb, float *out) {
+  const unsigned char *r = (const unsigned char *)rows;
+  size_t i;
+  (void)scales;
+  for (i = 0; i < n; i++, r += rb) out[i] = w_dot_b(q, (const uint16_t *)(const void *)r, d, 1);
+}
+
+AVX512 static void x_l2_b(const float *q, const void *rows, const float *scales, size_t n,
+                          size_t d, size_t rb, float *out) {
+  const unsigned char *r = (const unsigned char *)rows;
+  size_t i;
+  (void)scales;
+  for (i = 0; i < n; i++, r += rb) out[i] = w_l2_b(q, (const uint16_t *)(const void *)r, d, 1);
+}
+
 /* AVX2, FMA and F16C, with the OS saving the YMM registers (CPUID, XGETBV). */
 static int cpu_has_avx2(void) {
   unsigned a, b, c, d, lo, hi;
@@ -494,6 +514,7 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->score = plain[dtype][l2];
   k->one = plain1[dtype][l2];
   k->gather = k->approx = plaing[dtype][l2];
+  k->approx_rows = NULL;
   k->simd = 0;
   k->split = 0;
 #ifdef RAG_X86
@@ -522,16 +543,19 @@ void rag_kernel_split(rag_kernel *k) {
   k->one = l2 ? o_l2_s : o_dot_s;
   k->gather = l2 ? g_l2_s : g_dot_s;
   k->approx = l2 ? g_l2_b : g_dot_b;
+  k->approx_rows = l2 ? p_l2_b : p_dot_b;
 #ifdef RAG_X86
   if (k->simd && cpu_has_avx512()) {
     k->one = l2 ? z_l2_s1 : z_dot_s1;
     k->gather = l2 ? y_l2_s : y_dot_s;
     k->approx = l2 ? y_l2_b : y_dot_b;
+    k->approx_rows = l2 ? x_l2_b : x_dot_b;
     k->simd = 2;
   } else if (k->simd) {
     k->one = l2 ? b_l2_s : b_dot_s;
     k->gather = l2 ? c_l2_s : c_dot_s;
     k->approx = l2 ? c_l2_b : c_dot_b;
+    k->approx_rows = l2 ? a_l2_b : a_dot_b;
   }
 #endif
 }

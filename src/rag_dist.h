@@ -38,6 +38,7 @@ typedef struct rag_kernel {
   rag_score1_fn one;
   rag_gather_fn gather; /* exact, as one */
   rag_gather_fn approx; /* split rows: from the high halves alone; else gather */
+  rag_score_fn approx_rows; /* split rows: approx over runs of high halves; else NULL */
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;
@@ -57,7 +58,9 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
 ** reads only the first half of a row, half the memory traffic of a graph
 ** walk, whose best candidates are then scored exactly. Other dtypes are left
 ** as they are. Used by rag_hnsw; encode, decode and rows_ok follow the flag;
-** `score` (runs of rows) is NULL for split rows.
+** `score` (runs of rows) is NULL for split rows. approx_rows scores runs of
+** bfloat16 rows `rowbytes` apart, as approx scores one: rag_vec keeps the
+** high halves of its f32 rows apart from the low ones and scans them so.
 */
 void rag_kernel_split(rag_kernel *k);
 

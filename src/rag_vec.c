@@ -12,6 +12,13 @@
 **
 ** A file loads only when every checksum and length agrees, the ids are
 ** unique, and every component and scale is finite (scales above zero).
+**
+** f32 rows are kept as two planes: the high 16 bits of every component (a
+** truncated bfloat16) of all rows, then the low 16 bits, with each row's
+** norm. A search scans the high plane alone, half the bytes, for scores
+** within a proven bound of the exact ones (see `bound`), and scores exactly
+** only the rows whose bound reaches the k-th best lower bound: the result is
+** the exact search's, hit for hit and bit for bit.
 */
 #include "rag_vec.h"
 
@@ -31,14 +38,31 @@ static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'V', 'E', 'C', 0, 0};
 #define BLOCK 256            /* rows scored per kernel call */
 #define BATCH_BYTES (96 * 1024) /* rows per cache block of search_batch */
 
+/* A row that may be among the best: its slot and the upper bound of its score. */
+typedef struct cand {
+  double up;
+  uint32_t slot;
+} cand;
+
 struct rag_vec {
   rag_vec_opts o;
-  rag_kernel kern;
+  rag_kernel kern;      /* scores whole rows (f32: rebuilt from the planes) */
+  rag_kernel hk;        /* f32: the split kernel, whose approx_rows scans the high plane */
   rag_ids ids;          /* slot i is row i */
-  unsigned char *rows;  /* count * rowbytes */
+  rag_block rowmem, lomem;
+  unsigned char *rows;  /* count * stride: the rows, or the high plane for f32 */
+  unsigned char *lo;    /* f32: the low plane, count * stride */
+  size_t stride;        /* bytes per row in rows: dim * 2 for f32, else rowbytes */
+  float *norms;         /* f32: each row's Euclidean norm, rounded up */
   float *scales;        /* i8 only */
   size_t cap;           /* rows allocated */
   float *tmp;           /* dim floats: the prepared vector or query */
+  float *row;           /* f32: a rebuilt row, or search_batch's block of them */
+  size_t rowcap;        /* floats in row */
+  double *lb;           /* search: the k best lower bounds, a min-heap */
+  size_t lbcap;
+  cand *cs;             /* search: rows whose upper bound reached the k-th lower bound */
+  size_t ccap;
   float *qs;            /* search_batch: the prepared queries */
   size_t qscap;
   float *buf;           /* scores of a block */
@@ -51,6 +75,8 @@ struct rag_vec {
   size_t seencap;
 };
 
+static int row_fit(rag_vec *v, size_t n);
+
 int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   rag_vec *v;
   *out = NULL;
@@ -62,9 +88,13 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   memset(v, 0, sizeof *v);
   v->o = *o;
   rag_kernel_init(&v->kern, o->dtype, o->metric, o->dim, o->portable);
+  v->hk = v->kern;
+  rag_kernel_split(&v->hk);
+  v->stride = v->hk.split ? o->dim * 2 : v->kern.rowbytes;
   rag_ids_init(&v->ids);
   v->tmp = (float *)rag_malloc(o->dim * sizeof *v->tmp);
-  if (v->tmp == NULL) {
+  if (v->tmp == NULL || (v->hk.split && row_fit(v, o->dim) != RAG_OK)) {
+    rag_free(v->tmp);
     rag_free(v);
     return RAG_ENOMEM;
   }
@@ -75,9 +105,14 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
 void rag_vec_free(rag_vec *v) {
   if (v == NULL) return;
   rag_ids_free(&v->ids);
-  rag_free(v->rows);
+  rag_block_free(&v->rowmem);
+  rag_block_free(&v->lomem);
+  rag_free(v->norms);
   rag_free(v->scales);
   rag_free(v->tmp);
+  rag_free(v->row);
+  rag_free(v->lb);
+  rag_free(v->cs);
   rag_free(v->qs);
   rag_free(v->buf);
   rag_free(v->hits);
@@ -91,7 +126,7 @@ const rag_vec_opts *rag_vec_config(const rag_vec *v) {
 }
 
 const rag_kernel *rag_vec_kernel(const rag_vec *v) {
-  return &v->kern;
+  return &v->hk; /* the split kernel for f32 (its scan is the search's hot loop), else kern */
 }
 
 size_t rag_vec_count(const rag_vec *v) {
@@ -103,27 +138,93 @@ const char *rag_vec_id(const rag_vec *v, uint32_t slot, size_t *len) {
 }
 
 static unsigned char *row_at(const rag_vec *v, size_t slot) {
-  return v->rows + slot * v->kern.rowbytes;
+  return v->rows + slot * v->stride;
+}
+
+/* The square root of a sum of squares, as a float not below it. */
+static float norm_up(double ss) {
+  double r = sqrt(ss);
+  float f = (float)r;
+  return (double)f < r ? nextafterf(f, INFINITY) : f;
+}
+
+/* Stores prepared vector x in slot. */
+static void row_put(rag_vec *v, size_t slot, const float *x) {
+  size_t d = v->o.dim, i;
+  uint16_t *hi, *lo;
+  double ss = 0;
+  float scale;
+  if (!v->hk.split) {
+    rag_vec_encode(&v->kern, x, row_at(v, slot), &scale);
+    if (v->scales != NULL) v->scales[slot] = scale;
+    return;
+  }
+  hi = (uint16_t *)(void *)row_at(v, slot);
+  lo = (uint16_t *)(void *)(v->lo + slot * v->stride);
+  for (i = 0; i < d; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    hi[i] = (uint16_t)(u >> 16);
+    lo[i] = (uint16_t)u;
+    ss += (double)x[i] * x[i];
+  }
+  v->norms[slot] = norm_up(ss);
+}
+
+/* Slot's row as the kernel reads it; f32 rows are rebuilt into buf (dim floats). */
+static const void *row_get(const rag_vec *v, size_t slot, float *buf) {
+  size_t d = v->o.dim, i;
+  const uint16_t *hi, *lo;
+  if (!v->hk.split) return row_at(v, slot);
+  hi = (const uint16_t *)(const void *)row_at(v, slot);
+  lo = (const uint16_t *)(const void *)(v->lo + slot * v->stride);
+  for (i = 0; i < d; i++) {
+    uint32_t u = (uint32_t)hi[i] << 16 | lo[i];
+    memcpy(&buf[i], &u, sizeof u);
+  }
+  return buf;
+}
+
+/* Room for n floats in v->row. */
+static int row_fit(rag_vec *v, size_t n) {
+  float *p;
+  if (n <= v->rowcap) return RAG_OK;
+  if (RAG_MUL_OVERFLOWS(n, sizeof(float))) return RAG_ENOMEM;
+  p = (float *)rag_realloc(v->row, n * sizeof(float));
+  if (p == NULL) return RAG_ENOMEM;
+  v->row = p;
+  v->rowcap = n;
+  return RAG_OK;
 }
 
 static int prepare(const rag_vec *v, const float *x, float *out, rag_vec_bad *bad) {
   return rag_vec_prepare(&v->kern, x, out, &bad->component, &bad->why);
 }
 
-/* Room for `need` rows. */
+/* Room for `need` rows; a failure leaves the rows as they were (some blocks grown). */
 static int rows_fit(rag_vec *v, size_t need) {
-  size_t cap = v->cap;
+  size_t cap = v->cap ? v->cap : 64, keep = v->ids.n * v->stride;
   if (need <= v->cap) return RAG_OK;
-  {
-    unsigned char *r = (unsigned char *)rag_grow(v->rows, &cap, need, v->kern.rowbytes);
-    if (r == NULL) return RAG_ENOMEM;
-    v->rows = r;
+  while (cap < need) {
+    if (cap > ((size_t)-1) / 2) return RAG_ENOMEM;
+    cap *= 2;
+  }
+  if (RAG_MUL_OVERFLOWS(cap, v->stride) || RAG_MUL_OVERFLOWS(cap, sizeof(float)))
+    return RAG_ENOMEM;
+  if (rag_block_resize(&v->rowmem, keep, cap * v->stride) != RAG_OK) return RAG_ENOMEM;
+  v->rows = v->rowmem.p;
+  if (v->hk.split) {
+    float *nr;
+    if (rag_block_resize(&v->lomem, keep, cap * v->stride) != RAG_OK) return RAG_ENOMEM;
+    v->lo = v->lomem.p;
+    nr = (float *)rag_realloc(v->norms, cap * sizeof *nr);
+    if (nr == NULL) return RAG_ENOMEM;
+    v->norms = nr;
   }
   if (v->o.dtype == RAG_I8) {
-    size_t c2 = v->cap;
-    float *s = (float *)rag_grow(v->scales, &c2, cap, sizeof *s);
-    if (s == NULL) return RAG_ENOMEM; /* rows grew; harmless, cap unchanged */
-    v->scales = s;
+    float *sc = (float *)rag_realloc(v->scales, cap * sizeof *sc);
+    if (sc == NULL) return RAG_ENOMEM;
+    v->scales = sc;
   }
   v->cap = cap;
   return RAG_OK;
@@ -131,7 +232,6 @@ static int rows_fit(rag_vec *v, size_t need) {
 
 int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_vec_bad *bad) {
   uint32_t slot;
-  float scale;
   int rc = prepare(v, x, v->tmp, bad);
   if (rc != RAG_OK) return rc;
   slot = rag_ids_find(&v->ids, id, idlen);
@@ -140,8 +240,7 @@ int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_ve
     if ((rc = rows_fit(v, v->ids.n + 1)) != RAG_OK) return rc;
     slot = rag_ids_push(&v->ids, id, idlen);
   }
-  rag_vec_encode(&v->kern, v->tmp, row_at(v, slot), &scale);
-  if (v->scales != NULL) v->scales[slot] = scale;
+  row_put(v, slot, v->tmp);
   return RAG_OK;
 }
 
@@ -152,7 +251,11 @@ void rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed) {
   if (!*removed) return;
   last = v->ids.n - 1;
   if (slot != last) {
-    memcpy(row_at(v, slot), row_at(v, last), v->kern.rowbytes);
+    memcpy(row_at(v, slot), row_at(v, last), v->stride);
+    if (v->hk.split) {
+      memcpy(v->lo + slot * v->stride, v->lo + last * v->stride, v->stride);
+      v->norms[slot] = v->norms[last];
+    }
     if (v->scales != NULL) v->scales[slot] = v->scales[last];
   }
   rag_ids_swap_remove(&v->ids, slot);
@@ -162,7 +265,10 @@ void rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed) {
 int rag_vec_get(const rag_vec *v, const char *id, size_t idlen, float *out) {
   uint32_t slot = rag_ids_find(&v->ids, id, idlen);
   if (slot == RAG_IDS_NONE) return 0;
-  rag_vec_decode(&v->kern, row_at(v, slot), v->scales ? v->scales[slot] : 1.0f, out);
+  if (v->hk.split)
+    (void)row_get(v, slot, out);
+  else
+    rag_vec_decode(&v->kern, row_at(v, slot), v->scales ? v->scales[slot] : 1.0f, out);
   return 1;
 }
 
@@ -182,15 +288,128 @@ static int scratch_fit(rag_vec *v, size_t nhits, size_t nbuf) {
   return RAG_OK;
 }
 
-/* Scores rows [lo, hi) against q into the heap. */
-static void scan(rag_vec *v, const float *q, size_t lo, size_t hi, rag_topk *t) {
+/* Scores rows [lo, hi), stored at `rows` (row lo first), against q into the heap. */
+static void scan(rag_vec *v, const float *q, const unsigned char *rows, size_t lo, size_t hi,
+                 rag_topk *t) {
   while (lo < hi) {
     size_t m = hi - lo < BLOCK ? hi - lo : BLOCK, i;
-    v->kern.score(q, row_at(v, lo), v->scales ? v->scales + lo : NULL, m, v->kern.dim,
+    v->kern.score(q, rows, v->scales ? v->scales + lo : NULL, m, v->kern.dim,
                   v->kern.rowbytes, v->buf);
     for (i = 0; i < m; i++) rag_topk_push(t, (uint32_t)(lo + i), v->buf[i]);
     lo += m;
+    rows += m * v->kern.rowbytes;
   }
+}
+
+/* The exact score of slot. */
+static float score_slot(rag_vec *v, const float *q, size_t slot) {
+  return rag_kernel_score1(&v->kern, q, row_get(v, slot, v->row),
+                           v->scales ? v->scales[slot] : 1.0f);
+}
+
+/*
+** How far an f32 row's approximate score a (from its high halves h, each
+** within 2^-7 |x| + 2^-133 of the component x: truncation keeps 7 of 23
+** mantissa bits) can be from its exact score e, both as the kernels compute
+** them in float: |a - e| <= bound. With u = 2^-24 and g = 2 gamma(dim + 8),
+** gamma(n) = n u / (1 - n u) (Higham's bound for a sum of n rounded terms,
+** which covers any kernel's order and its final reductions):
+**   dot:  |sum q (x - h)| <= 2^-7 |q||x|,  rounding <= g |q||x|
+**   l2:   |sum (q-x)^2 - (q-h)^2| = |sum (h - x)(2q - x - h)|
+**           <= 2^-6 (|q||x| + |x|^2),  rounding <= g (|q| + |x|)^2
+** plus an absolute term for subnormal components and underflow, then a
+** relative margin of 2^-20 for the double arithmetic of the bound itself.
+** No sum overflows: rag_vec_prepare keeps components within 1e15, so every
+** partial sum stays below 65536 (2e15)^2 < 2^118.
+*/
+typedef struct bound {
+  double p, q, r; /* the bound is (p xn + q) xn + r for a row of norm xn */
+} bound;
+
+static void bound_init(bound *b, const rag_vec *v, const float *q) {
+  double d = (double)v->o.dim, u = 1.0 / 16777216.0, ss = 0, qn, g, a, m = 1 + ldexp(1, -20);
+  size_t i;
+  for (i = 0; i < v->o.dim; i++) ss += (double)q[i] * q[i];
+  qn = sqrt(ss);
+  g = 2 * (d + 8) * u / (1 - (d + 8) * u);
+  a = (sqrt(d) + d + 16) * ldexp(1, -120);
+  if (v->o.metric == RAG_L2) { /* 2^-6 (qn xn + xn^2) + g (qn + xn)^2 + a (1 + qn + xn) */
+    b->p = (ldexp(1, -6) + g) * m;
+    b->q = (ldexp(qn, -6) + 2 * g * qn + a) * m;
+    b->r = (g * qn * qn + a * (1 + qn)) * m;
+  } else { /* (2^-7 + g) qn xn + a (1 + qn) */
+    b->p = 0;
+    b->q = (ldexp(1, -7) + g) * qn * m;
+    b->r = a * (1 + qn) * m;
+  }
+}
+
+/* Replaces the least of the k lower bounds (a min-heap) with x. */
+static void lb_replace(double *h, size_t k, double x) {
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= k) break;
+    if (c + 1 < k && h[c + 1] < h[c]) c++;
+    if (!(h[c] < x)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = x;
+}
+
+/*
+** Exact top-k of f32 rows in two passes. Every row with an upper bound below
+** the k-th best lower bound (tau) has an exact score below k rows' and is
+** never a hit; the rest are scored exactly. A NaN approximation compares
+** false and is kept for the exact pass.
+*/
+static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
+  bound b;
+  size_t n = v->ids.n, lo, i, nc = 0, climit = 4 * kk + 1024;
+  double tau = -INFINITY;
+  if (kk > v->lbcap) {
+    double *p = (double *)rag_grow(v->lb, &v->lbcap, kk, sizeof *p);
+    if (p == NULL) return RAG_ENOMEM;
+    v->lb = p;
+  }
+  if (climit + BLOCK > v->ccap) {
+    cand *p = (cand *)rag_grow(v->cs, &v->ccap, climit + BLOCK, sizeof *p);
+    if (p == NULL) return RAG_ENOMEM;
+    v->cs = p;
+  }
+  for (i = 0; i < kk; i++) v->lb[i] = -INFINITY;
+  bound_init(&b, v, q);
+  for (lo = 0; lo < n; lo += BLOCK) {
+    size_t m = n - lo < BLOCK ? n - lo : BLOCK;
+    v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
+    for (i = 0; i < m; i++) {
+      double xn = v->norms[lo + i], a = v->buf[i], r = (b.p * xn + b.q) * xn + b.r;
+      if (!(a + r < tau)) {
+        v->cs[nc].up = a + r;
+        v->cs[nc++].slot = (uint32_t)(lo + i);
+      }
+      if (a - r > tau) {
+        lb_replace(v->lb, kk, a - r);
+        tau = v->lb[0];
+      }
+    }
+    if (nc > climit) { /* drop those that tau has since passed */
+      size_t j = 0;
+      for (i = 0; i < nc; i++)
+        if (!(v->cs[i].up < tau)) v->cs[j++] = v->cs[i];
+      nc = j;
+      if (nc > climit) {
+        cand *p = (cand *)rag_grow(v->cs, &v->ccap, 2 * nc + BLOCK, sizeof *p);
+        if (p == NULL) return RAG_ENOMEM;
+        v->cs = p;
+        climit = 2 * nc;
+      }
+    }
+  }
+  for (i = 0; i < nc; i++)
+    if (!(v->cs[i].up < tau)) rag_topk_push(t, v->cs[i].slot, score_slot(v, q, v->cs[i].slot));
+  return RAG_OK;
 }
 
 /* The filter's slots, each once, into v->allow; their count in *na. */
@@ -229,15 +448,15 @@ int rag_vec_search(rag_vec *v, const float *q, size_t k, const rag_id_filter *fi
   if (rc != RAG_OK || kk == 0) return rc;
   if ((rc = scratch_fit(v, kk, BLOCK)) != RAG_OK) return rc;
   rag_topk_init(&t, v->hits, kk, &v->ids);
-  if (filter == NULL) {
-    scan(v, v->tmp, 0, v->ids.n, &t);
+  if (filter == NULL && v->hk.split) {
+    if ((rc = search_split(v, v->tmp, kk, &t)) != RAG_OK) return rc;
+  } else if (filter == NULL) {
+    scan(v, v->tmp, v->rows, 0, v->ids.n, &t);
   } else {
     size_t na, i;
     if ((rc = allowed(v, filter, &na)) != RAG_OK) return rc;
     for (i = 0; i < na; i++) {
-      uint32_t s = v->allow[i];
-      float sc = rag_kernel_score1(&v->kern, v->tmp, row_at(v, s), v->scales ? v->scales[s] : 1);
-      rag_topk_push(&t, s, sc);
+      rag_topk_push(&t, v->allow[i], score_slot(v, v->tmp, v->allow[i]));
     }
   }
   *n = rag_topk_sort(&t);
@@ -277,9 +496,16 @@ int rag_vec_search_batch(rag_vec *v, const float *qs, size_t nq, size_t k,
   for (i = 0; i < nq; i++) rag_topk_init(&tk[i], v->hits + i * kk, kk, &v->ids);
   block = BATCH_BYTES / v->kern.rowbytes;
   if (block < 16) block = 16;
+  if (v->hk.split && (RAG_MUL_OVERFLOWS(block, d) || row_fit(v, block * d) != RAG_OK))
+    return RAG_ENOMEM;
   for (lo = 0; lo < v->ids.n; lo += block) {
-    size_t hi = lo + block < v->ids.n ? lo + block : v->ids.n;
-    for (i = 0; i < nq; i++) scan(v, v->qs + i * d, lo, hi, &tk[i]);
+    size_t hi = lo + block < v->ids.n ? lo + block : v->ids.n, j;
+    const unsigned char *rows = row_at(v, lo);
+    if (v->hk.split) { /* the block's rows rebuilt once for every query */
+      for (j = lo; j < hi; j++) (void)row_get(v, j, v->row + (j - lo) * d);
+      rows = (const unsigned char *)v->row;
+    }
+    for (i = 0; i < nq; i++) scan(v, v->qs + i * d, rows, lo, hi, &tk[i]);
   }
   for (i = 0; i < nq; i++) rag_topk_sort(&tk[i]);
   *hits = v->hits;
@@ -288,8 +514,10 @@ int rag_vec_search_batch(rag_vec *v, const float *qs, size_t nq, size_t k,
 }
 
 size_t rag_vec_memory(const rag_vec *v) {
-  return sizeof *v + rag_ids_memory(&v->ids) + v->cap * v->kern.rowbytes +
+  return sizeof *v + rag_ids_memory(&v->ids) + (v->rows ? v->cap * v->stride + 63 : 0) +
+         (v->lo ? v->cap * v->stride + 63 : 0) + (v->norms ? v->cap * sizeof(float) : 0) +
          (v->scales ? v->cap * sizeof(float) : 0) + v->o.dim * sizeof(float) +
+         v->rowcap * sizeof(float) + v->lbcap * sizeof(double) + v->ccap * sizeof(cand) +
          v->qscap * sizeof(float) + v->bufcap * sizeof(float) + v->hcap * sizeof(rag_hit) +
          v->acap * sizeof(uint32_t) + v->seencap;
 }
@@ -321,7 +549,24 @@ static void write_index(const void *obj, rag_writer *w) {
   }
   rag_w_end(w);
   rag_w_begin(w, "ROWS", len[2]);
-  rag_w_put(w, v->rows, (size_t)len[2]);
+  if (v->hk.split) { /* plain f32, rebuilt in pieces */
+    float buf[256];
+    size_t d = v->o.dim, j, m, c;
+    for (i = 0; i < n; i++) {
+      const uint16_t *hi = (const uint16_t *)(const void *)row_at(v, i);
+      const uint16_t *lo = (const uint16_t *)(const void *)(v->lo + i * v->stride);
+      for (j = 0; j < d; j += m) {
+        m = d - j < 256 ? d - j : 256;
+        for (c = 0; c < m; c++) {
+          uint32_t u = (uint32_t)hi[j + c] << 16 | lo[j + c];
+          memcpy(&buf[c], &u, sizeof u);
+        }
+        rag_w_put(w, buf, m * sizeof *buf);
+      }
+    }
+  } else {
+    rag_w_put(w, v->rows, (size_t)len[2]);
+  }
   rag_w_end(w);
   rag_w_begin(w, "SCAL", len[3]);
   if (v->scales) rag_w_put(w, v->scales, (size_t)len[3]);
@@ -336,8 +581,29 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
   return rag_file_save(path, write_index, v, err);
 }
 
+/* Rows [0, n) are sound; f32 rows carry their norms. */
 static int rows_ok(const rag_vec *v, size_t n) {
-  return rag_rows_ok(&v->kern, v->rows, v->scales, n);
+  rag_kernel k = v->kern;
+  size_t i, j, c, m, d = v->o.dim;
+  if (!v->hk.split) return rag_rows_ok(&v->kern, v->rows, v->scales, n);
+  k.dim = 1;
+  for (i = 0; i < n; i++) {
+    const uint16_t *hi = (const uint16_t *)(const void *)row_at(v, i);
+    const uint16_t *lo = (const uint16_t *)(const void *)(v->lo + i * v->stride);
+    float buf[256];
+    double ss = 0;
+    for (j = 0; j < d; j += m) {
+      m = d - j < 256 ? d - j : 256;
+      for (c = 0; c < m; c++) {
+        uint32_t u = (uint32_t)hi[j + c] << 16 | lo[j + c];
+        memcpy(&buf[c], &u, sizeof u);
+        ss += (double)buf[c] * buf[c];
+      }
+      if (!rag_rows_ok(&k, buf, NULL, m)) return 0;
+    }
+    if (v->norms[i] != norm_up(ss)) return 0;
+  }
+  return 1;
 }
 
 #define CORRUPT(msg)     \
@@ -399,9 +665,17 @@ int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char
     if (rag_ids_find(&v->ids, s, l) != RAG_IDS_NONE) CORRUPT("duplicate id");
     rag_ids_push(&v->ids, s, l);
   }
-  if (count > 0) memcpy(v->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
-  if (v->scales != NULL && count > 0) memcpy(v->scales, sec[3].p, (size_t)count * 4);
-  if (!rows_ok(v, (size_t)count)) CORRUPT("bad component");
+  if (v->hk.split) { /* each row checked, then split */
+    for (i = 0; i < count; i++) {
+      memcpy(v->row, sec[2].p + i * v->kern.rowbytes, v->kern.rowbytes);
+      if (!rag_rows_ok(&v->kern, v->row, NULL, 1)) CORRUPT("bad component");
+      row_put(v, (size_t)i, v->row);
+    }
+  } else {
+    if (count > 0) memcpy(v->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
+    if (v->scales != NULL && count > 0) memcpy(v->scales, sec[3].p, (size_t)count * 4);
+    if (!rows_ok(v, (size_t)count)) CORRUPT("bad component");
+  }
   rc = RAG_OK;
 done:
   if (rc != RAG_OK) {

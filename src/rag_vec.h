@@ -1,7 +1,10 @@
 /*
 ** rag_vec.h: the exact vector index. Rows sit in one contiguous block in
 ** insertion order (a removal moves the last row into the hole), so a
-** search is one pass over memory with the SIMD kernels of rag_dist.h.
+** search is one pass over memory with the SIMD kernels of rag_dist.h. f32
+** rows are split in two planes, their high and low 16 bits: a search reads
+** the high plane, half the bytes, and scores exactly only the rows that a
+** proven error bound cannot rule out, so its hits are the exact ones.
 ** search_batch scores many queries per pass, blocked so that a block of
 ** rows stays in cache while every query sees it. Saves to a checksummed
 ** file (grammar in rag_vec.c). Not thread-safe: searches use scratch space

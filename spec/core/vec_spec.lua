@@ -116,6 +116,91 @@ describe("rag.vec search", function()
     end
   end)
 
+  it("finds the exact top k of f32 rows from their high halves, hit for hit", function()
+    -- f32 searches scan the rows' high 16 bits and score exactly only rows
+    -- whose bound reaches the k-th best; the filter path scores every row
+    -- exactly, so the two must agree bit for bit. Rows here are made to
+    -- break loose bounds: twins that differ only in their low 16 bits,
+    -- duplicates, norms from 1e-30 to 1e14, subnormal components, and
+    -- components as large as the index takes (1e15).
+    local unif, gauss = data.source(77)
+    local function bits(x) return string.unpack("<I4", string.pack("<f", x)) end
+    local function float(u) return (string.unpack("<f", string.pack("<I4", u))) end
+    for _, dim in ipairs({ 1, 3, 29, 64 }) do
+      local rows = {}
+      for i, x in ipairs(data.lowrank(dim, 150, dim, 4)) do
+        local scale = 10 ^ (unif() * 44 - 30)
+        local big, twin, sub = {}, {}, {}
+        for d = 1, dim do
+          big[d] = x[d] * scale
+          twin[d] = float(bits(x[d]) ~ (i * 7919 + d * 104729) % 65536)
+          sub[d] = d % 2 == 0 and x[d] * 1e-41 or x[d]
+        end
+        rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = x, twin, big
+        rows[#rows + 4], rows[#rows + 5] = sub, x -- x again: a tie
+      end
+      local qs = { rows[1], rows[7], rows[13] }
+      for _ = 1, 4 do
+        local q = {}
+        for d = 1, dim do q[d] = gauss() end
+        qs[#qs + 1] = q
+      end
+      local huge = {}
+      for d = 1, dim do huge[d] = d % 3 == 0 and -1e15 or 1e15 end
+      for _, metric in ipairs(METRICS) do
+        for _, simd in ipairs({ true, false }) do
+          local v = vec.new({ dim = dim, metric = metric, simd = simd })
+          local all = {}
+          for i, x in ipairs(rows) do
+            v:add("r" .. i, x)
+            all[i] = "r" .. i
+          end
+          local function check(q, k)
+            local got, want = v:search(q, k), v:search(q, k, { filter = all })
+            assert.equal(#want, #got)
+            for j = 1, #want do
+              assert.equal(want[j].id, got[j].id, metric .. " dim " .. dim .. " hit " .. j)
+              assert.equal(want[j].score, got[j].score)
+            end
+            assert.same(want, v:search_batch({ q }, k)[1])
+          end
+          for _, q in ipairs(qs) do
+            for _, k in ipairs({ 1, 10, 60, #rows + 5 }) do check(q, k) end
+          end
+          if metric ~= "cosine" then check(huge, 10) end
+        end
+      end
+    end
+  end)
+
+  it("bounds f32 approximations as tightly as truncation allows, and no tighter", function()
+    -- r1's components lose all but 2^-23 of 2^-7 to truncation, so its
+    -- approximate score is as far below its exact one as the bound allows;
+    -- r2 is exact in its high halves and ranks just below r1. A bound under
+    -- about half the true error drops r1 and this fails.
+    local function float(x) return (string.unpack("<f", string.pack("<f", x))) end
+    for _, dim in ipairs({ 16, 64, 100 }) do
+      for _, case in ipairs({ { "dot", 1 }, { "l2", 100 } }) do
+        for _, simd in ipairs({ true, false }) do
+          local v = vec.new({ dim = dim, metric = case[1], simd = simd })
+          local q, r1, r2 = {}, {}, {}
+          for d = 1, dim do
+            q[d] = case[2]
+            r1[d] = float(1 + 2 ^ -7 - 2 ^ -23)
+            r2[d] = d == 1 and 1 or 1 + 2 ^ -7
+          end
+          v:add("r2", r2)
+          v:add("r1", r1)
+          for i, x in ipairs(data.random(dim, 50, dim)) do v:add("f" .. i, x) end
+          assert.equal("r1", v:search(q, 1)[1].id)
+          local got = v:search(q, 2)
+          assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
+          assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
+        end
+      end
+    end
+  end)
+
   it("breaks ties by id, takes k beyond the count and accepts packed vectors", function()
     local v = vec.new({ dim = 3, metric = "dot" })
     for _, id in ipairs({ "c", "a", "b", 10, 9 }) do
