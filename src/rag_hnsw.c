@@ -493,6 +493,19 @@ static void search_pool(rag_hnsw *h, const float *q, uint32_t ep, size_t ef, uns
   h->rsn = n;
 }
 
+/* Scores c[0..n) exactly: split rows are walked on their high halves alone. */
+static void rescore(rag_hnsw *h, const float *q, cand *c, size_t n) {
+  uint32_t ids[2 * RAG_HNSW_MAX_M];
+  float sc[2 * RAG_HNSW_MAX_M];
+  size_t r, j, m;
+  for (r = 0; r < n; r += m) {
+    m = n - r < 2 * RAG_HNSW_MAX_M ? n - r : 2 * RAG_HNSW_MAX_M;
+    for (j = 0; j < m; j++) ids[j] = c[r + j].id;
+    h->kern.gather(q, h->rows, h->scales, ids, m, h->kern.dim, h->kern.rowbytes, sc);
+    for (j = 0; j < m; j++) c[r + j].d = -sc[j];
+  }
+}
+
 /* Walks down from the entry to layer `to` + 1, one closest node a layer. */
 static uint32_t descend(const rag_hnsw *h, const float *q, unsigned to, float *dcur) {
   uint32_t cur = h->entry;
@@ -558,8 +571,9 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   cur = descend(h, q, top, &dcur);
   for (lc = top + 1; lc-- > 0;) {
     size_t m, i;
-    search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.gather);
+    search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.approx);
     memcpy(h->sel, h->rs, h->rsn * sizeof *h->sel);
+    if (h->kern.split) rescore(h, q, h->sel, h->rsn); /* the heuristic sorts them again */
     m = select_heuristic(h, h->sel, h->rsn, h->M);
     for (i = 0; i < m; i++) h->picked[lc * h->M + i] = h->sel[i].id;
     h->npicked[lc] = m;
@@ -831,18 +845,11 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
     } else if (!h->kern.split) {
       search_pool(h, h->q, cur, ef, 0, h->kern.gather);
     } else { /* walked on the high halves: the best max(2k, k + 10) scored exactly */
-      uint32_t ids[2 * RAG_HNSW_MAX_M];
-      float sc[2 * RAG_HNSW_MAX_M];
-      size_t r, j, m, top = 2 * k > k + 10 ? 2 * k : k + 10;
+      size_t top = 2 * k > k + 10 ? 2 * k : k + 10;
       search_pool(h, h->q, cur, ef, 0, h->kern.approx);
       if (top < h->rsn) h->rsn = top;
-      for (j = 0; j < h->rsn; j++) __builtin_prefetch(&h->ids.e[h->rs[j].id]); /* for the ids */
-      for (r = 0; r < h->rsn; r += m) {
-        m = h->rsn - r < 2 * RAG_HNSW_MAX_M ? h->rsn - r : 2 * RAG_HNSW_MAX_M;
-        for (j = 0; j < m; j++) ids[j] = h->rs[r + j].id;
-        h->kern.gather(h->q, h->rows, h->scales, ids, m, h->kern.dim, h->kern.rowbytes, sc);
-        for (j = 0; j < m; j++) h->rs[r + j].d = -sc[j];
-      }
+      for (i = 0; i < h->rsn; i++) __builtin_prefetch(&h->ids.e[h->rs[i].id]); /* for the ids */
+      rescore(h, h->q, h->rs, h->rsn);
     }
   }
   for (i = 0; i < h->rsn; i++) rag_topk_push(&t, h->rs[i].id, -(double)h->rs[i].d);
