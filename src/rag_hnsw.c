@@ -137,12 +137,18 @@ static float dist(const rag_hnsw *h, const float *q, size_t i) {
     __builtin_prefetch(span_ + n_ - 1);               \
   } while (0)
 
-/* Asks the cache for the first two lines of node i's row (a macro, as above). */
-#define PREFETCH_ROW(h, i)                                        \
-  do {                                                            \
-    const char *row_ = (const char *)row_at((h), (i));            \
-    __builtin_prefetch(row_);                                     \
-    if ((h)->kern.rowbytes > 64) __builtin_prefetch(row_ + 64);   \
+/*
+** Asks the cache for up to four lines of node i's row: what an approximate
+** walk reads of a split row (its high halves), else the row's start.
+*/
+#define PREFETCH_ROW(h, i)                                                           \
+  do {                                                                               \
+    const char *row_ = (const char *)row_at((h), (i));                               \
+    size_t n_ = (h)->kern.split ? (h)->kern.dim * 2 : (h)->kern.rowbytes;            \
+    __builtin_prefetch(row_);                                                        \
+    if (n_ > 64) __builtin_prefetch(row_ + 64);                                      \
+    if (n_ > 128) __builtin_prefetch(row_ + 128);                                    \
+    if (n_ > 192) __builtin_prefetch(row_ + 192);                                    \
   } while (0)
 
 /* Node i as a query: its own row for plain f32, else decoded into buf. */
@@ -506,25 +512,30 @@ static void rescore(rag_hnsw *h, const float *q, cand *c, size_t n) {
   }
 }
 
-/* Walks down from the entry to layer `to` + 1, one closest node a layer. */
-static uint32_t descend(const rag_hnsw *h, const float *q, unsigned to, float *dcur) {
+/*
+** Walks down from the entry to layer `to` + 1, one closest node a layer,
+** scoring a node's whole list at once (approx: the high halves of split rows).
+*/
+static uint32_t descend(const rag_hnsw *h, const float *q, unsigned to) {
+  const size_t dim = h->kern.dim, rb = h->kern.rowbytes;
   uint32_t cur = h->entry;
+  float sc[2 * RAG_HNSW_MAX_M], dcur;
   unsigned lc;
-  *dcur = dist(h, q, cur);
+  h->kern.approx(q, h->rows, h->scales, &cur, 1, dim, rb, sc);
+  dcur = -sc[0];
   for (lc = h->maxlevel; lc > to; lc--) {
     int changed = 1;
     while (changed) {
       const uint32_t *ln = links(h, cur, lc);
-      uint32_t j;
+      uint32_t j, m = ln[0];
       changed = 0;
-      for (j = 1; j <= ln[0]; j++) {
-        float d = dist(h, q, ln[j]);
-        if (d < *dcur) {
-          *dcur = d;
-          cur = ln[j];
+      h->kern.approx(q, h->rows, h->scales, ln + 1, m, dim, rb, sc);
+      for (j = 0; j < m; j++)
+        if (-sc[j] < dcur) {
+          dcur = -sc[j];
+          cur = ln[1 + j];
           changed = 1;
         }
-      }
     }
   }
   return cur;
@@ -557,7 +568,6 @@ static size_t select_heuristic(rag_hnsw *h, cand *c, size_t m, size_t M) {
 */
 static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   uint32_t cur;
-  float dcur;
   unsigned lc, top;
   size_t need = (size_t)(L + 1) * h->M;
   if (need > h->pickcap) {
@@ -568,7 +578,7 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   memset(h->npicked, 0, sizeof h->npicked);
   if (h->entry == NONE) return RAG_OK;
   top = L < h->maxlevel ? L : h->maxlevel;
-  cur = descend(h, q, top, &dcur);
+  cur = descend(h, q, top);
   for (lc = top + 1; lc-- > 0;) {
     size_t m, i;
     search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.approx);
@@ -577,10 +587,7 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
     m = select_heuristic(h, h->sel, h->rsn, h->M);
     for (i = 0; i < m; i++) h->picked[lc * h->M + i] = h->sel[i].id;
     h->npicked[lc] = m;
-    if (m > 0) {
-      cur = h->sel[0].id;
-      dcur = h->sel[0].d;
-    }
+    if (m > 0) cur = h->sel[0].id;
   }
   return RAG_OK;
 }
@@ -838,10 +845,10 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
   }
   if ((rc = scratch_fit(h, ef)) != RAG_OK) return rc;
   {
-    float dcur;
-    uint32_t cur = descend(h, h->q, 0, &dcur);
+    uint32_t cur = descend(h, h->q, 0);
     if (filtered || h->nlive < h->n) {
-      if ((rc = search_layer(h, h->q, cur, dcur, ef, 0, filtered)) != RAG_OK) return rc;
+      if ((rc = search_layer(h, h->q, cur, dist(h, h->q, cur), ef, 0, filtered)) != RAG_OK)
+        return rc;
     } else if (!h->kern.split) {
       search_pool(h, h->q, cur, ef, 0, h->kern.gather);
     } else { /* walked on the high halves: the best max(2k, k + 10) scored exactly */
