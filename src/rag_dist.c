@@ -459,21 +459,18 @@ GATHER(y_l2_s, AVX512, uint16_t, w_l2_s(q, x, d, s))
 GATHER(y_dot_b, AVX512, uint16_t, w_dot_b(q, x, d, s))
 GATHER(y_l2_b, AVX512, uint16_t, w_l2_b(q, x, d, s))
 
-AVX512 static void x_dot_b(const float *q, const void *rows, const float *scales, size_t n,
-                           size_t d, size_t rb, float *out) {
-  const unsigned char *r = (const unsigned char *)rows;
-  size_t i;
-  (void)scales;
-  for (i = 0; i < n; i++, r += rb) out[i] = w_dot_b(q, (const uint16_t *)(const void *)r, d, 1);
-}
+#define AVX512_ROWS(name, kern)                                                          \
+  AVX512 static void name(const float *q, const void *rows, const float *scales, size_t n, \
+                          size_t d, size_t rb, float *out) {                               \
+    const unsigned char *r = (const unsigned char *)rows;                                  \
+    size_t i;                                                                              \
+    (void)scales;                                                                          \
+    for (i = 0; i < n; i++, r += rb)                                                       \
+      out[i] = kern(q, (const uint16_t *)(const void *)r, d, 1);                           \
+  }
 
-AVX512 static void x_l2_b(const float *q, const void *rows, const float *scales, size_t n,
-                          size_t d, size_t rb, float *out) {
-  const unsigned char *r = (const unsigned char *)rows;
-  size_t i;
-  (void)scales;
-  for (i = 0; i < n; i++, r += rb) out[i] = w_l2_b(q, (const uint16_t *)(const void *)r, d, 1);
-}
+AVX512_ROWS(x_dot_b, w_dot_b)
+AVX512_ROWS(x_l2_b, w_l2_b)
 
 /* AVX2, FMA and F16C, with the OS saving the YMM registers (CPUID, XGETBV). */
 static int cpu_has_avx2(void) {
