@@ -124,8 +124,9 @@ describe("rag.vec search", function()
     -- duplicates, norms from 1e-30 to 1e14, subnormal components, and
     -- components as large as the index takes (1e15).
     local unif, gauss = data.source(77)
-    local function bits(x) return string.unpack("<I4", string.pack("<f", x)) end
-    local function float(u) return (string.unpack("<f", string.pack("<I4", u))) end
+    local function twin_of(x, low) -- x as a float with its low 16 bits set to `low`
+      return vec.unpack(string.char(low % 256, math.floor(low / 256)) .. vec.pack({ x }):sub(3))[1]
+    end
     for _, dim in ipairs({ 1, 3, 29, 64 }) do
       local rows = {}
       for i, x in ipairs(data.lowrank(dim, 150, dim, 4)) do
@@ -133,7 +134,7 @@ describe("rag.vec search", function()
         local big, twin, sub = {}, {}, {}
         for d = 1, dim do
           big[d] = x[d] * scale
-          twin[d] = float(bits(x[d]) ~ (i * 7919 + d * 104729) % 65536)
+          twin[d] = twin_of(x[d], (i * 7919 + d * 104729) % 65536)
           sub[d] = d % 2 == 0 and x[d] * 1e-41 or x[d]
         end
         rows[#rows + 1], rows[#rows + 2], rows[#rows + 3] = x, twin, big
@@ -178,7 +179,7 @@ describe("rag.vec search", function()
     -- approximate score is as far below its exact one as the bound allows;
     -- r2 is exact in its high halves and ranks just below r1. A bound under
     -- about half the true error drops r1 and this fails.
-    local function float(x) return (string.unpack("<f", string.pack("<f", x))) end
+    local function float(x) return vec.unpack(vec.pack({ x }))[1] end
     for _, dim in ipairs({ 16, 64, 100 }) do
       for _, case in ipairs({ { "dot", 1 }, { "l2", 100 } }) do
         for _, simd in ipairs({ true, false }) do
