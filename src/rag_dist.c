@@ -596,13 +596,7 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
   size_t i, d = k->dim;
   *scale = 1.0f;
   if (k->split) {
-    uint16_t *x = (uint16_t *)row;
-    for (i = 0; i < d; i++) {
-      uint32_t u;
-      memcpy(&u, &v[i], sizeof u);
-      x[i] = (uint16_t)(u >> 16);
-      x[d + i] = (uint16_t)u;
-    }
+    rag_f32_split(v, d, (uint16_t *)row, (uint16_t *)row + d);
   } else if (k->dtype == RAG_F32) {
     memcpy(row, v, d * sizeof *v);
   } else if (k->dtype == RAG_F16) {
@@ -624,8 +618,7 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
 void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out) {
   size_t i, d = k->dim;
   if (k->split) {
-    const uint16_t *x = (const uint16_t *)row;
-    for (i = 0; i < d; i++) out[i] = join(x[i], x[d + i]);
+    rag_f32_join((const uint16_t *)row, (const uint16_t *)row + d, d, out);
   } else if (k->dtype == RAG_F32) {
     memcpy(out, row, d * sizeof *out);
   } else if (k->dtype == RAG_F16) {
@@ -635,6 +628,21 @@ void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *ou
     const int8_t *c = (const int8_t *)row;
     for (i = 0; i < d; i++) out[i] = scale * (float)c[i];
   }
+}
+
+void rag_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    hi[i] = (uint16_t)(u >> 16);
+    lo[i] = (uint16_t)u;
+  }
+}
+
+void rag_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out) {
+  size_t i;
+  for (i = 0; i < n; i++) out[i] = join(hi[i], lo[i]);
 }
 
 int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n) {

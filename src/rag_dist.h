@@ -86,6 +86,10 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
 /* A row back to floats (exact for f32 and f16; the dequantised i8 values). */
 void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out);
 
+/* f32 components to and from their high and low 16 bits (split rows, rag_vec's planes). */
+void rag_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo);
+void rag_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out);
+
 /* 1 when n stored rows are sound: f32 components finite and within 1e15,
 ** f16 components finite, i8 scales finite and above zero. */
 int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n);

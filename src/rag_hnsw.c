@@ -137,6 +137,10 @@ static float dist(const rag_hnsw *h, const float *q, size_t i) {
     __builtin_prefetch(span_ + n_ - 1);               \
   } while (0)
 
+/* Node i's whole list at layer lc. */
+#define PREFETCH_LINKS(h, i, lc) \
+  PREFETCH_SPAN(links((h), (i), (lc)), ((lc) ? (h)->su : (h)->s0) * 4)
+
 /*
 ** Asks the cache for up to four lines of node i's row: what an approximate
 ** walk reads of a split row (its high halves), else the row's start.
@@ -419,7 +423,7 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
     uint32_t j, cnt, m, fresh[2 * RAG_HNSW_MAX_M];
     if (h->rsn == ef && c.d > h->rs[0].d) break;
     heap_pop(h->cq, &h->cqn, 0);
-    if (h->cqn > 0) PREFETCH_SPAN(links(h, h->cq[0].id, lc), (lc ? h->su : h->s0) * 4);
+    if (h->cqn > 0) PREFETCH_LINKS(h, h->cq[0].id, lc);
     ln = links(h, c.id, lc);
     cnt = ln[0];
     /* the unvisited neighbours first, their rows fetched while the rest waits */
@@ -435,7 +439,7 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
       float d = dist(h, q, nb);
       if (h->rsn < ef || d < h->rs[0].d) {
         if (!cq_push(h, d, nb)) return RAG_ENOMEM;
-        PREFETCH_SPAN(links(h, nb, lc), (lc ? h->su : h->s0) * 4); /* likely expanded soon */
+        PREFETCH_LINKS(h, nb, lc); /* likely expanded soon */
         if (usable(h, nb, filtered)) rs_push(h, d, nb, ef);
       }
     }
@@ -491,7 +495,7 @@ static void search_pool(rag_hnsw *h, const float *q, uint32_t ep, size_t ef, uns
       p[i] = x;
       done[i] = 0;
       if (i < low) low = i;
-      PREFETCH_SPAN(links(h, x.id, lc), (lc ? h->su : h->s0) * 4); /* likely expanded soon */
+      PREFETCH_LINKS(h, x.id, lc); /* likely expanded soon */
     }
     if (low < cur) cur = low;
     while (cur < n && done[cur]) cur++;
@@ -912,12 +916,8 @@ static void write_index(const void *obj, rag_writer *w) {
     for (i = 0; i < h->n; i++) {
       const uint16_t *x = (const uint16_t *)(const void *)row_at(h, i);
       for (j = 0; j < d; j += m) {
-        size_t c;
         m = d - j < 256 ? d - j : 256;
-        for (c = 0; c < m; c++) {
-          uint32_t u = (uint32_t)x[j + c] << 16 | x[d + j + c];
-          memcpy(&buf[c], &u, sizeof u);
-        }
+        rag_f32_join(x + j, x + d + j, m, buf);
         rag_w_put(w, buf, m * sizeof *buf);
       }
     }

@@ -141,47 +141,42 @@ static unsigned char *row_at(const rag_vec *v, size_t slot) {
   return v->rows + slot * v->stride;
 }
 
-/* The square root of a sum of squares, as a float not below it. */
-static float norm_up(double ss) {
-  double r = sqrt(ss);
-  float f = (float)r;
+/* f32: slot's high and low halves. */
+static uint16_t *hi_at(const rag_vec *v, size_t slot) {
+  return (uint16_t *)(void *)row_at(v, slot);
+}
+
+static uint16_t *lo_at(const rag_vec *v, size_t slot) {
+  return (uint16_t *)(void *)(v->lo + slot * v->stride);
+}
+
+/* The Euclidean norm of x[0..n), as a float not below it. */
+static float norm_up(const float *x, size_t n) {
+  double ss = 0, r;
+  float f;
+  size_t i;
+  for (i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  r = sqrt(ss);
+  f = (float)r;
   return (double)f < r ? nextafterf(f, INFINITY) : f;
 }
 
 /* Stores prepared vector x in slot. */
 static void row_put(rag_vec *v, size_t slot, const float *x) {
-  size_t d = v->o.dim, i;
-  uint16_t *hi, *lo;
-  double ss = 0;
   float scale;
   if (!v->hk.split) {
     rag_vec_encode(&v->kern, x, row_at(v, slot), &scale);
     if (v->scales != NULL) v->scales[slot] = scale;
     return;
   }
-  hi = (uint16_t *)(void *)row_at(v, slot);
-  lo = (uint16_t *)(void *)(v->lo + slot * v->stride);
-  for (i = 0; i < d; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], sizeof u);
-    hi[i] = (uint16_t)(u >> 16);
-    lo[i] = (uint16_t)u;
-    ss += (double)x[i] * x[i];
-  }
-  v->norms[slot] = norm_up(ss);
+  rag_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
+  v->norms[slot] = norm_up(x, v->o.dim);
 }
 
 /* Slot's row as the kernel reads it; f32 rows are rebuilt into buf (dim floats). */
 static const void *row_get(const rag_vec *v, size_t slot, float *buf) {
-  size_t d = v->o.dim, i;
-  const uint16_t *hi, *lo;
   if (!v->hk.split) return row_at(v, slot);
-  hi = (const uint16_t *)(const void *)row_at(v, slot);
-  lo = (const uint16_t *)(const void *)(v->lo + slot * v->stride);
-  for (i = 0; i < d; i++) {
-    uint32_t u = (uint32_t)hi[i] << 16 | lo[i];
-    memcpy(&buf[i], &u, sizeof u);
-  }
+  rag_f32_join(hi_at(v, slot), lo_at(v, slot), v->o.dim, buf);
   return buf;
 }
 
@@ -551,19 +546,13 @@ static void write_index(const void *obj, rag_writer *w) {
   rag_w_begin(w, "ROWS", len[2]);
   if (v->hk.split) { /* plain f32, rebuilt in pieces */
     float buf[256];
-    size_t d = v->o.dim, j, m, c;
-    for (i = 0; i < n; i++) {
-      const uint16_t *hi = (const uint16_t *)(const void *)row_at(v, i);
-      const uint16_t *lo = (const uint16_t *)(const void *)(v->lo + i * v->stride);
+    size_t d = v->o.dim, j, m;
+    for (i = 0; i < n; i++)
       for (j = 0; j < d; j += m) {
         m = d - j < 256 ? d - j : 256;
-        for (c = 0; c < m; c++) {
-          uint32_t u = (uint32_t)hi[j + c] << 16 | lo[j + c];
-          memcpy(&buf[c], &u, sizeof u);
-        }
+        rag_f32_join(hi_at(v, i) + j, lo_at(v, i) + j, m, buf);
         rag_w_put(w, buf, m * sizeof *buf);
       }
-    }
   } else {
     rag_w_put(w, v->rows, (size_t)len[2]);
   }
@@ -581,27 +570,13 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
   return rag_file_save(path, write_index, v, err);
 }
 
-/* Rows [0, n) are sound; f32 rows carry their norms. */
-static int rows_ok(const rag_vec *v, size_t n) {
-  rag_kernel k = v->kern;
-  size_t i, j, c, m, d = v->o.dim;
+/* Rows [0, n) are sound; f32 rows carry their norms (checked in v->row). */
+static int rows_ok(rag_vec *v, size_t n) {
+  size_t i;
   if (!v->hk.split) return rag_rows_ok(&v->kern, v->rows, v->scales, n);
-  k.dim = 1;
   for (i = 0; i < n; i++) {
-    const uint16_t *hi = (const uint16_t *)(const void *)row_at(v, i);
-    const uint16_t *lo = (const uint16_t *)(const void *)(v->lo + i * v->stride);
-    float buf[256];
-    double ss = 0;
-    for (j = 0; j < d; j += m) {
-      m = d - j < 256 ? d - j : 256;
-      for (c = 0; c < m; c++) {
-        uint32_t u = (uint32_t)hi[j + c] << 16 | lo[j + c];
-        memcpy(&buf[c], &u, sizeof u);
-        ss += (double)buf[c] * buf[c];
-      }
-      if (!rag_rows_ok(&k, buf, NULL, m)) return 0;
-    }
-    if (v->norms[i] != norm_up(ss)) return 0;
+    const float *x = (const float *)row_get(v, i, v->row);
+    if (!rag_rows_ok(&v->kern, x, NULL, 1) || v->norms[i] != norm_up(x, v->o.dim)) return 0;
   }
   return 1;
 }
@@ -699,7 +674,7 @@ int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err) {
   return rc;
 }
 
-int rag_vec_check(const rag_vec *v) {
+int rag_vec_check(rag_vec *v) {
   size_t i;
   if (v->ids.n > v->cap && v->ids.n > 0) return 0;
   for (i = 0; i < v->ids.n; i++) {

@@ -87,7 +87,7 @@ int rag_vec_dump(const rag_vec *v, unsigned char **buf, size_t *n);
 int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err);
 int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char **why);
 
-/* Checks the invariants (id table, counts); 1 when they hold. For tests. */
-int rag_vec_check(const rag_vec *v);
+/* Checks the invariants (id table, counts, rows); 1 when they hold. For tests; uses scratch. */
+int rag_vec_check(rag_vec *v);
 
 #endif
