@@ -40,7 +40,7 @@ build = {
     ["rag.core"] = {
       -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {
-        "src/lrag.c", "src/lrag_analyzer.c", "src/lrag_bm25.c", "src/lrag_chunk.c",
+        "src/lrag.c", "src/lrag_analyzer.c", "src/lrag_aux.c", "src/lrag_bm25.c", "src/lrag_chunk.c",
         "src/lrag_http.c", "src/lrag_json.c", "src/lrag_sentences.c", "src/lrag_text.c",
         "src/lrag_tokenizer.c", "src/rag.c", "src/rag_analyzer.c", "src/rag_approx.c",
         "src/rag_bm25.c", "src/rag_chunk.c", "src/rag_dist.c", "src/rag_file.c",

@@ -44,28 +44,81 @@ struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx);
 */
 struct rag_tokenizer *lrag_totokenizer(lua_State *L, int idx, const char *fname);
 
-/*
-** The failure tuple: pushes nil, the formatted message and `code` (one of
-** io format version corrupt encoding http timeout ...); returns 3.
-*/
-int lrag_fail(lua_State *L, const char *code, const char *fmt, ...);
+/* {====== The error rule ======} */
 
 /*
-** The outcome of a failed load of `path`: raises for RAG_ENOMEM, else
-** returns nil, "fname: 'path': reason", code (strerror(err) for RAG_EIO).
+** The one translation of a core status into Lua. The message is
+** "fname: detail", detail being fmt formatted or rag_strerror(rc) when fmt
+** is NULL. A failure of the world (a status with a code in rag.h's list)
+** returns nil, message, code: 3 values; misuse (RAG_ENOMEM, RAG_EINVAL,
+** RAG_ETOOBIG) raises the message.
 */
-int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
-                  int err);
-
-/* Maps a core status to its `code` string ("http", "timeout", ...). */
-const char *lrag_code(int rc);
+int lrag_error(lua_State *L, int rc, const char *fname, const char *fmt, ...);
 
 /*
-** Raises unless the value at idx is nil or a table whose keys are all in
-** `allowed` (a NULL-terminated list). `fname` names the function in errors.
+** lrag_error for a file: "fname: 'path': why", where for RAG_EIO with a
+** nonzero errno `err` the reason is strerror(err) in lowercase.
 */
-void lrag_checkopts(lua_State *L, int idx, const char *fname,
-                    const char *const allowed[]);
+int lrag_file_error(lua_State *L, int rc, const char *fname, const char *path, const char *why,
+                    int err);
+
+/* Pushes rag.h's codes as a list { { code=, meaning= }, ... } in list order. */
+void lrag_pusherrors(lua_State *L);
+
+/* {====== Options ======} */
+
+/*
+** Raises unless the value at idx is none, nil or a table whose keys are all
+** in `allowed` (a NULL-terminated list). Every reader below takes the opts
+** table at idx (anything but a table means all defaults), returns `def`
+** when the key is absent and raises "fname: option 'key' must be ..." for a
+** wrong type or a value outside [lo, hi].
+*/
+void lrag_checkopts(lua_State *L, int idx, const char *fname, const char *const allowed[]);
+lua_Integer lrag_optinteger(lua_State *L, int idx, const char *fname, const char *key,
+                            lua_Integer def, lua_Number lo, lua_Number hi);
+lua_Number lrag_optnumber(lua_State *L, int idx, const char *fname, const char *key,
+                          lua_Number def, lua_Number lo, lua_Number hi);
+int lrag_optboolean(lua_State *L, int idx, const char *fname, const char *key, int def);
+/* The string stays valid while the opts table is on the stack. */
+const char *lrag_optstring(lua_State *L, int idx, const char *fname, const char *key,
+                           const char *def, size_t *len);
+/* The index of the value in `names` (NULL-terminated), or def. */
+int lrag_optenum(lua_State *L, int idx, const char *fname, const char *key, int def,
+                 const char *const names[]);
+/* Pushes opts[key] and returns 1 when it is a table; 0 and nothing pushed when absent. */
+int lrag_opttable(lua_State *L, int idx, const char *fname, const char *key);
+
+/* {====== Classes ======} */
+
+/*
+** A userdata class. Every object's userdata starts with the pointer to its
+** core object (NULL once closed); `fin` frees what the userdata at `u` owns
+** and is called once, by close, __gc or __close, while that pointer is set.
+** lrag_newclass registers the metatable: __index holding `methods` plus
+** close, __gc, __close, __name, a __tostring ("rag.bm25 (closed)") that
+** `metamethods` may replace, and any other metamethods (__len, ...).
+*/
+typedef struct lrag_class {
+  const char *name; /* the metatable's name: "rag.bm25" */
+  const char *noun; /* what a closed one is called: "fname: index is closed" */
+  const luaL_Reg *methods;
+  const luaL_Reg *metamethods; /* may be NULL */
+  void (*fin)(void *u);
+} lrag_class;
+
+void lrag_newclass(lua_State *L, const lrag_class *c);
+/* Pushes a zeroed userdata of `size` bytes of class c (one user value). */
+void *lrag_newobject(lua_State *L, const lrag_class *c, size_t size);
+/* The userdata at idx, which must be of class c and open. */
+void *lrag_checkobject(lua_State *L, int idx, const lrag_class *c, const char *fname);
+/* The userdata at idx when it is of class c (open or closed), else NULL. */
+void *lrag_toobject(lua_State *L, int idx, const lrag_class *c);
+
+/* {====== Arguments ======} */
+
+/* A path argument: a string without NUL bytes (a NUL would shorten it). */
+const char *lrag_checkpath(lua_State *L, int idx, const char *fname);
 
 /* An id argument: a string, or a number converted as tostring does. */
 const char *lrag_checkid(lua_State *L, int idx, const char *fname, size_t *len);
@@ -91,10 +144,6 @@ void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
 ** float32 string of dim * 4 bytes, copied into out. Raises naming `fname`.
 */
 void lrag_checkvector(lua_State *L, int idx, size_t dim, const char *fname, float *out);
-
-/* Option reader: the number field, or `def` when absent; a wrong type raises. */
-lua_Number lrag_optnumber(lua_State *L, int idx, const char *key,
-                          lua_Number def);
 
 /*
 ** A box: a userdata that owns one C pointer and frees it with `fin` when
@@ -126,5 +175,13 @@ typedef struct lrag_buf {
 lrag_buf *lrag_buf_new(lua_State *L);
 void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len);
 void lrag_buf_addc(lua_State *L, lrag_buf *b, char c);
+
+/* {====== Legacy: removed once every binding uses the toolkit ======} */
+
+int lrag_fail(lua_State *L, const char *code, const char *fmt, ...);
+const char *lrag_code(int rc);
+int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
+                  int err);
+lua_Number lrag_optnumber_legacy(lua_State *L, int idx, const char *key, lua_Number def);
 
 #endif

@@ -21,93 +21,59 @@ typedef struct lbm25 {
 static const char *const variant_names[] = {"lucene", "robertson", "atire", "bm25l", "bm25+",
                                             NULL};
 
+static void bm25_fin(void *u) {
+  rag_bm25_free(((lbm25 *)u)->b);
+}
+
+static const lrag_class bm25_class;
+
 static rag_bm25 *check_open(lua_State *L, const char *fname) {
-  lbm25 *u = (lbm25 *)luaL_checkudata(L, 1, MT);
-  if (u->b == NULL) luaL_error(L, "%s: index is closed", fname);
-  return u->b;
+  return ((lbm25 *)lrag_checkobject(L, 1, &bm25_class, fname))->b;
 }
 
-static int raise_rc(lua_State *L, int rc, const char *fname) {
-  if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
-  if (rc == RAG_ETOOBIG) return luaL_error(L, "%s: too large for the index", fname);
-  return luaL_error(L, "%s: %s", fname, rag_strerror(rc));
-}
-
-static int encoding_fail(lua_State *L, const char *fname, size_t errpos) {
-  return lrag_fail(L, "encoding", "%s: invalid utf-8 at byte %lu", fname, (unsigned long)errpos);
-}
-
-static lbm25 *push_index(lua_State *L) {
-  lbm25 *u = (lbm25 *)lua_newuserdatauv(L, sizeof *u, 0);
-  u->b = NULL;
-  luaL_setmetatable(L, MT);
-  return u;
+/* The error rule for a status of an operation on text, for the ones BM25 returns. */
+static int fail(lua_State *L, int rc, const char *fname, size_t errpos) {
+  if (rc == RAG_EENCODING)
+    return lrag_error(L, rc, fname, "invalid utf-8 at byte %lu", (unsigned long)errpos);
+  return lrag_error(L, rc, fname, rc == RAG_ETOOBIG ? "too large for the index" : NULL);
 }
 
 /* {====== Construction ======} */
-
-static double opt_param(lua_State *L, int idx, const char *key, double def, double lo, double hi) {
-  double v = def;
-  lua_getfield(L, idx, key);
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "rag.bm25.new: option '%s' must be a number, got %s", key,
-                 luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-    if (!(v >= lo && v <= hi))
-      luaL_error(L, "rag.bm25.new: option '%s' must be in [%f, %f]", key, lo, hi);
-  }
-  lua_pop(L, 1);
-  return v;
-}
 
 static int bm25_new(lua_State *L) {
   static const char *const allowed[] = {"k1", "b", "variant", "delta", "analyzer", NULL};
   rag_bm25_opts o;
   lbm25 *u;
   int rc;
-  if (!lua_isnoneornil(L, 1) && !lua_istable(L, 1))
-    luaL_error(L, "rag.bm25.new: opts must be a table, got %s", luaL_typename(L, 1));
   lrag_checkopts(L, 1, "rag.bm25.new", allowed);
   rag_bm25_defaults(&o);
+  o.variant = (rag_bm25_variant)lrag_optenum(L, 1, "rag.bm25.new", "variant", o.variant,
+                                             variant_names);
+  o.k1 = lrag_optnumber(L, 1, "rag.bm25.new", "k1", o.k1, 0, RAG_BM25_MAX_PARAM);
+  o.b = lrag_optnumber(L, 1, "rag.bm25.new", "b", o.b, 0, 1);
+  o.delta = lrag_optnumber(L, 1, "rag.bm25.new", "delta", rag_bm25_default_delta(o.variant), 0,
+                           RAG_BM25_MAX_PARAM);
   if (lua_istable(L, 1)) {
-    lua_getfield(L, 1, "variant");
-    if (!lua_isnil(L, -1)) {
-      int i;
-      const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-      for (i = 0; variant_names[i] != NULL && strcmp(variant_names[i], s) != 0; i++) {
-      }
-      if (variant_names[i] == NULL)
-        luaL_error(L, "rag.bm25.new: variant must be \"lucene\", \"robertson\", \"atire\", "
-                      "\"bm25l\" or \"bm25+\"");
-      o.variant = (rag_bm25_variant)i;
-    }
-    lua_pop(L, 1);
-    o.k1 = opt_param(L, 1, "k1", o.k1, 0, RAG_BM25_MAX_PARAM);
-    o.b = opt_param(L, 1, "b", o.b, 0, 1);
-    o.delta = opt_param(L, 1, "delta", rag_bm25_default_delta(o.variant), 0, RAG_BM25_MAX_PARAM);
     lua_getfield(L, 1, "analyzer");
     if (!lua_isnil(L, -1)) {
       if (luaL_testudata(L, -1, "rag.analyzer") == NULL)
-        luaL_error(L, "rag.bm25.new: analyzer must be a rag.text.analyzer, got %s",
+        luaL_error(L, "rag.bm25.new: option 'analyzer' must be a rag.text.analyzer, got %s",
                    luaL_typename(L, -1));
       o.analyzer = *rag_analyzer_config(lrag_checkanalyzer(L, lua_gettop(L)));
     }
-  } else {
-    o.delta = rag_bm25_default_delta(o.variant);
   }
-  u = push_index(L);
+  u = (lbm25 *)lrag_newobject(L, &bm25_class, sizeof *u);
   rc = rag_bm25_new(&o, &u->b);
-  if (rc != RAG_OK) raise_rc(L, rc, "rag.bm25.new");
+  if (rc != RAG_OK) fail(L, rc, "rag.bm25.new", 0);
   return 1;
 }
 
 static int bm25_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = lrag_checkpath(L, 1, "rag.bm25.load");
   const char *why;
-  lbm25 *u = push_index(L);
+  lbm25 *u = (lbm25 *)lrag_newobject(L, &bm25_class, sizeof *u);
   int err, rc = rag_bm25_load(path, &u->b, &why, &err);
-  if (rc != RAG_OK) return lrag_loadfail(L, rc, "rag.bm25.load", path, why, err);
+  if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.bm25.load", path, why, err);
   return 1;
 }
 
@@ -122,8 +88,7 @@ static int bm25_add(lua_State *L) {
     luaL_error(L, "rag.bm25.add: text must be a string, got %s", luaL_typename(L, 3));
   text = lua_tolstring(L, 3, &len);
   rc = rag_bm25_add(b, id, idlen, text, len, &errpos);
-  if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.add", errpos);
-  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.add");
+  if (rc != RAG_OK) return fail(L, rc, "rag.bm25.add", errpos);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -162,8 +127,6 @@ static int bm25_search(lua_State *L) {
     luaL_error(L, "rag.bm25.search: query must be a string, got %s", luaL_typename(L, 2));
   q = lua_tolstring(L, 2, &len);
   k = lrag_optk(L, 3, "rag.bm25.search", 10);
-  if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
-    luaL_error(L, "rag.bm25.search: opts must be a table, got %s", luaL_typename(L, 4));
   lrag_checkopts(L, 4, "rag.bm25.search", allowed);
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "filter");
@@ -177,8 +140,7 @@ static int bm25_search(lua_State *L) {
     }
   }
   rc = rag_bm25_search(b, q, len, k, fp, &hits, &n, &errpos);
-  if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.search", errpos);
-  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.search");
+  if (rc != RAG_OK) return fail(L, rc, "rag.bm25.search", errpos);
   lrag_pushhits(L, hits, n, hit_id, b);
   return 1;
 }
@@ -194,8 +156,7 @@ static int bm25_explain(lua_State *L) {
   q = lua_tolstring(L, 2, &len);
   id = lrag_checkid(L, 3, "rag.bm25.explain", &idlen);
   rc = rag_bm25_explain_doc(b, q, len, id, idlen, &ex, &found, &errpos);
-  if (rc == RAG_EENCODING) return encoding_fail(L, "rag.bm25.explain", errpos);
-  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.explain");
+  if (rc != RAG_OK) return fail(L, rc, "rag.bm25.explain", errpos);
   if (!found) {
     lua_pushnil(L);
     return 1;
@@ -270,19 +231,11 @@ static int bm25_stats(lua_State *L) {
 
 static int bm25_save(lua_State *L) {
   rag_bm25 *b = check_open(L, "rag.bm25.save");
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = lrag_checkpath(L, 2, "rag.bm25.save");
   int err, rc = rag_bm25_save(b, path, &err);
-  if (rc == RAG_EIO) return lrag_fail(L, "io", "rag.bm25.save: '%s': %s", path, strerror(err));
-  if (rc != RAG_OK) return raise_rc(L, rc, "rag.bm25.save");
+  if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.bm25.save", path, NULL, err);
   lua_pushboolean(L, 1);
   return 1;
-}
-
-static int bm25_close(lua_State *L) {
-  lbm25 *u = (lbm25 *)luaL_checkudata(L, 1, MT);
-  rag_bm25_free(u->b);
-  u->b = NULL;
-  return 0;
 }
 
 static int bm25_tostring(lua_State *L) {
@@ -295,31 +248,27 @@ static int bm25_tostring(lua_State *L) {
 }
 
 static const luaL_Reg bm25_methods[] = {
-    {"add", bm25_add},         {"remove", bm25_remove}, {"search", bm25_search},
-    {"explain", bm25_explain}, {"stats", bm25_stats},   {"save", bm25_save},
-    {"close", bm25_close},     {NULL, NULL},
+    {"add", bm25_add},     {"explain", bm25_explain}, {"remove", bm25_remove},
+    {"save", bm25_save},   {"search", bm25_search},   {"stats", bm25_stats},
+    {NULL, NULL},
 };
 
+static const luaL_Reg bm25_metamethods[] = {
+    {"__len", bm25_len},
+    {"__tostring", bm25_tostring},
+    {NULL, NULL},
+};
+
+static const lrag_class bm25_class = {MT, "index", bm25_methods, bm25_metamethods, bm25_fin};
+
 static const luaL_Reg bm25_funcs[] = {
-    {"new", bm25_new},
     {"load", bm25_load},
+    {"new", bm25_new},
     {NULL, NULL},
 };
 
 int lrag_open_bm25(lua_State *L) {
-  if (luaL_newmetatable(L, MT)) {
-    luaL_newlib(L, bm25_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, bm25_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, bm25_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, bm25_len);
-    lua_setfield(L, -2, "__len");
-    lua_pushcfunction(L, bm25_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_pop(L, 1);
+  lrag_newclass(L, &bm25_class);
   luaL_setfuncs(L, bm25_funcs, 0);
   return 0;
 }

@@ -575,7 +575,7 @@ static int chunk_semantic(lua_State *L) {
   fn = lua_gettop(L);
   buffer = opt_int(L, fname, "buffer", 1, 0);
   rule = opt_enum(L, fname, "threshold", break_names, 0);
-  amount = lrag_optnumber(L, 2, "amount", break_amounts[rule]);
+  amount = lrag_optnumber_legacy(L, 2, "amount", break_amounts[rule]);
   if (!isfinite(amount) ||
       ((rule == 0 || rule == 3) && (amount < 0 || amount > 100)))
     luaL_error(L,

@@ -72,7 +72,7 @@ static const char *field_string(lua_State *L, const char *key, size_t *plen) {
 }
 
 static double field_seconds(lua_State *L, const char *key, double def) {
-  double v = (double)lrag_optnumber(L, 1, key, def);
+  double v = (double)lrag_optnumber_legacy(L, 1, key, def);
   if (!(v > 0 && v <= 1e6)) luaL_error(L, FNAME ": '%s' must be in (0, 1e6] seconds", key);
   return v;
 }
@@ -209,10 +209,10 @@ static int http_request(lua_State *L) {
   req.connect_timeout = field_seconds(L, "connect_timeout",
                                       req.timeout < DEFAULT_CONNECT_TIMEOUT
                                           ? req.timeout : DEFAULT_CONNECT_TIMEOUT);
-  max_body = (double)lrag_optnumber(L, 1, "max_body", DEFAULT_MAX_BODY);
+  max_body = (double)lrag_optnumber_legacy(L, 1, "max_body", DEFAULT_MAX_BODY);
   if (!(max_body >= 0 && max_body <= 1e15)) luaL_error(L, FNAME ": 'max_body' out of range");
   req.max_body = (size_t)max_body;
-  redirects = (double)lrag_optnumber(L, 1, "redirects", 0);
+  redirects = (double)lrag_optnumber_legacy(L, 1, "redirects", 0);
   if (!(redirects >= 0 && redirects <= 50 && redirects == (long)redirects))
     luaL_error(L, FNAME ": 'redirects' must be an integer in 0..50");
   req.max_redirects = (long)redirects;

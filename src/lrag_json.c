@@ -36,7 +36,7 @@ static int check_depth(lua_State *L, int idx, const char *fname) {
   static const char *const allowed[] = {"max_depth", NULL};
   lua_Number d;
   lrag_checkopts(L, idx, fname, allowed);
-  d = lrag_optnumber(L, idx, "max_depth", RAG_JSON_MAX_DEPTH);
+  d = lrag_optnumber_legacy(L, idx, "max_depth", RAG_JSON_MAX_DEPTH);
   if (!(d >= 1 && d <= RAG_JSON_MAX_DEPTH && d == floor(d)))
     luaL_error(L, "%s: max_depth must be an integer in 1..%d", fname, RAG_JSON_MAX_DEPTH);
   return (int)d;

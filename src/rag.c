@@ -14,23 +14,21 @@
 #include <sys/mman.h>
 #endif
 
-static const char *const messages[RAG_NSTATUS] = {
-  "ok",
-  "not enough memory",
-  "invalid argument",
-  "input/output error",
-  "bad format",
-  "unsupported version",
-  "corrupt data",
-  "invalid utf-8",
-  "http failure",
-  "timed out",
-  "size limit exceeded",
-};
+#define STATUS_ROW(name, code, text, meaning) {code, text, meaning},
+static const struct {
+  const char *code, *text, *meaning;
+} statuses[RAG_NSTATUS] = {RAG_STATUS_LIST(STATUS_ROW)};
+#undef STATUS_ROW
 
 const char *rag_strerror(int rc) {
   if (rc < 0 || rc >= RAG_NSTATUS) return "unknown error";
-  return messages[rc];
+  return statuses[rc].text;
+}
+
+const char *rag_status_code(int rc, const char **meaning) {
+  if (rc < 0 || rc >= RAG_NSTATUS) return NULL;
+  if (meaning != NULL) *meaning = statuses[rc].meaning;
+  return statuses[rc].code;
 }
 
 int rag_block_resize(rag_block *b, size_t keep, size_t n) {

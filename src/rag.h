@@ -20,26 +20,58 @@
 #endif
 
 /*
+** The one list of statuses. Each row: the enum name, the code a failure of
+** the world carries to Lua as `nil, msg, code` (NULL: misuse, the binding
+** raises), rag_strerror's text, and what the code means to a user. The last
+** five are never returned by the core; they name failures found in Lua
+** (bad JSON from a server, provider replies, pipeline budgets) so that every
+** code has one home. rag.errors exposes the codes and their meanings, and a
+** spec checks docs/api.md's table against them. Append; never reorder.
+*/
+#define RAG_STATUS_LIST(X)                                                                  \
+  X(RAG_OK, NULL, "ok", "")                                                                 \
+  X(RAG_ENOMEM, NULL, "not enough memory", "")                                              \
+  X(RAG_EINVAL, NULL, "invalid argument", "")                                               \
+  X(RAG_EIO, "io", "input/output error",                                                    \
+    "a file or socket could not be opened, read or written (missing, no permission, "       \
+    "not a regular file, disk full)")                                                       \
+  X(RAG_EFORMAT, "format", "bad format",                                                    \
+    "the input is not in the expected format (bad magic, a malformed vocabulary or model)") \
+  X(RAG_EVERSION, "version", "unsupported version",                                         \
+    "the file was written by a newer version of rag")                                       \
+  X(RAG_ECORRUPT, "corrupt", "corrupt data",                                                \
+    "a checksum or consistency check failed: the file is damaged or truncated")             \
+  X(RAG_EENCODING, "encoding", "invalid utf-8", "an input text is not valid UTF-8")         \
+  X(RAG_EHTTP, "http", "http failure",                                                      \
+    "no usable HTTP response: connection, DNS, TLS, protocol or a 5xx status")              \
+  X(RAG_ETIMEOUT, "timeout", "timed out", "a deadline or request timeout passed")           \
+  X(RAG_ETOOBIG, NULL, "size limit exceeded", "")                                           \
+  X(RAG_EDECODE, "decode", "bad reply",                                                     \
+    "a reply could not be decoded: not JSON, or missing the expected fields")               \
+  X(RAG_EAUTH, "auth", "not authorized", "the server refused the credentials (401 or 403)") \
+  X(RAG_ERATELIMIT, "ratelimit", "rate limited", "the server asked to slow down (429)")     \
+  X(RAG_EPROVIDER, "provider", "provider error",                                            \
+    "the provider rejected the request (another 4xx) or reported an error in a stream")     \
+  X(RAG_EBUDGET, "budget", "budget exhausted",                                              \
+    "a pipeline ran out of its steps, LLM calls, tokens or time")
+
+/*
 ** Status codes. RAG_OK is zero; every fallible core function returns one of
 ** these and passes its results through out-parameters.
 */
-typedef enum rag_status {
-  RAG_OK = 0,
-  RAG_ENOMEM,    /* an allocation failed */
-  RAG_EINVAL,    /* an argument is out of range (the binding raises) */
-  RAG_EIO,       /* a file or socket operation failed */
-  RAG_EFORMAT,   /* input is not in the expected format (bad magic, bad JSON) */
-  RAG_EVERSION,  /* a file written by a newer version */
-  RAG_ECORRUPT,  /* a checksum or internal consistency check failed */
-  RAG_EENCODING, /* invalid UTF-8 */
-  RAG_EHTTP,     /* connection, DNS, TLS or protocol failure */
-  RAG_ETIMEOUT,  /* a deadline passed */
-  RAG_ETOOBIG,   /* a size cap was exceeded */
-  RAG_NSTATUS
-} rag_status;
+#define RAG_STATUS_ENUM(name, code, text, meaning) name,
+typedef enum rag_status { RAG_STATUS_LIST(RAG_STATUS_ENUM) RAG_NSTATUS } rag_status;
+#undef RAG_STATUS_ENUM
 
 /* A fixed, lowercase description of `rc`; never NULL. */
 const char *rag_strerror(int rc);
+
+/*
+** The code a failure with status `rc` carries to Lua ("io", "corrupt", ...),
+** NULL when the status means misuse (the binding raises); `meaning` gets
+** the code's user-facing description when not NULL.
+*/
+const char *rag_status_code(int rc, const char **meaning);
 
 /* A search result: dense or user id and a score, higher is better. */
 typedef struct rag_hit {
