@@ -1,0 +1,26 @@
+-- rag.transport._redact's URL cut: what every message and trace shows of a
+-- URL, the same cut rag.http.request makes in C.
+local redact = require("rag.transport._redact")
+local rag = require("rag")
+
+describe("rag.transport._redact.url", function()
+  it("strips user info, query and fragment from URLs", function()
+    assert.equal("https://h:1/a/b", redact.url("https://u:sk-x@h:1/a/b?key=sk-x#f"))
+    assert.equal("http://h", redact.url("http://h?k=1"))
+    assert.equal("/p", redact.url("/p?x"))
+    assert.equal("http://h/a@b", redact.url("http://u:p@x@h/a@b?c@d"))
+    assert.equal("http://[::1]:8/p", redact.url("http://u@[::1]:8/p#f"))
+    assert.equal("h/p", redact.url("u:p@h/p?k"))
+    assert.equal("", redact.url("?k=sk-x"))
+  end)
+
+  it("makes the cut rag.http.request makes in its messages", function()
+    -- ftp:// fails at once, before any connection, with the URL in the message
+    for _, url in ipairs({ "ftp://u:sk-x@h:1/a/b?key=sk-x#f", "ftp://h?k=1", "ftp://u:p@x@h/a@b?c",
+      "ftp://u@[::1]:8/p#f", "ftp://h/p#f?g" }) do
+      local res, msg = rag.http.request({ url = url })
+      assert.is_nil(res)
+      assert.truthy(msg:find("GET " .. redact.url(url) .. ":", 1, true), url .. " -> " .. msg)
+    end
+  end)
+end)
