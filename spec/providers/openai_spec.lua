@@ -315,6 +315,30 @@ describe("rag.providers.openai", function()
   end)
 end)
 
+describe("provider misuse", function()
+  it("is blamed on the caller's line", function()
+    local p = rag.providers.openai({ model = "m" })
+    local r = rag.providers.rerank({ kind = "tei", base_url = "http://127.0.0.1:9" })
+    local calls = {
+      function() rag.providers.openai({ bogus = 1 }) end,
+      function() rag.providers.ollama({}) end,
+      function() rag.providers.rerank({}) end,
+      function() p:embed("x") end,
+      function() p:embed({ "x" }, { bogus = true }) end,
+      function() p:chat({}) end,
+      function() p:chat("x", { bogus = 1 }) end,
+      function() rag.providers.ollama({ model = "m" }):chat({ 1 }) end,
+      function() r:rerank("q", { 1 }) end,
+    }
+    for i, f in ipairs(calls) do
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.truthy(err:find("openai_spec%.lua:%d+: rag%.providers%."),
+        i .. ": " .. err)
+    end
+  end)
+end)
+
 describe("the embedding cache", function()
   local base, stop
   local dir = os.tmpname()

@@ -1,5 +1,6 @@
--- rag.transport._redact's URL cut: what every message and trace shows of a
--- URL, the same cut rag.http.request makes in C.
+-- rag.transport._redact: the URL cut every message and trace shows (the
+-- same cut rag.http.request makes in C) and the key scrubber's edges; the
+-- forms of a key are checked through providers in spec/providers/redact_spec.
 local redact = require("rag.transport._redact")
 local rag = require("rag")
 
@@ -22,5 +23,25 @@ describe("rag.transport._redact.url", function()
       assert.is_nil(res)
       assert.truthy(msg:find("GET " .. redact.url(url) .. ":", 1, true), url .. " -> " .. msg)
     end
+  end)
+end)
+
+describe("rag.transport._redact.scrubber", function()
+  it("passes text through when there is no key", function()
+    assert.equal("a sk-x b", redact.scrubber(nil)("a sk-x b"))
+    assert.equal("a sk-x b", redact.scrubber("")("a sk-x b"))
+    assert.equal("42", redact.scrubber(nil)(42))
+  end)
+
+  it("hides a key shorter than 8 characters only whole", function()
+    local scrub = redact.scrubber("k1")
+    assert.equal("[redacted] k [redacted]", scrub("k1 k k1k1"))
+    assert.equal("k%31 = [redacted]", redact.scrubber("k-1")("k%31 = k%2D1"))
+  end)
+
+  it("joins touching occurrences into one [redacted]", function()
+    local key = "sk-0123456789abcdef"
+    assert.equal("<[redacted]>", redact.scrubber(key)("<" .. key .. key .. ">"))
+    assert.equal("x [redacted] y", redact.scrubber(key)("x " .. key:sub(3, 12) .. " y"))
   end)
 end)

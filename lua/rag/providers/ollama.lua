@@ -57,7 +57,8 @@ end
 function Provider:embed(texts, opts)
   local fname = FNAME .. ".embed"
   local url = self.base_url .. "/api/embed"
-  return embedding.run(fname, self.embedding, texts, opts, function(batch)
+  -- not a tail call: misuse is blamed on the caller, two levels up
+  local out, info, code = embedding.run(fname, self.embedding, texts, opts, function(batch)
     local body = { model = self.model, input = batch, dimensions = self.embedding.dimensions,
       keep_alive = self.keep_alive, truncate = self.truncate }
     return request.call(self.client, fname, url, body, function(v)
@@ -68,6 +69,7 @@ function Provider:embed(texts, opts)
       return v.embeddings, { prompt_tokens = n, total_tokens = n }
     end)
   end)
+  return out, info, code
 end
 
 local CHAT_OPTS = {

@@ -47,7 +47,8 @@ end
 function Provider:embed(texts, opts)
   local fname = FNAME .. ".embed"
   local url = self.base_url .. "/embeddings"
-  return embedding.run(fname, self.embedding, texts, opts, function(batch)
+  -- not a tail call: misuse is blamed on the caller, two levels up
+  local out, info, code = embedding.run(fname, self.embedding, texts, opts, function(batch)
     local body = { model = self.model, input = batch, encoding_format = "float",
       dimensions = self.embedding.dimensions }
     return request.call(self.client, fname, url, body, function(v)
@@ -66,6 +67,7 @@ function Provider:embed(texts, opts)
       return vecs, v.usage
     end)
   end)
+  return out, info, code
 end
 
 local CHAT_OPTS = {
