@@ -32,11 +32,15 @@ build = {
     ["rag.embed"] = "lua/rag/embed.lua",
     ["rag.transport"] = "lua/rag/transport/init.lua",
     ["rag.providers"] = "lua/rag/providers/init.lua",
-    ["rag.providers.http"] = "lua/rag/providers/http.lua",
+    ["rag.providers._request"] = "lua/rag/providers/_request.lua",
+    ["rag.providers._retry"] = "lua/rag/providers/_retry.lua",
+    ["rag.providers._decode"] = "lua/rag/providers/_decode.lua",
+    ["rag.providers._embed"] = "lua/rag/providers/_embed.lua",
     ["rag.providers.openai"] = "lua/rag/providers/openai.lua",
     ["rag.providers.ollama"] = "lua/rag/providers/ollama.lua",
     ["rag.providers.rerank"] = "lua/rag/providers/rerank.lua",
     ["rag.transport.ngx"] = "lua/rag/transport/ngx.lua",
+    ["rag.transport._redact"] = "lua/rag/transport/_redact.lua",
     ["rag.core"] = {
       -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {

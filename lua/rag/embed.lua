@@ -1,15 +1,14 @@
---- rag.embed: offline embedders (hashing, Model2Vec), the embedding cache,
--- and the batching every embedder shares.
+--- rag.embed: offline embedders (hashing, Model2Vec) and the embedding
+-- cache that providers consult (their batching is rag.providers._embed).
 -- @module rag.embed
 local core = require("rag.core")
 local opts_mod = require("rag.opts")
 
-local check, strings = opts_mod.check, opts_mod.strings
+local check = opts_mod.check
 
-local pack, unpack_vec, sha256 = core.vec.pack, core.vec.unpack, core.text.hash
-local type, tostring, tonumber, pairs, setmetatable = type, tostring, tonumber, pairs, setmetatable
+local sha256 = core.text.hash
+local tostring, tonumber, pairs, setmetatable = tostring, tonumber, pairs, setmetatable
 local io_open, os_rename, os_remove, concat = io.open, os.rename, os.remove, table.concat
-local sqrt, huge = math.sqrt, math.huge
 
 local M = {}
 
@@ -169,177 +168,6 @@ Cache.__len = Cache.count
 
 function Cache:__tostring()
   return "rag.embed.cache(" .. self.n .. (self.path and (", " .. self.path) or "") .. ")"
-end
-
--- {====== Batching ======}
-
-local function normalized(v)
-  local s = 0
-  for i = 1, #v do
-    s = s + v[i] * v[i]
-  end
-  if s == 0 then
-    return v
-  end
-  local inv, out = 1 / sqrt(s), {}
-  for i = 1, #v do
-    out[i] = v[i] * inv
-  end
-  return out
-end
-
--- Raises unless v is a non-empty list of finite numbers; returns its length.
-local function check_vector(v)
-  if type(v) ~= "table" or #v == 0 then
-    return nil
-  end
-  for i = 1, #v do
-    local x = v[i]
-    if type(x) ~= "number" or x ~= x or x == huge or x == -huge then
-      return nil
-    end
-  end
-  return #v
-end
-
---- Embeds `texts` in batches through `send`, skipping what the cache holds
--- and sending each distinct text once. Internal to the embedders.
--- @tparam string fname for messages
--- @tparam table texts strings (checked by the caller)
--- @tparam table o `model` (cache key), `cache`, `batch_size`, `batch_tokens`,
---   `count` (text -> tokens), `normalize`, `packed`
--- @tparam function send `send(batch) -> vectors | nil, msg, code`
--- @return vectors, info `{ requests=, cached=, sent= }` | nil, msg, code
-function M.batched(fname, texts, o, send)
-  local n = #texts
-  local out, hashes, todo, first = {}, {}, {}, {}
-  local info = { requests = 0, cached = 0, sent = 0 }
-  for i = 1, n do
-    local t = texts[i]
-    if o.cache then
-      hashes[i] = sha256(t)
-      local hit = o.cache:get(o.model, hashes[i])
-      if hit then
-        out[i] = unpack_vec(hit)
-        info.cached = info.cached + 1
-      end
-    end
-    if out[i] == nil and first[t] == nil then
-      first[t] = i
-      todo[#todo + 1] = i
-    end
-  end
-  local dim
-  local b = 1
-  while b <= #todo do
-    local batch, idx, tokens = {}, {}, 0
-    while b <= #todo and #batch < o.batch_size do
-      local t = texts[todo[b]]
-      local c = o.batch_tokens and o.count(t) or 0
-      if #batch > 0 and o.batch_tokens and tokens + c > o.batch_tokens then
-        break
-      end
-      tokens = tokens + c
-      batch[#batch + 1] = t
-      idx[#idx + 1] = todo[b]
-      b = b + 1
-    end
-    info.requests = info.requests + 1
-    local vecs, msg, code = send(batch)
-    if vecs == nil then
-      return nil, msg, code
-    end
-    if #vecs ~= #batch then
-      return nil, fname .. ": the reply has " .. #vecs .. " embeddings for " .. #batch
-        .. " inputs", "decode"
-    end
-    local store = {}
-    for j = 1, #batch do
-      local d = check_vector(vecs[j])
-      if not d or (dim and d ~= dim) then
-        return nil, fname .. ": embedding " .. j .. " of the reply is not a list of "
-          .. (dim and (dim .. " ") or "") .. "finite numbers", "decode"
-      end
-      dim = d
-      local v = vecs[j]
-      if o.cache then
-        local p = pack(v)
-        store[#store + 1] = { hashes[idx[j]], p }
-        v = unpack_vec(p) -- what a cache hit would give, so results never depend on it
-      end
-      out[idx[j]] = v
-    end
-    info.sent = info.sent + #batch
-    if o.cache then
-      local ok, msg2, code2 = o.cache:put(o.model, store)
-      if not ok then
-        return nil, msg2, code2
-      end
-    end
-  end
-  local res = {}
-  for i = 1, n do
-    local v = out[i]
-    if v == nil then -- a repeat of an earlier text: its own copy
-      v = {}
-      local src = out[first[texts[i]]]
-      for j = 1, #src do
-        v[j] = src[j]
-      end
-    end
-    if o.normalize then
-      v = normalized(v)
-    end
-    res[i] = o.packed and pack(v) or v
-  end
-  return res, info
-end
-
-local CALL_OPTS = { packed = { "boolean", default = false } }
-
---- The embedding options of a provider, merged into `schema` (a new table).
-function M.schema(schema)
-  local out = {
-    batch_size = { "number", default = 64, int = true, min = 1, max = 100000 },
-    batch_tokens = { "number", int = true, min = 1 },
-    dimensions = { "number", int = true, min = 1, max = 65536 },
-    normalize = { "boolean", default = false },
-    tokenizer = { "userdata|table" },
-    cache = { "table|boolean" },
-  }
-  for k, v in pairs(schema) do
-    out[k] = v
-  end
-  return out
-end
-
---- A provider's embedding settings from its checked options.
-function M.settings(o)
-  return {
-    model = o.model, dimensions = o.dimensions, batch_size = o.batch_size,
-    batch_tokens = o.batch_tokens, normalize = o.normalize, tokenizer = o.tokenizer,
-    cache = o.cache == true and M.cache() or o.cache or nil,
-  }
-end
-
---- A provider's `embed(texts [, opts])`: checks the arguments (raising,
--- blamed on the provider's caller), then runs `batched` with the settings
--- `s` (see `settings`) and `send`.
-function M.run(fname, s, texts, opts, send)
-  strings(fname, "texts", texts, 3)
-  local co = check(fname, opts, CALL_OPTS, 3)
-  local count
-  if s.batch_tokens then
-    local tok = s.tokenizer or require("rag.tokenizer").approx()
-    count = function(t)
-      return tok:count(t) or #t
-    end
-  end
-  return M.batched(fname, texts, {
-    model = s.model .. (s.dimensions and ("@" .. s.dimensions) or ""), cache = s.cache,
-    batch_size = s.batch_size, batch_tokens = s.batch_tokens, count = count,
-    normalize = s.normalize, packed = co.packed,
-  }, send)
 end
 
 return M

@@ -256,8 +256,9 @@ describe("rag.providers.openai", function()
     local function run(env)
       local cmd = env .. " " .. lua .. " -e \"package.path='" .. package.path
         .. "'; package.cpath='" .. package.cpath .. "'\" -e \""
-        .. "local p=require('rag').providers.openai{model='m'}; "
-        .. "print(require('rag.providers.http').has_key(p.client))\" 2>&1"
+        .. "local p=require('rag').providers.openai{model='m', max_retries=0, "
+        .. "transport=function(r) print(r.headers.authorization ~= nil) end}; "
+        .. "p:embed({'x'})\" 2>&1"
       local f = io.popen(cmd)
       local out = f:read("*a")
       f:close()
@@ -311,6 +312,30 @@ describe("rag.providers.openai", function()
     assert.has_error(function() p:chat({ { content = "x" } }) end)
     assert.has_error(function() p:chat("x", { temperature = 3 }) end)
     assert.has_error(function() p:chat("x", { stream = "yes" }) end)
+  end)
+end)
+
+describe("provider misuse", function()
+  it("is blamed on the caller's line", function()
+    local p = rag.providers.openai({ model = "m" })
+    local r = rag.providers.rerank({ kind = "tei", base_url = "http://127.0.0.1:9" })
+    local calls = {
+      function() rag.providers.openai({ bogus = 1 }) end,
+      function() rag.providers.ollama({}) end,
+      function() rag.providers.rerank({}) end,
+      function() p:embed("x") end,
+      function() p:embed({ "x" }, { bogus = true }) end,
+      function() p:chat({}) end,
+      function() p:chat("x", { bogus = 1 }) end,
+      function() rag.providers.ollama({ model = "m" }):chat({ 1 }) end,
+      function() r:rerank("q", { 1 }) end,
+    }
+    for i, f in ipairs(calls) do
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.truthy(err:find("openai_spec%.lua:%d+: rag%.providers%."),
+        i .. ": " .. err)
+    end
   end)
 end)
 

@@ -1,30 +1,25 @@
 --- rag.providers.ollama: embeddings and chat over Ollama's native API
 -- (/api/embed, /api/chat; streaming as newline-delimited JSON).
 -- @module rag.providers.ollama
-local core = require("rag.core")
-local http = require("rag.providers.http")
-local embed = require("rag.embed")
+local json = require("rag.core").json
+local request = require("rag.providers._request")
+local decode = require("rag.providers._decode")
+local embedding = require("rag.providers._embed")
 local check = require("rag.opts").check
-local openai = require("rag.providers.openai")
 
-local json = core.json
-local type, tostring, tonumber, setmetatable, concat = type, tostring, tonumber, setmetatable,
-  table.concat
+local type, tostring, tonumber, next = type, tostring, tonumber, next
+local str = decode.str
 
 local M = {}
 
-local Provider = {}
-Provider.__index = Provider
-
 local FNAME = "rag.providers.ollama"
 
-local SCHEMA = http.schema(embed.schema({
-  base_url = { "string" },
-  api_key = { "string" },
-  model = { "string" },
+local Provider = request.class(FNAME)
+
+local SCHEMA = request.schema(embedding.SCHEMA, {
   keep_alive = { "string|number" },
   truncate = { "boolean" },
-}))
+})
 
 -- OLLAMA_HOST may be "host:port", "http://host:port" or "0.0.0.0".
 local function default_base()
@@ -41,27 +36,20 @@ local function default_base()
   return h
 end
 
---- A provider. `model` is required; `base_url` defaults to `$OLLAMA_HOST`
--- or http://127.0.0.1:11434; `api_key` (optional) is sent as a bearer token
--- for proxies. See docs/api.md.
+--- A provider (also `rag.providers.ollama(opts)`). `model` is required;
+-- `base_url` defaults to `$OLLAMA_HOST` or http://127.0.0.1:11434;
+-- `api_key` (optional) is sent as a bearer token for proxies. See
+-- docs/api.md.
+-- @raise on an unknown option, a bad value or no `model`
 function M.new(opts)
-  local o = check(FNAME, opts, SCHEMA, 2)
-  if not o.model or o.model == "" then
-    error(FNAME .. ": 'model' is required", 2)
-  end
-  local self = setmetatable({
+  local o = request.options(FNAME, opts, SCHEMA, "model")
+  return request.new(Provider, o, {
     model = o.model,
-    base_url = http.trim_base(o.base_url or default_base()),
+    base_url = request.trim_base(o.base_url or default_base()),
     keep_alive = o.keep_alive,
     truncate = o.truncate,
-    embedding = embed.settings(o),
-  }, Provider)
-  self.client = http.client(o, http.key(o.api_key, "OLLAMA_API_KEY"))
-  return self
-end
-
-function Provider:__tostring()
-  return http.describe(FNAME, self)
+    embedding = embedding.settings(o),
+  }, "OLLAMA_API_KEY")
 end
 
 --- Embeds `texts` through /api/embed, in batches, order kept.
@@ -69,25 +57,19 @@ end
 function Provider:embed(texts, opts)
   local fname = FNAME .. ".embed"
   local url = self.base_url .. "/api/embed"
-  local prompt_tokens = 0
-  local out, info, code = embed.run(fname, self.embedding, texts, opts, function(batch)
-    local v, msg, c = http.post(self.client, fname, url, { model = self.model, input = batch,
-      dimensions = self.embedding.dimensions, keep_alive = self.keep_alive,
-      truncate = self.truncate })
-    if v == nil then
-      return nil, msg, c
-    end
-    if type(v) ~= "table" or type(v.embeddings) ~= "table" then
-      return nil, fname .. ": the reply has no 'embeddings' list", "decode"
-    end
-    prompt_tokens = prompt_tokens + (tonumber(v.prompt_eval_count) or 0)
-    return v.embeddings
+  -- not a tail call: misuse is blamed on the caller, two levels up
+  local out, info, code = embedding.run(fname, self.embedding, texts, opts, function(batch)
+    local body = { model = self.model, input = batch, dimensions = self.embedding.dimensions,
+      keep_alive = self.keep_alive, truncate = self.truncate }
+    return request.call(self.client, fname, url, body, function(v)
+      if type(v) ~= "table" or type(v.embeddings) ~= "table" then
+        return nil, "the reply has no 'embeddings' list"
+      end
+      local n = tonumber(v.prompt_eval_count)
+      return v.embeddings, { prompt_tokens = n, total_tokens = n }
+    end)
   end)
-  if out == nil then
-    return nil, info, code
-  end
-  info.usage = { prompt_tokens = prompt_tokens, total_tokens = prompt_tokens }
-  return out, info
+  return out, info, code
 end
 
 local CHAT_OPTS = {
@@ -102,16 +84,53 @@ local CHAT_OPTS = {
   stream = { "function" },
 }
 
-local function str(v)
-  return type(v) == "string" and v or nil
-end
-
 local function info_of(v)
   local p, c = tonumber(v.prompt_eval_count), tonumber(v.eval_count)
   return {
     usage = { prompt_tokens = p, completion_tokens = c, total_tokens = p and c and p + c },
     finish_reason = str(v.done_reason), model = str(v.model),
   }
+end
+
+-- The model options of a chat call: `options`, then the named ones.
+local function model_options(o)
+  local options = request.merge(o.options or {}, { temperature = o.temperature,
+    top_p = o.top_p, seed = o.seed, num_predict = o.max_tokens })
+  if type(o.stop) == "string" then
+    options.stop = { o.stop }
+  elseif o.stop then
+    options.stop = o.stop
+  end
+  return next(options) and options or nil
+end
+
+-- A streamed chat: the deltas of newline-delimited JSON to `on_delta`.
+local function stream_chat(self, fname, url, body, on_delta)
+  local parts, info = {}, nil
+  local raw, msg, code = request.stream(self.client, fname, url, body, decode.lines,
+    function(line)
+      local v, derr = json.decode(line)
+      if type(v) ~= "table" then
+        return "bad JSON in the reply stream: " .. tostring(derr), "decode"
+      elseif v.error ~= nil then
+        return "the server reported: " .. tostring(v.error), "provider"
+      end
+      local delta = type(v.message) == "table" and str(v.message.content)
+      if delta and delta ~= "" then
+        parts[#parts + 1] = delta
+        on_delta(delta)
+      end
+      if v.done == true then
+        info = info_of(v)
+      end
+    end)
+  if raw == nil then
+    return nil, msg, code
+  end
+  if not info then
+    return nil, fname .. ": the reply stream ended before 'done'", "decode"
+  end
+  return table.concat(parts), info
 end
 
 --- Chat through /api/chat.
@@ -123,67 +142,19 @@ end
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
   local o = check(fname, opts, CHAT_OPTS, 2)
-  local options = {}
-  for k, v in pairs(o.options or {}) do
-    options[k] = v
-  end
-  local named = { temperature = o.temperature, top_p = o.top_p, seed = o.seed,
-    num_predict = o.max_tokens }
-  for k, v in pairs(named) do
-    options[k] = v
-  end
-  if type(o.stop) == "string" then
-    options.stop = { o.stop }
-  elseif o.stop then
-    options.stop = o.stop
-  end
-  local body = { model = o.model or self.model, messages = openai.messages(fname, messages, 2),
+  local body = { model = o.model or self.model, messages = request.messages(fname, messages),
     stream = o.stream ~= nil, format = o.format, keep_alive = self.keep_alive,
-    options = next(options) and options or nil }
+    options = model_options(o) }
   local url = self.base_url .. "/api/chat"
-  if not o.stream then
-    local v, msg, code = http.post(self.client, fname, url, body)
-    if v == nil then
-      return nil, msg, code
-    end
+  if o.stream then
+    return stream_chat(self, fname, url, body, o.stream)
+  end
+  return request.call(self.client, fname, url, body, function(v)
     if type(v) ~= "table" or type(v.message) ~= "table" then
-      return nil, fname .. ": the reply has no 'message'", "decode"
+      return nil, "the reply has no 'message'"
     end
     return str(v.message.content) or "", info_of(v)
-  end
-  local parts, info, err = {}, nil, nil
-  local feed, finish = http.lines(function(line)
-    if err then
-      return
-    end
-    local v, derr = json.decode(line)
-    if type(v) ~= "table" then
-      err = { fname .. ": bad JSON in the reply stream: " .. tostring(derr), "decode" }
-    elseif v.error ~= nil then
-      err = { fname .. ": the server reported: " .. tostring(v.error), "provider" }
-    else
-      local delta = type(v.message) == "table" and str(v.message.content)
-      if delta and delta ~= "" then
-        parts[#parts + 1] = delta
-        o.stream(delta)
-      end
-      if v.done == true then
-        info = info_of(v)
-      end
-    end
   end)
-  local res, msg, code = http.post(self.client, fname, url, body, feed)
-  if res == nil then
-    return nil, msg, code
-  end
-  finish()
-  if err then
-    return nil, http.clean(self.client, err[1]), err[2]
-  end
-  if not info then
-    return nil, fname .. ": the reply stream ended before 'done'", "decode"
-  end
-  return concat(parts), info
 end
 
 return M

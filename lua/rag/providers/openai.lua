@@ -1,63 +1,43 @@
 --- rag.providers.openai: embeddings and chat over the OpenAI wire format,
 -- which OpenAI, Ollama (/v1), llama.cpp's server and vLLM all speak.
 -- @module rag.providers.openai
-local core = require("rag.core")
-local http = require("rag.providers.http")
-local embed = require("rag.embed")
+local json = require("rag.core").json
+local request = require("rag.providers._request")
+local decode = require("rag.providers._decode")
+local embedding = require("rag.providers._embed")
 local check = require("rag.opts").check
 
-local json = core.json
-local type, tostring, setmetatable, concat = type, tostring, setmetatable, table.concat
+local type, tostring, tonumber, pairs, ipairs = type, tostring, tonumber, pairs, ipairs
+local str = decode.str
 
 local M = {}
 
-local Provider = {}
-Provider.__index = Provider
-
-local SCHEMA = http.schema(embed.schema({
-  base_url = { "string" },
-  api_key = { "string" },
-  model = { "string" },
-  organization = { "string" },
-  project = { "string" },
-}))
-
 local FNAME = "rag.providers.openai"
 
---- A provider. See docs/api.md for every option.
+local Provider = request.class(FNAME)
+
+local SCHEMA = request.schema(embedding.SCHEMA, {
+  organization = { "string" },
+  project = { "string" },
+})
+
+--- A provider (also `rag.providers.openai(opts)`). See docs/api.md.
 -- @tparam table opts `model` (required), `base_url` (default
 --   `$OPENAI_BASE_URL` or https://api.openai.com/v1), `api_key` (default
 --   `$OPENAI_API_KEY`), `timeout`, `max_retries`, `batch_size`,
 --   `batch_tokens`, `dimensions`, `organization`, `project`, `normalize`,
 --   `tokenizer`, `cache`, `transport`, `sleep`, `trace`, `headers`
+-- @raise on an unknown option, a bad value or no `model`
 function M.new(opts)
-  local o = check(FNAME, opts, SCHEMA, 2)
-  if not o.model or o.model == "" then
-    error(FNAME .. ": 'model' is required", 2)
-  end
-  local headers = {}
-  for k, v in pairs(o.headers or {}) do
-    headers[k] = v
-  end
-  if o.organization then
-    headers["openai-organization"] = o.organization
-  end
-  if o.project then
-    headers["openai-project"] = o.project
-  end
-  o.headers = headers
-  local self = setmetatable({
+  local o = request.options(FNAME, opts, SCHEMA, "model")
+  o.headers = request.merge(o.headers or {}, {
+    ["openai-organization"] = o.organization, ["openai-project"] = o.project })
+  return request.new(Provider, o, {
     model = o.model,
-    base_url = http.trim_base(o.base_url or os.getenv("OPENAI_BASE_URL")
+    base_url = request.trim_base(o.base_url or os.getenv("OPENAI_BASE_URL")
       or "https://api.openai.com/v1"),
-    embedding = embed.settings(o),
-  }, Provider)
-  self.client = http.client(o, http.key(o.api_key, "OPENAI_API_KEY"))
-  return self
-end
-
-function Provider:__tostring()
-  return http.describe(FNAME, self)
+    embedding = embedding.settings(o),
+  }, "OPENAI_API_KEY")
 end
 
 --- Embeds `texts`, in batches, order kept.
@@ -66,38 +46,28 @@ end
 -- @return vectors, info `{ requests=, cached=, sent=, usage= }` | nil, msg, code
 function Provider:embed(texts, opts)
   local fname = FNAME .. ".embed"
-  local usage = { prompt_tokens = 0, total_tokens = 0 }
   local url = self.base_url .. "/embeddings"
-  local out, info, code = embed.run(fname, self.embedding, texts, opts, function(batch)
+  -- not a tail call: misuse is blamed on the caller, two levels up
+  local out, info, code = embedding.run(fname, self.embedding, texts, opts, function(batch)
     local body = { model = self.model, input = batch, encoding_format = "float",
       dimensions = self.embedding.dimensions }
-    local v, msg, code = http.post(self.client, fname, url, body)
-    if v == nil then
-      return nil, msg, code
-    end
-    if type(v) ~= "table" or type(v.data) ~= "table" then
-      return nil, fname .. ": the reply has no 'data' list", "decode"
-    end
-    local vecs = {}
-    for i, item in ipairs(v.data) do
-      local at = type(item) == "table" and item.index
-      at = type(at) == "number" and at + 1 or i
-      if type(item) ~= "table" or at < 1 or at > #batch or vecs[at] then
-        return nil, fname .. ": the reply's 'data' does not match the inputs", "decode"
+    return request.call(self.client, fname, url, body, function(v)
+      if type(v) ~= "table" or type(v.data) ~= "table" then
+        return nil, "the reply has no 'data' list"
       end
-      vecs[at] = item.embedding
-    end
-    if type(v.usage) == "table" then
-      usage.prompt_tokens = usage.prompt_tokens + (tonumber(v.usage.prompt_tokens) or 0)
-      usage.total_tokens = usage.total_tokens + (tonumber(v.usage.total_tokens) or 0)
-    end
-    return vecs
+      local vecs = {}
+      for i, item in ipairs(v.data) do
+        local at = type(item) == "table" and item.index
+        at = type(at) == "number" and at + 1 or i
+        if type(item) ~= "table" or at < 1 or at > #batch or vecs[at] then
+          return nil, "the reply's 'data' does not match the inputs"
+        end
+        vecs[at] = item.embedding
+      end
+      return vecs, v.usage
+    end)
   end)
-  if out == nil then
-    return nil, info, code
-  end
-  info.usage = usage
-  return out, info
+  return out, info, code
 end
 
 local CHAT_OPTS = {
@@ -112,35 +82,69 @@ local CHAT_OPTS = {
   extra = { "table" },
 }
 
---- The messages as a list of `{ role=, content= }` tables (a string is one
--- user message); raises on anything else.
-function M.messages(fname, messages, level)
-  level = (level or 1) + 1
-  if type(messages) == "string" then
-    return { { role = "user", content = messages } }
-  end
-  if type(messages) ~= "table" or #messages == 0 then
-    error(fname .. ": messages must be a string or a non-empty list of messages", level)
-  end
-  for i = 1, #messages do
-    local m = messages[i]
-    if type(m) ~= "table" or type(m.role) ~= "string" then
-      error(fname .. ": messages[" .. i .. "] must be a table with a string 'role'", level)
-    end
-  end
-  return messages
-end
-
-local function str(v)
-  return type(v) == "string" and v or nil
-end
-
 local function usage_of(u)
   if type(u) ~= "table" then
     return nil
   end
   return { prompt_tokens = tonumber(u.prompt_tokens), completion_tokens =
     tonumber(u.completion_tokens), total_tokens = tonumber(u.total_tokens) }
+end
+
+-- The text and info of a whole completion, or nil.
+local function completion(v)
+  local choice = type(v) == "table" and type(v.choices) == "table" and v.choices[1]
+  if type(choice) ~= "table" or type(choice.message) ~= "table" then
+    return nil
+  end
+  return str(choice.message.content) or "", { usage = usage_of(v.usage),
+    finish_reason = str(choice.finish_reason), model = str(v.model), id = str(v.id) }
+end
+
+-- A streamed chat: the deltas of server-sent events to `on_delta`.
+local function stream_chat(self, fname, url, body, on_delta)
+  body.stream = true
+  body.stream_options = { include_usage = true }
+  local parts, info, events = {}, {}, 0
+  local raw, msg, code = request.stream(self.client, fname, url, body, decode.sse,
+    function(data)
+      if data == "[DONE]" then
+        return
+      end
+      events = events + 1
+      local ev, derr = json.decode(data)
+      if type(ev) ~= "table" then
+        return "bad JSON in the event stream: " .. tostring(derr), "decode"
+      end
+      if ev.error ~= nil then
+        local e = type(ev.error) == "table" and ev.error.message or ev.error
+        return "the server reported: " .. tostring(e), "provider"
+      end
+      info.model, info.id = str(ev.model) or info.model, str(ev.id) or info.id
+      info.usage = usage_of(ev.usage) or info.usage
+      local choice = type(ev.choices) == "table" and ev.choices[1]
+      if type(choice) == "table" then
+        info.finish_reason = str(choice.finish_reason) or info.finish_reason
+        local delta = type(choice.delta) == "table" and str(choice.delta.content)
+        if delta and delta ~= "" then
+          parts[#parts + 1] = delta
+          on_delta(delta)
+        end
+      end
+    end)
+  if raw == nil then
+    return nil, msg, code
+  end
+  if events == 0 then -- a server that ignored "stream": a plain reply
+    local text, whole = completion(json.decode(raw))
+    if text == nil then
+      return nil, fname .. ": the reply is neither an event stream nor a completion", "decode"
+    end
+    if text ~= "" then
+      on_delta(text)
+    end
+    return text, whole
+  end
+  return table.concat(parts), info
 end
 
 --- Chat completion.
@@ -153,7 +157,7 @@ function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
   local o = check(fname, opts, CHAT_OPTS, 2)
   local body = {
-    model = o.model or self.model, messages = M.messages(fname, messages, 2),
+    model = o.model or self.model, messages = request.messages(fname, messages),
     temperature = o.temperature, top_p = o.top_p, max_tokens = o.max_tokens,
     stop = o.stop, seed = o.seed, response_format = o.response_format,
   }
@@ -161,76 +165,16 @@ function Provider:chat(messages, opts)
     body[k] = v
   end
   local url = self.base_url .. "/chat/completions"
-  if not o.stream then
-    local v, msg, code = http.post(self.client, fname, url, body)
-    if v == nil then
-      return nil, msg, code
-    end
-    local choice = type(v) == "table" and type(v.choices) == "table" and v.choices[1]
-    if type(choice) ~= "table" or type(choice.message) ~= "table" then
-      return nil, fname .. ": the reply has no 'choices[1].message'", "decode"
-    end
-    return str(choice.message.content) or "", { usage = usage_of(v.usage),
-      finish_reason = str(choice.finish_reason), model = str(v.model), id = str(v.id) }
+  if o.stream then
+    return stream_chat(self, fname, url, body, o.stream)
   end
-  body.stream = true
-  body.stream_options = { include_usage = true }
-  local parts, info, err = {}, {}, nil
-  local events = 0
-  local function on_event(data)
-    if err or data == "[DONE]" then
-      return
+  return request.call(self.client, fname, url, body, function(v)
+    local text, info = completion(v)
+    if text == nil then
+      return nil, "the reply has no 'choices[1].message'"
     end
-    events = events + 1
-    local ev, derr = json.decode(data)
-    if type(ev) ~= "table" then
-      err = { fname .. ": bad JSON in the event stream: " .. tostring(derr), "decode" }
-      return
-    end
-    if ev.error ~= nil then
-      local e = type(ev.error) == "table" and ev.error.message or ev.error
-      err = { fname .. ": the server reported: " .. tostring(e), "provider" }
-      return
-    end
-    info.model, info.id = str(ev.model) or info.model, str(ev.id) or info.id
-    info.usage = usage_of(ev.usage) or info.usage
-    local choice = type(ev.choices) == "table" and ev.choices[1]
-    if type(choice) == "table" then
-      info.finish_reason = str(choice.finish_reason) or info.finish_reason
-      local delta = type(choice.delta) == "table" and str(choice.delta.content)
-      if delta and delta ~= "" then
-        parts[#parts + 1] = delta
-        o.stream(delta)
-      end
-    end
-  end
-  local feed, finish = http.sse(on_event)
-  local raw = {}
-  local res, msg, code = http.post(self.client, fname, url, body, function(piece)
-    raw[#raw + 1] = piece
-    feed(piece)
+    return text, info
   end)
-  if res == nil then
-    return nil, msg, code
-  end
-  finish()
-  if err then
-    return nil, http.clean(self.client, err[1]), err[2]
-  end
-  if events == 0 then -- a server that ignored "stream": a plain reply
-    local v = json.decode(concat(raw))
-    local choice = type(v) == "table" and type(v.choices) == "table" and v.choices[1]
-    if type(choice) ~= "table" or type(choice.message) ~= "table" then
-      return nil, fname .. ": the reply is neither an event stream nor a completion", "decode"
-    end
-    local text = str(choice.message.content) or ""
-    if text ~= "" then
-      o.stream(text)
-    end
-    return text, { usage = usage_of(v.usage), finish_reason = str(choice.finish_reason),
-      model = str(v.model), id = str(v.id) }
-  end
-  return concat(parts), info
 end
 
 return M

@@ -2,67 +2,59 @@
 -- Hugging Face TEI) behind one call: `:rerank(query, docs [, { top_n }])`
 -- -> hits `{ {index=, score=}, ... }` best first, `index` 1-based.
 -- @module rag.providers.rerank
-local http = require("rag.providers.http")
-local opts_mod = require("rag.opts")
+local request = require("rag.providers._request")
+local check = require("rag.opts").check
 
-local check = opts_mod.check
-local type, setmetatable, sort = type, setmetatable, table.sort
+local type, next, error, sort, floor = type, next, error, table.sort, math.floor
+local unpack = table.unpack or unpack
 
 local M = {}
 
 local FNAME = "rag.providers.rerank"
 
--- Each kind: default base URL, path, key variables, default model, how the
--- body is built and where the results are in the reply.
+-- Each kind: default base URL, path, key variables, default model, the
+-- body's names for the documents and for top_n (none: not sent), whether
+-- it takes no model, extra body fields, and where the results are in the
+-- reply and their score.
 local KINDS = {
-  cohere = {
-    base = "https://api.cohere.com", path = "/v2/rerank", env = { "COHERE_API_KEY", "CO_API_KEY" },
-    model = "rerank-v3.5",
-    body = function(self, q, docs, top)
-      return { model = self.model, query = q, documents = docs, top_n = top }
-    end,
-    list = "results", score = "relevance_score",
-  },
-  jina = {
-    base = "https://api.jina.ai", path = "/v1/rerank", env = { "JINA_API_KEY" },
-    model = "jina-reranker-v2-base-multilingual",
-    body = function(self, q, docs, top)
-      return { model = self.model, query = q, documents = docs, top_n = top,
-        return_documents = false }
-    end,
-    list = "results", score = "relevance_score",
-  },
-  voyage = {
-    base = "https://api.voyageai.com", path = "/v1/rerank", env = { "VOYAGE_API_KEY" },
-    model = "rerank-2",
-    body = function(self, q, docs, top)
-      return { model = self.model, query = q, documents = docs, top_k = top,
-        return_documents = false }
-    end,
-    list = "data", score = "relevance_score",
-  },
-  tei = {
-    path = "/rerank", env = { "TEI_API_KEY" },
-    body = function(_, q, docs)
-      return { query = q, texts = docs, raw_scores = false, return_text = false }
-    end,
-    score = "score",
-  },
+  cohere = { base = "https://api.cohere.com", path = "/v2/rerank",
+    env = { "COHERE_API_KEY", "CO_API_KEY" }, model = "rerank-v3.5",
+    docs = "documents", top = "top_n", list = "results", score = "relevance_score" },
+  jina = { base = "https://api.jina.ai", path = "/v1/rerank", env = { "JINA_API_KEY" },
+    model = "jina-reranker-v2-base-multilingual", docs = "documents", top = "top_n",
+    extra = { return_documents = false }, list = "results", score = "relevance_score" },
+  voyage = { base = "https://api.voyageai.com", path = "/v1/rerank", env = { "VOYAGE_API_KEY" },
+    model = "rerank-2", docs = "documents", top = "top_k",
+    extra = { return_documents = false }, list = "data", score = "relevance_score" },
+  tei = { path = "/rerank", env = { "TEI_API_KEY" }, docs = "texts", no_model = true,
+    extra = { raw_scores = false, return_text = false }, score = "score" },
 }
 
-local SCHEMA = http.schema({
+-- The request body of `kind` for query, texts and top_n.
+local function body_of(kind, model, query, texts, top)
+  local body = request.merge(kind.extra or {}, { query = query })
+  if not kind.no_model then
+    body.model = model
+  end
+  body[kind.docs] = texts
+  if kind.top then
+    body[kind.top] = top
+  end
+  return body
+end
+
+local SCHEMA = request.schema({
   kind = { "string", enum = { "cohere", "jina", "tei", "voyage" } },
-  base_url = { "string" },
-  api_key = { "string" },
-  model = { "string" },
 })
 
-local Provider = {}
-Provider.__index = Provider
+local Provider = request.class(FNAME)
 
---- A rerank provider. `kind` is required; `base_url` is the server root
--- (required for "tei"); `api_key` defaults to the kind's usual environment
--- variable; `model` to the kind's current general model.
+--- A rerank provider (also `rag.providers.rerank(opts)`). `kind` is
+-- required; `base_url` is the server root (required for "tei"); `api_key`
+-- defaults to the kind's usual environment variable; `model` to the kind's
+-- current general model.
+-- @raise on an unknown option, a bad value, no `kind`, or no `base_url`
+--   for "tei"
 function M.new(opts)
   local o = check(FNAME, opts, SCHEMA, 2)
   if not o.kind then
@@ -73,32 +65,16 @@ function M.new(opts)
   if not base then
     error(FNAME .. ": 'base_url' is required for kind '" .. o.kind .. "'", 2)
   end
-  local self = setmetatable({ kind = o.kind, model = o.model or kind.model,
-    base_url = http.trim_base(base) }, Provider)
-  self.client = http.client(o, http.key(o.api_key, (table.unpack or unpack)(kind.env)))
-  return self
-end
-
-function Provider:__tostring()
-  return http.describe(FNAME, self)
+  return request.new(Provider, o, { kind = o.kind, model = o.model or kind.model,
+    base_url = request.trim_base(base) }, unpack(kind.env))
 end
 
 local CALL = { top_n = { "number", int = true, min = 1 } }
 
---- Scores `docs` against `query`, best first.
--- @tparam string query
--- @tparam table docs strings, or tables with a string `text` (their `id`,
---   if any, is copied to the hit)
--- @tparam[opt] table opts `top_n`
--- @return hits `{ {index=, score= [, id=]}, ... }` | nil, msg, code
-function Provider:rerank(query, docs, opts)
-  local fname = FNAME .. ".rerank"
-  if type(query) ~= "string" then
-    error(fname .. ": query must be a string, got " .. type(query), 2)
-  end
-  local o = check(fname, opts, CALL, 2)
+-- The texts of `docs` (strings, or tables with a string `text`); raises.
+local function texts_of(fname, docs)
   if type(docs) ~= "table" then
-    error(fname .. ": docs must be a list, got " .. type(docs), 2)
+    error(fname .. ": docs must be a list, got " .. type(docs), 3)
   end
   local texts = {}
   for i = 1, #docs do
@@ -107,35 +83,30 @@ function Provider:rerank(query, docs, opts)
       d = d.text
     end
     if type(d) ~= "string" then
-      error(fname .. ": docs[" .. i .. "] must be a string or a table with a string 'text'", 2)
+      error(fname .. ": docs[" .. i .. "] must be a string or a table with a string 'text'", 3)
     end
     texts[i] = d
   end
-  if #texts == 0 then
-    return {}
-  end
-  local kind = KINDS[self.kind]
-  local v, msg, code = http.post(self.client, fname, self.base_url .. kind.path,
-    kind.body(self, query, texts, o.top_n))
-  if v == nil then
-    return nil, msg, code
-  end
+  return texts
+end
+
+-- The hits of a reply `v` for `docs`, best first, or nil and why.
+local function hits_of(kind, v, docs, top_n)
   local list = v
   if kind.list then
     list = type(v) == "table" and v[kind.list]
   end
   if type(list) ~= "table" or (next(list) ~= nil and list[1] == nil) then
-    return nil, fname .. ": the reply has no result list", "decode"
+    return nil, "the reply has no result list"
   end
   local hits, seen = {}, {}
   for i = 1, #list do
     local r = list[i]
     local at = type(r) == "table" and r.index
     local score = type(r) == "table" and r[kind.score]
-    if type(at) ~= "number" or at ~= math.floor(at) or at < 0 or at >= #texts or seen[at]
+    if type(at) ~= "number" or at ~= floor(at) or at < 0 or at >= #docs or seen[at]
       or type(score) ~= "number" or score ~= score then
-      return nil, fname .. ": result " .. i .. " of the reply is not a valid {index, "
-        .. kind.score .. "}", "decode"
+      return nil, "result " .. i .. " of the reply is not a valid {index, " .. kind.score .. "}"
     end
     seen[at] = true
     local hit = { index = at + 1, score = score }
@@ -150,12 +121,33 @@ function Provider:rerank(query, docs, opts)
     end
     return a.index < b.index
   end)
-  if o.top_n then
-    for i = #hits, o.top_n + 1, -1 do
-      hits[i] = nil
-    end
+  for i = #hits, (top_n or #hits) + 1, -1 do
+    hits[i] = nil
   end
   return hits
+end
+
+--- Scores `docs` against `query`, best first.
+-- @tparam string query
+-- @tparam table docs strings, or tables with a string `text` (their `id`,
+--   if any, is copied to the hit)
+-- @tparam[opt] table opts `top_n`
+-- @return hits `{ {index=, score= [, id=]}, ... }` | nil, msg, code
+function Provider:rerank(query, docs, opts)
+  local fname = FNAME .. ".rerank"
+  if type(query) ~= "string" then
+    error(fname .. ": query must be a string, got " .. type(query), 2)
+  end
+  local o = check(fname, opts, CALL, 2)
+  local texts = texts_of(fname, docs)
+  if #texts == 0 then
+    return {}
+  end
+  local kind = KINDS[self.kind]
+  return request.call(self.client, fname, self.base_url .. kind.path,
+    body_of(kind, self.model, query, texts, o.top_n), function(v)
+      return hits_of(kind, v, docs, o.top_n)
+    end)
 end
 
 return M

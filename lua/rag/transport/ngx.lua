@@ -11,6 +11,9 @@ local type, tostring, tonumber, pairs, pcall, error = type, tostring, tonumber, 
 local concat = table.concat
 local floor, ceil, huge = math.floor, math.ceil, math.huge
 local format = string.format
+-- The URL for messages: scheme://host[:port]/path, the cut rag.http.request
+-- makes (keys live in the user info and the query).
+local safe_url = require("rag.transport._redact").url
 
 local FNAME = "rag.http.request"
 local DEFAULT_TIMEOUT = 60
@@ -161,20 +164,6 @@ local function check_request(req)
     return nil, r.header_names
   end
   return r
-end
-
--- The URL for messages: scheme://host[:port]/path, without user info, query
--- or fragment (keys live there). The same cut as the libcurl transport's.
-local function safe_url(url)
-  local cut = url:find("[/?#]") or #url + 1
-  local hs = 1
-  if cut > 1 and url:sub(cut - 1, cut - 1) == ":" and url:sub(cut, cut + 1) == "//" then
-    hs = cut + 2
-  end
-  local he = url:find("[/?#]", hs) or #url + 1
-  local authority = url:sub(hs, he - 1)
-  authority = authority:match("^.*@(.*)$") or authority
-  return url:sub(1, hs - 1) .. authority .. url:sub(he):match("^[^?#]*")
 end
 
 -- Splits an http(s) URL; returns a table or nil and what is wrong (never
