@@ -25,6 +25,7 @@ build = {
   type = "builtin",
   modules = {
     ["rag"] = "lua/rag/init.lua",
+    ["rag.errors"] = "lua/rag/errors.lua",
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.eval"] = "lua/rag/eval.lua",
