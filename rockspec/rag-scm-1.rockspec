@@ -26,6 +26,7 @@ build = {
   modules = {
     ["rag"] = "lua/rag/init.lua",
     ["rag.errors"] = "lua/rag/errors.lua",
+    ["rag.cli"] = "lua/rag/cli.lua",
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.eval"] = "lua/rag/eval.lua",

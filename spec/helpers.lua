@@ -58,6 +58,51 @@ function M.read(path)
   return s
 end
 
+--- The shell words that run a Lua script with the interpreter running the
+-- specs and this build's paths: `helpers.lua_command() .. " bin/rag version"`.
+-- Sanitizer preloads are not passed on.
+function M.lua_command()
+  local lua = ({ ["Lua 5.1"] = "lua5.1", ["Lua 5.2"] = "lua5.2", ["Lua 5.3"] = "lua5.3",
+    ["Lua 5.4"] = "lua5.4" })[_VERSION]
+  if rawget(_G, "jit") then
+    lua = "luajit"
+  end
+  local cpath = package.searchpath and package.searchpath("rag.core", package.cpath)
+  if not cpath then -- Lua 5.1 has no package.searchpath
+    for dir in package.cpath:gmatch("[^;]+") do
+      local p = dir:gsub("%?", "rag/core")
+      if M.exists(p) then
+        cpath = p
+        break
+      end
+    end
+  end
+  cpath = assert(cpath, "rag.core is not on package.cpath"):gsub("rag/core%.so$", "?.so")
+  local env = "env -u LD_PRELOAD"
+  for _, v in ipairs({ "", "_5_2", "_5_3", "_5_4" }) do
+    env = env .. " LUA_PATH" .. v .. "='lua/?.lua;lua/?/init.lua;;' LUA_CPATH" .. v
+      .. "='" .. cpath .. ";;'"
+  end
+  return env .. " " .. lua
+end
+
+--- Runs a shell command; returns its standard output, its standard error
+-- and its exit status (io.popen's close does not report it on Lua 5.1).
+function M.spawn(cmd)
+  local err = M.tmpname()
+  local p = assert(io.popen("(" .. cmd .. ") 2>" .. err .. "; echo \"exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local f = io.open(err, "rb")
+  local stderr = f and f:read("*a") or ""
+  if f then
+    f:close()
+  end
+  os.remove(err)
+  local body, status = out:match("^(.-)exit=(%d+)\n$")
+  return body, stderr, tonumber(status)
+end
+
 --- Whether a file can be opened for reading.
 function M.exists(path)
   local f = io.open(path, "rb")
