@@ -162,4 +162,4 @@ check-exports: all
 	else echo "unexpected exports: $$syms"; exit 1; fi
 
 clean:
-	rm -rf build rag/core.so
+	rm -rf build rag/core.so src/*.o
