@@ -103,6 +103,52 @@ function M.spawn(cmd)
   return body, stderr, tonumber(status)
 end
 
+-- {====== Data: samples in spec/fixtures, or the full sets for make quality ======}
+
+--- The folder of the full data sets (`scifact/`, `model2vec/`) when the
+-- quality run gives one (`make quality DATA=...` sets RAG_DATA); nil under
+-- `make test`, whose specs read only the samples in spec/fixtures.
+function M.data_dir()
+  local d = os.getenv("RAG_DATA")
+  if d and d ~= "" then
+    return (d:gsub("/+$", ""))
+  end
+  return nil
+end
+
+--- SciFact documents `{ {id=, title=, text=}, ... }` in file order: the
+-- first 40 (spec/fixtures/texts/scifact40.jsonl) or, with a data folder,
+-- all 5,183. Also returns the file read.
+function M.scifact()
+  local data = M.data_dir()
+  local path = data and data .. "/scifact/corpus.jsonl" or "spec/fixtures/texts/scifact40.jsonl"
+  local json = require("rag").json
+  local docs = {}
+  for line in io.lines(path) do
+    local d = json.decode(line)
+    docs[#docs + 1] = { id = d._id, title = d.title, text = d.text }
+  end
+  return docs, path
+end
+
+--- The seed documents `{ {name=, text=}, ... }` (sorted by file name) from
+-- the folder in RAG_SEEDS, which only the quality run sets; otherwise none.
+function M.seeds()
+  local dir = os.getenv("RAG_SEEDS")
+  if not dir or dir == "" then
+    return {}
+  end
+  local p = assert(io.popen("ls '" .. dir .. "'"))
+  local out = {}
+  for name in p:lines() do
+    if name:match("%.txt$") then
+      out[#out + 1] = { name = name, text = M.read(dir .. "/" .. name) }
+    end
+  end
+  p:close()
+  return out
+end
+
 --- Whether a file can be opened for reading.
 function M.exists(path)
   local f = io.open(path, "rb")
