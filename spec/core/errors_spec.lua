@@ -85,7 +85,7 @@ local function from_docs()
   local section = api:match("\n## rag%.errors\n(.-)\n## ") or api:match("\n## rag%.errors\n(.*)$")
   assert(section, "docs/api.md has no '## rag.errors' section")
   local out, in_table = {}, false
-  for line in section:gmatch("[^\n]*") do
+  for line in (section .. "\n"):gmatch("([^\n]*)\n") do
     if line:match("^| code | meaning |") then
       in_table = true
     elseif in_table and line:match("^|") then
