@@ -1,6 +1,7 @@
--- bench/bm25.lua [BEIR_DIR [ROUNDS]]: rag.bm25 on a BEIR folder (default
--- ../shared/data/scifact): indexing speed, query speed for top-10 and
--- top-1000, and quality (nDCG@10, Recall@100) on the test queries.
+-- bench/bm25.lua DATA_DIR [ROUNDS]: rag.bm25 on SciFact (DATA_DIR/scifact, a
+-- BEIR folder; skipped, exit 0, when absent): indexing speed, query speed
+-- for top-10 and top-1000, and quality (nDCG@10, Recall@100) on the test
+-- queries.
 --
 -- Data: BEIR_DIR/corpus.jsonl (each document indexed as title .. " " ..
 -- text, as BEIR does), queries.jsonl, qrels/test.tsv; only the queries the
@@ -23,7 +24,7 @@
 local rag = require("rag")
 local util = require("bench.util")
 
-local dir = arg[1] or "../shared/data/scifact"
+local dir = util.data_dir(arg[1], "scifact/corpus.jsonl", "bench-bm25") .. "/scifact"
 local ROUNDS = tonumber(arg[2]) or 3
 local clock = os.clock
 

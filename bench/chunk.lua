@@ -1,7 +1,7 @@
--- bench/chunk.lua [DATA_DIR [ROUNDS [SEMANTIC_DOCS]]]: speed of every chunker.
+-- bench/chunk.lua DATA_DIR [ROUNDS [SEMANTIC_DOCS]]: speed of every chunker.
 --
--- Data: the SciFact corpus (DATA_DIR/scifact/corpus.jsonl, default
--- ../shared/data), each document as title .. "\n\n" .. text. Two modes:
+-- Data: the SciFact corpus (DATA_DIR/scifact/corpus.jsonl; skipped, exit 0,
+-- when absent), each document as title .. "\n\n" .. text. Two modes:
 -- one call per document (what indexing a corpus does) and the whole corpus
 -- joined with "\n\n" as one text. Single thread; MB/s is input bytes over
 -- the median of ROUNDS (default 5) passes, timed with os.clock as in
@@ -28,7 +28,7 @@
 local rag = require("rag")
 local util = require("bench.util")
 
-local data = arg[1] or "../shared/data"
+local data = util.data_dir(arg[1], "scifact/corpus.jsonl", "bench-chunk")
 local ROUNDS = tonumber(arg[2]) or 5
 local SEMANTIC_DOCS = tonumber(arg[3]) or 500
 local clock = os.clock

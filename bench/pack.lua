@@ -3,21 +3,21 @@
 -- fusion issue's target: <= 1 ms a call), and the other options for
 -- reference.
 --
--- Data: the SciFact abstracts (DATA_DIR/scifact/corpus.jsonl, default
--- ../shared/data) cut by rag.chunk.recursive into chunks of at most 256
--- cl100k tokens; 200 of them are drawn with a seeded Park-Miller generator
--- (each with its neighbours in the same abstract often drawn too, so
+-- Data: the SciFact abstracts (DATA_DIR/scifact/corpus.jsonl) cut by
+-- rag.chunk.recursive into chunks of at most 256 cl100k tokens; 200 of them
+-- are drawn with a seeded Park-Miller generator (each with its neighbours in
+-- the same abstract often drawn too, so
 -- merge_adjacent has work) and given seeded scores, so every run packs the
 -- same items. Without the data directory, seeded synthetic English (words
 -- from a fixed list) is chunked instead. Timing: one thread, os.clock (the
 -- process's CPU time); each figure is the median of RUNS (default 301)
 -- calls after 20 untimed ones, and includes reading the 200 Lua item tables
 -- and building the result table, which is what a caller pays.
---   make bench-pack   (or: lua5.4 bench/pack.lua ../shared/data)
+--   make bench-pack DATA=../shared/data   (or: lua5.4 bench/pack.lua ../shared/data)
 local rag = require("rag")
 local util = require("bench.util")
 
-local data = arg[1] or "../shared/data"
+local data = arg[1] or "(none given)"
 local RUNS = tonumber(arg[2]) or 301
 local N, BUDGET, CHUNK = 200, 4000, 256
 

@@ -41,6 +41,26 @@ function M.target(us, target)
   return string.format("  (target <= %d us: %s)", target, us <= target and "met" or "MISSED")
 end
 
+--- The data folder given on the command line, when `file` (a path inside
+-- it, such as "scifact/corpus.jsonl") is there. Otherwise prints why the
+-- script is skipped, naming the make target, and exits 0: the data sets are
+-- not part of a clone (in this repository's setup they are ../shared/data).
+function M.data_dir(dir, file, target)
+  local hint = "pass the data folder, e.g. make " .. target .. " DATA=../shared/data"
+  if dir == nil or dir == "" then
+    print("skipped: no data folder given; " .. hint)
+    os.exit(0)
+  end
+  dir = dir:gsub("/+$", "")
+  local f = io.open(dir .. "/" .. file, "rb")
+  if not f then
+    print("skipped: " .. dir .. "/" .. file .. " not found; " .. hint)
+    os.exit(0)
+  end
+  f:close()
+  return dir
+end
+
 --- The CPU's model name, from /proc/cpuinfo.
 function M.cpu()
   return (M.sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", ""))

@@ -58,6 +58,97 @@ function M.read(path)
   return s
 end
 
+--- The shell words that run a Lua script with the interpreter running the
+-- specs and this build's paths: `helpers.lua_command() .. " bin/rag version"`.
+-- Sanitizer preloads are not passed on.
+function M.lua_command()
+  local lua = ({ ["Lua 5.1"] = "lua5.1", ["Lua 5.2"] = "lua5.2", ["Lua 5.3"] = "lua5.3",
+    ["Lua 5.4"] = "lua5.4" })[_VERSION]
+  if rawget(_G, "jit") then
+    lua = "luajit"
+  end
+  local cpath = package.searchpath and package.searchpath("rag.core", package.cpath)
+  if not cpath then -- Lua 5.1 has no package.searchpath
+    for dir in package.cpath:gmatch("[^;]+") do
+      local p = dir:gsub("%?", "rag/core")
+      if M.exists(p) then
+        cpath = p
+        break
+      end
+    end
+  end
+  cpath = assert(cpath, "rag.core is not on package.cpath"):gsub("rag/core%.so$", "?.so")
+  local env = "env -u LD_PRELOAD"
+  for _, v in ipairs({ "", "_5_2", "_5_3", "_5_4" }) do
+    env = env .. " LUA_PATH" .. v .. "='lua/?.lua;lua/?/init.lua;;' LUA_CPATH" .. v
+      .. "='" .. cpath .. ";;'"
+  end
+  return env .. " " .. lua
+end
+
+--- Runs a shell command; returns its standard output, its standard error
+-- and its exit status (io.popen's close does not report it on Lua 5.1).
+function M.spawn(cmd)
+  local err = M.tmpname()
+  local p = assert(io.popen("(" .. cmd .. ") 2>" .. err .. "; echo \"exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local f = io.open(err, "rb")
+  local stderr = f and f:read("*a") or ""
+  if f then
+    f:close()
+  end
+  os.remove(err)
+  local body, status = out:match("^(.-)exit=(%d+)\n$")
+  return body, stderr, tonumber(status)
+end
+
+-- {====== Data: samples in spec/fixtures, or the full sets for make quality ======}
+
+--- The folder of the full data sets (`scifact/`, `model2vec/`) when the
+-- quality run gives one (`make quality DATA=...` sets RAG_DATA); nil under
+-- `make test`, whose specs read only the samples in spec/fixtures.
+function M.data_dir()
+  local d = os.getenv("RAG_DATA")
+  if d and d ~= "" then
+    return (d:gsub("/+$", ""))
+  end
+  return nil
+end
+
+--- SciFact documents `{ {id=, title=, text=}, ... }` in file order: the
+-- first 40 (spec/fixtures/texts/scifact40.jsonl) or, with a data folder,
+-- all 5,183. Also returns the file read.
+function M.scifact()
+  local data = M.data_dir()
+  local path = data and data .. "/scifact/corpus.jsonl" or "spec/fixtures/texts/scifact40.jsonl"
+  local json = require("rag").json
+  local docs = {}
+  for line in io.lines(path) do
+    local d = json.decode(line)
+    docs[#docs + 1] = { id = d._id, title = d.title, text = d.text }
+  end
+  return docs, path
+end
+
+--- The seed documents `{ {name=, text=}, ... }` (sorted by file name) from
+-- the folder in RAG_SEEDS, which only the quality run sets; otherwise none.
+function M.seeds()
+  local dir = os.getenv("RAG_SEEDS")
+  if not dir or dir == "" then
+    return {}
+  end
+  local p = assert(io.popen("ls '" .. dir .. "'"))
+  local out = {}
+  for name in p:lines() do
+    if name:match("%.txt$") then
+      out[#out + 1] = { name = name, text = M.read(dir .. "/" .. name) }
+    end
+  end
+  p:close()
+  return out
+end
+
 --- Whether a file can be opened for reading.
 function M.exists(path)
   local f = io.open(path, "rb")

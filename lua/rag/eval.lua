@@ -47,19 +47,36 @@ local function check_opts(opts)
   return split, opts.corpus ~= false
 end
 
+-- "path: No such file" (io.open's message) or "No such file" (a read's)
+-- as "'path': no such file", lowercase as every message.
+local function io_failure(path, err)
+  local why = tostring(err)
+  if why:sub(1, #path + 2) == path .. ": " then
+    why = why:sub(#path + 3)
+  end
+  why = why:sub(1, 1):lower() .. why:sub(2)
+  return nil, "rag.eval.beir: '" .. path .. "': " .. why, "io"
+end
+
 -- The lines of the file at path, fed to each(line, n); stops at the first
--- error each returns. Returns true or nil, msg, code.
+-- error each returns. Returns true or nil, msg, code. Reads with f:read, not
+-- f:lines, whose iterator raises on a read error (a directory opens fine on
+-- POSIX and fails only when read).
 local function each_line(path, each)
   local f, err = io_open(path, "rb")
-  if not f then -- err is "path: reason"
-    local why = tostring(err)
-    if why:sub(1, #path + 2) == path .. ": " then
-      why = why:sub(#path + 3)
-    end
-    return nil, "rag.eval.beir: '" .. path .. "': " .. why, "io"
+  if not f then
+    return io_failure(path, err)
   end
   local n = 0
-  for line in f:lines() do
+  while true do
+    local line, rerr = f:read("*l")
+    if line == nil then
+      f:close()
+      if rerr then
+        return io_failure(path, rerr)
+      end
+      return true
+    end
     n = n + 1
     line = line:gsub("\r$", "")
     if line:find("%S") then
@@ -70,8 +87,6 @@ local function each_line(path, each)
       end
     end
   end
-  f:close()
-  return true
 end
 
 local function as_id(v)

@@ -11,6 +11,10 @@ M._VERSION = core.version
 --- The C module (`rag.core`); users seldom need it directly.
 M.core = core
 
+--- Error codes of `nil, msg, code` failures and their meanings: `codes`,
+-- `meaning[code]`, `is_code(s)`, `fail(code, fmt, ...)`. See docs/api.md.
+M.errors = require("rag.errors")
+
 --- JSON: `encode(value [, opts])`, `decode(s [, opts])`, `null`, `object([t])`.
 -- See docs/api.md.
 M.json = core.json

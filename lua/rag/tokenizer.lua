@@ -39,15 +39,25 @@ function M.vocab_dir()
   return dir .. "/vocab"
 end
 
+-- "'path': reason", lowercase as every message, from io.open's "path:
+-- Reason" or a read's "Reason".
+local function io_failure(fname, path, err)
+  local why = tostring(err)
+  if why:sub(1, #path + 2) == path .. ": " then
+    why = why:sub(#path + 3)
+  end
+  return nil, fname .. ": '" .. path .. "': " .. why:sub(1, 1):lower() .. why:sub(2), "io"
+end
+
 local function read_file(path, fname)
   local f, err = io.open(path, "rb")
-  if not f then -- err is "path: reason"
-    return nil, fname .. ": " .. tostring(err), "io"
+  if not f then
+    return io_failure(fname, path, err)
   end
   local data, rerr = f:read("*a")
   f:close()
-  if not data then
-    return nil, fname .. ": '" .. path .. "': " .. tostring(rerr), "io"
+  if not data then -- a directory opens, then fails to read
+    return io_failure(fname, path, rerr)
   end
   return data
 end

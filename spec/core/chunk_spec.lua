@@ -1,5 +1,6 @@
 -- rag.chunk: the offset invariant and the hard size limit for every chunker
--- on SciFact, the seeds, hard fixtures and generated texts; LangChain's
+-- on SciFact (a 40-document sample; all of it, and the seeds, under `make
+-- quality`: the tests tagged #data), hard fixtures and generated texts; LangChain's
 -- RecursiveCharacterTextSplitter chunk for chunk (spec/fixtures/langchain,
 -- made by generate.mjs with @langchain/textsplitters); each chunker's own
 -- rules; errors. The semantic chunker's breakpoints: chunk_semantic_spec.lua.
@@ -8,9 +9,8 @@ local helpers = require("spec.helpers")
 
 local chunk = rag.chunk
 local json = rag.json
-local SHARED = "../shared"
 
-local read, exists = helpers.read, helpers.exists
+local read = helpers.read
 
 -- Code points, without relying on utf8 (absent on Lua 5.1 and LuaJIT).
 local function nchars(s)
@@ -104,6 +104,19 @@ local function check(src, chunks, limit, measure, opts)
   end
 end
 
+-- The first n documents of the SciFact sample as one text, in paragraphs.
+local function sample_text(n)
+  local parts = {}
+  for _, d in ipairs(helpers.scifact()) do
+    if #parts == 2 * n then
+      break
+    end
+    parts[#parts + 1] = d.title
+    parts[#parts + 1] = d.text
+  end
+  return table.concat(parts, "\n\n")
+end
+
 -- A deterministic stand-in for an embedding model: a few byte statistics.
 local function cheap_embed(list)
   local v = {}
@@ -187,41 +200,34 @@ describe("rag.chunk invariants", function()
     end
   end
 
-  local corpus = SHARED .. "/data/scifact/corpus.jsonl"
-  local function scifact(every)
-    local docs, i = {}, 0
-    for line in io.lines(corpus) do
-      i = i + 1
+  -- SciFact documents as title, blank line, text; then the seeds (make quality)
+  local function documents(every)
+    local docs = {}
+    for i, d in ipairs(helpers.scifact()) do
       if (i - 1) % every == 0 then
-        local d = json.decode(line)
-        docs[#docs + 1] = { name = "scifact:" .. d._id, text = d.title .. "\n\n" .. d.text }
+        docs[#docs + 1] = { name = "scifact:" .. d.id, text = d.title .. "\n\n" .. d.text }
       end
     end
-    for _, f in ipairs({ "000_e7ea3044d3239fe8.txt", "001_0e7cf23f7f5a7e68.txt",
-      "002_a4cab80abd24db44.txt",
-      "003_ada0d02bcbaca822.txt", "004_7e2de3c19f39feaf.txt" }) do
-      docs[#docs + 1] = { name = "seed:" .. f, text = read(SHARED .. "/seeds/" .. f) }
+    for _, f in ipairs(helpers.seeds()) do
+      docs[#docs + 1] = { name = "seed:" .. f.name, text = f.text }
     end
     return docs
   end
 
   for _, u in ipairs(units) do
-    -- exact BPE is the slow measure: every fifth document keeps make test fast
-    local every, size = u.name == "cl100k" and 5 or 1, u.name == "char" and 300 or 64
+    -- over all of SciFact, exact BPE is the slow measure: every fifth document
+    local every = (u.name == "cl100k" and helpers.data_dir()) and 5 or 1
+    local size = u.name == "char" and 300 or 64
     for _, r in ipairs(runs(u, size)) do
-      it(r[1] .. " by " .. u.name .. " holds on every " .. (every > 1 and "fifth " or "")
-        .. "SciFact document and every seed", function()
-        if not exists(corpus) then
-          pending("needs " .. corpus)
-          return
-        end
+      it(r[1] .. " by " .. u.name .. " holds on SciFact documents #data", function()
         local n = 0
-        for _, d in ipairs(scifact(every)) do
+        local docs = documents(every)
+        for _, d in ipairs(docs) do
           local ok, err = pcall(check, d.text, assert(r[2](d.text)), r[3], u.measure, r[4])
           assert(ok, d.name .. ": " .. tostring(err))
           n = n + 1
         end
-        assert.is_true(n > 1000 / every)
+        assert.is_true(n >= 40 and n == #docs)
       end)
     end
   end
@@ -230,40 +236,41 @@ end)
 describe("rag.chunk.recursive preset langchain", function()
   local fixture = json.decode(read("spec/fixtures/langchain/recursive.json"))
 
-  it("reproduces " .. fixture.package .. " " .. fixture.version .. " chunk for chunk", function()
-    local corpus = SHARED .. "/data/scifact/corpus.jsonl"
-    if not exists(corpus) then
-      pending("needs " .. corpus)
-      return
+  it("reproduces " .. fixture.package .. " " .. fixture.version .. " chunk for chunk #data",
+    function()
+    -- the fixture covers SciFact's first 200 documents and the 5 seeds; the
+    -- sample has the first 40, make quality all of them
+    local texts = {}
+    for _, d in ipairs(helpers.scifact()) do
+      texts["scifact:" .. d.id] = d.title .. "\n\n" .. d.text
     end
-    local texts, n = {}, 0
-    for line in io.lines(corpus) do
-      local d = json.decode(line)
-      texts["scifact:" .. d._id] = d.title .. "\n\n" .. d.text
-      n = n + 1
-      if n == 200 then
-        break
-      end
+    for _, f in ipairs(helpers.seeds()) do
+      texts["seed:" .. f.name] = f.text
     end
-    local configs, bad = 0, {}
+    local configs, docs, bad = 0, 0, {}
     for _, d in ipairs(fixture.docs) do
-      local text = texts[d.name] or read(SHARED .. "/seeds/" .. d.name:match("^seed:(.*)$"))
-      assert.equal(d.sha256, rag.text.hash(text))
-      for key, want in pairs(d.chunks) do
-        local size, overlap = key:match("^(%d+)/(%d+)$")
-        local got = chunk.recursive(text, { preset = "langchain", size = tonumber(size),
-          overlap = tonumber(overlap) })
-        configs = configs + 1
-        local same = #got == #want
-        for i = 1, #want do
-          same = same and got[i].text == text:sub(want[i][1], want[i][2])
-        end
-        if not same then
-          bad[#bad + 1] = d.name .. " " .. key
+      local text = texts[d.name]
+      if text then
+        docs = docs + 1
+        assert.equal(d.sha256, rag.text.hash(text))
+        for key, want in pairs(d.chunks) do
+          local size, overlap = key:match("^(%d+)/(%d+)$")
+          local got = chunk.recursive(text, { preset = "langchain", size = tonumber(size),
+            overlap = tonumber(overlap) })
+          configs = configs + 1
+          local same = #got == #want
+          for i = 1, #want do
+            same = same and got[i].text == text:sub(want[i][1], want[i][2])
+          end
+          if not same then
+            bad[#bad + 1] = d.name .. " " .. key
+          end
         end
       end
     end
-    assert.equal(205 * 9, configs)
+    assert.equal(205, #fixture.docs)
+    assert.is_true(docs >= (helpers.data_dir() and 200 or 40), docs .. " documents checked")
+    assert.equal(docs * 9, configs)
     assert.same({}, bad)
   end)
 
@@ -297,7 +304,7 @@ describe("rag.chunk.fixed", function()
   end)
 
   it("fills token windows up to size, never over", function()
-    local src = read(SHARED .. "/seeds/001_0e7cf23f7f5a7e68.txt")
+    local src = sample_text(10)
     local got = chunk.fixed(src, { tokenizer = cl100k, size = 50, overlap = 5 })
     for i, c in ipairs(got) do
       assert.is_true(c.tokens <= 50)
@@ -398,7 +405,7 @@ end)
 
 describe("rag.chunk.hierarchy", function()
   it("nests each level inside its parent", function()
-    local src = read(SHARED .. "/seeds/000_e7ea3044d3239fe8.txt")
+    local src = sample_text(40)
     local got = chunk.hierarchy(src, {})
     local levels = {}
     for _, c in ipairs(got) do

@@ -1,8 +1,9 @@
 -- rag.core.model2vec: Model2Vec static embeddings. Hand-made models whose
 -- embeddings are worked out by hand (mean, weights, mapping, normalisation,
--- unknown ids, truncation); the upstream fixtures in ../shared/data/model2vec
--- (model2vec-rs's expected embeddings, f16 and i8 against f32); token ids
--- against the official tokenizers (spec/fixtures/model2vec, generate.mjs);
+-- unknown ids, truncation); under `make quality DATA=...` (the tests tagged
+-- #data) the upstream fixtures in DATA/model2vec (model2vec-rs's expected
+-- embeddings, f16 and i8 against f32) and token ids against the official
+-- tokenizers (spec/fixtures/model2vec, generate.mjs);
 -- damaged files; misuse; out-of-memory paths.
 local core = require("rag.core")
 local json = core.json
@@ -10,7 +11,8 @@ local helpers = require("spec.helpers")
 
 local m2v = core.model2vec
 local read, write, u32 = helpers.read, helpers.write, helpers.u32
-local DATA = "../shared/data/model2vec"
+-- model2vec-rs's fixtures: only under make quality (DATA/model2vec)
+local DATA = helpers.data_dir() and helpers.data_dir() .. "/model2vec"
 local FIXTURES = { "config.json", "tokenizer.json", "model.safetensors" }
 
 -- {====== Building models ======}
@@ -113,6 +115,29 @@ local function plain(normalize, extra)
     files[k] = v
   end
   return model_dir(files)
+end
+
+-- A Unigram tokenizer.json with Metaspace and a normalizer sequence; 7 tokens:
+-- <unk> ▁a b ▁ab ▁ ! c
+local function unigram_json()
+  return json.encode({
+    added_tokens = {
+      { id = 0, content = "<unk>", special = true, normalized = false, lstrip = false,
+        rstrip = false, single_word = false },
+    },
+    normalizer = { type = "Sequence", normalizers = {
+      { type = "Replace", pattern = { String = "!" }, content = " ! " },
+      { type = "Replace", pattern = { Regex = "\\s+" }, content = " " },
+      { type = "Strip", strip_left = true, strip_right = true },
+      { type = "Lowercase" },
+    } },
+    pre_tokenizer = { type = "Metaspace", replacement = "\226\150\129", prepend_scheme = "always",
+      split = false },
+    model = { type = "Unigram", unk_id = 0, byte_fallback = false, vocab = {
+      { "<unk>", 0 }, { "\226\150\129a", -1 }, { "b", -2 }, { "\226\150\129ab", -2.5 },
+      { "\226\150\129", -3 }, { "!", -1 }, { "c", -8 },
+    } },
+  })
 end
 
 -- {====== Comparing ======}
@@ -255,24 +280,7 @@ describe("rag.core.model2vec on hand-made models", function()
   end)
 
   it("runs a Unigram tokenizer with Metaspace the way tokenizers does", function()
-    local tok = json.encode({
-      added_tokens = {
-        { id = 0, content = "<unk>", special = true, normalized = false, lstrip = false,
-          rstrip = false, single_word = false },
-      },
-      normalizer = { type = "Sequence", normalizers = {
-        { type = "Replace", pattern = { String = "!" }, content = " ! " },
-        { type = "Replace", pattern = { Regex = "\\s+" }, content = " " },
-        { type = "Strip", strip_left = true, strip_right = true },
-        { type = "Lowercase" },
-      } },
-      pre_tokenizer = { type = "Metaspace", replacement = "\226\150\129", prepend_scheme = "always",
-        split = false },
-      model = { type = "Unigram", unk_id = 0, byte_fallback = false, vocab = {
-        { "<unk>", 0 }, { "\226\150\129a", -1 }, { "b", -2 }, { "\226\150\129ab", -2.5 },
-        { "\226\150\129", -3 }, { "!", -1 }, { "c", -8 },
-      } },
-    })
+    local tok = unigram_json()
     local dir = model_dir({
       ["config.json"] = "{}",
       ["tokenizer.json"] = tok,
@@ -321,90 +329,86 @@ local function fixture(name)
   return DATA .. "/" .. name
 end
 
-local have_data = helpers.exists(fixture("test-model-float32/model.safetensors"))
+if DATA then
+  describe("rag.core.model2vec on model2vec-rs's fixtures #data", function()
+    assert(helpers.exists(fixture("test-model-float32/model.safetensors")),
+      DATA .. " has no model2vec-rs fixtures")
 
-describe("rag.core.model2vec on model2vec-rs's fixtures", function()
-  if not have_data then
-    it("need " .. DATA, function()
-      pending(DATA .. " is absent")
+    local function expected(file)
+      return json.decode(read(fixture(file)))[1]
+    end
+
+    it("embed as model2vec does, within 1e-5", function()
+      local f32 = assert(m2v.load(fixture("test-model-float32")))
+      local words = {}
+      for i = 1, 1000 do
+        words[i] = "hello"
+      end
+      local long = table.concat(words, " ")
+      local got = f32:embed({ "hello world", long })
+      assert_vec(expected("embeddings_short.json"), got[1], 1e-5, "short")
+      assert_vec(expected("embeddings_long.json"), got[2], 1e-5, "long")
+      local vq = assert(m2v.load(fixture("test-model-vocab-quantized")))
+      assert_vec(expected("embeddings_vocab_quantized.json"), vq:embed({ long })[1], 1e-5, "vq")
+      assert.same({ vocab = 29524, dim = 64, rows = 128, dtype = "f32", normalize = true,
+        quantized = true, median_token_length = 9, tokenizer = "Unigram" }, vq:stats())
     end)
-    return
-  end
 
-  local function expected(file)
-    return json.decode(read(fixture(file)))[1]
-  end
+    it("load f16 and i8 tables whose embeddings agree with f32's", function()
+      local f32 = assert(m2v.load(fixture("test-model-float32")))
+      local texts = { "hello world", "The quick brown fox jumps over the lazy dog.",
+        "retrieval augmented generation", "Москва и 北京", "static embeddings are fast" }
+      local want = f32:embed(texts)
+      for _, name in ipairs({ "float16", "int8" }) do
+        local m = assert(m2v.load(fixture("test-model-" .. name)))
+        assert.equal(name == "int8" and "i8" or "f16", m:stats().dtype)
+        local got = m:embed(texts)
+        for i = 1, #texts do
+          assert(cosine(want[i], got[i]) > 0.99, name .. " " .. texts[i])
+        end
+      end
+      -- i8 rows are raw integers with one scale for the whole table, so a
+      -- token with a small row (here "a", zipf-weighted) is all zeros, as in model2vec
+      local i8 = assert(m2v.load(fixture("test-model-int8")))
+      assert.same({ { 0, 0 } }, i8:embed({ "a" }))
+    end)
 
-  it("embed as model2vec does, within 1e-5", function()
-    local f32 = assert(m2v.load(fixture("test-model-float32")))
-    local words = {}
-    for i = 1, 1000 do
-      words[i] = "hello"
-    end
-    local long = table.concat(words, " ")
-    local got = f32:embed({ "hello world", long })
-    assert_vec(expected("embeddings_short.json"), got[1], 1e-5, "short")
-    assert_vec(expected("embeddings_long.json"), got[2], 1e-5, "long")
-    local vq = assert(m2v.load(fixture("test-model-vocab-quantized")))
-    assert_vec(expected("embeddings_vocab_quantized.json"), vq:embed({ long })[1], 1e-5, "vq")
-    assert.same({ vocab = 29524, dim = 64, rows = 128, dtype = "f32", normalize = true,
-      quantized = true, median_token_length = 9, tokenizer = "Unigram" }, vq:stats())
+    it("tokenize as the official tokenizers does (spec/fixtures/model2vec)", function()
+      local fx = json.decode(read("spec/fixtures/model2vec/cases.json"))
+      for name, model in pairs(fx.models) do
+        local m = assert(m2v.load(fixture(name)))
+        assert.equal(model.median, m:stats().median_token_length)
+        for _, c in ipairs(model.cases) do
+          local got = m:tokenize(c.text, c.max_length and { max_length = c.max_length })
+          assert.same(c.ids, got, name .. ": " .. c.text)
+        end
+      end
+    end)
+
+    it("run other normalizers, pre-tokenizers and options as tokenizers does", function()
+      local fx = json.decode(read("spec/fixtures/model2vec/cases.json"))
+      for i, v in ipairs(fx.variants) do
+        local tj = json.decode(read(fixture(v.base) .. "/tokenizer.json"))
+        for k, x in pairs(v.set) do
+          tj[k] = x
+        end
+        for k, x in pairs(v.model) do
+          tj.model[k] = x
+        end
+        local dir = model_dir({
+          ["config.json"] = "{}",
+          ["tokenizer.json"] = json.encode(tj),
+          ["model.safetensors"] = safetensors({ { "embeddings", "F32", { v.rows, 1 },
+            string.rep("\0\0\128\63", v.rows) } }),
+        })
+        local m = assert(m2v.load(dir))
+        for _, c in ipairs(v.cases) do
+          assert.same(c.ids, m:tokenize(c.text), "variant " .. i .. ": " .. c.text)
+        end
+      end
+    end)
   end)
-
-  it("load f16 and i8 tables whose embeddings agree with f32's", function()
-    local f32 = assert(m2v.load(fixture("test-model-float32")))
-    local texts = { "hello world", "The quick brown fox jumps over the lazy dog.",
-      "retrieval augmented generation", "Москва и 北京", "static embeddings are fast" }
-    local want = f32:embed(texts)
-    for _, name in ipairs({ "float16", "int8" }) do
-      local m = assert(m2v.load(fixture("test-model-" .. name)))
-      assert.equal(name == "int8" and "i8" or "f16", m:stats().dtype)
-      local got = m:embed(texts)
-      for i = 1, #texts do
-        assert(cosine(want[i], got[i]) > 0.99, name .. " " .. texts[i])
-      end
-    end
-    -- i8 rows are raw integers with one scale for the whole table, so a
-    -- token with a small row (here "a", zipf-weighted) is all zeros, as in model2vec
-    local i8 = assert(m2v.load(fixture("test-model-int8")))
-    assert.same({ { 0, 0 } }, i8:embed({ "a" }))
-  end)
-
-  it("tokenize as the official tokenizers does (spec/fixtures/model2vec)", function()
-    local fx = json.decode(read("spec/fixtures/model2vec/cases.json"))
-    for name, model in pairs(fx.models) do
-      local m = assert(m2v.load(fixture(name)))
-      assert.equal(model.median, m:stats().median_token_length)
-      for _, c in ipairs(model.cases) do
-        local got = m:tokenize(c.text, c.max_length and { max_length = c.max_length })
-        assert.same(c.ids, got, name .. ": " .. c.text)
-      end
-    end
-  end)
-
-  it("run other normalizers, pre-tokenizers and options as tokenizers does", function()
-    local fx = json.decode(read("spec/fixtures/model2vec/cases.json"))
-    for i, v in ipairs(fx.variants) do
-      local tj = json.decode(read(fixture(v.base) .. "/tokenizer.json"))
-      for k, x in pairs(v.set) do
-        tj[k] = x
-      end
-      for k, x in pairs(v.model) do
-        tj.model[k] = x
-      end
-      local dir = model_dir({
-        ["config.json"] = "{}",
-        ["tokenizer.json"] = json.encode(tj),
-        ["model.safetensors"] = safetensors({ { "embeddings", "F32", { v.rows, 1 },
-          string.rep("\0\0\128\63", v.rows) } }),
-      })
-      local m = assert(m2v.load(dir))
-      for _, c in ipairs(v.cases) do
-        assert.same(c.ids, m:tokenize(c.text), "variant " .. i .. ": " .. c.text)
-      end
-    end
-  end)
-end)
+end
 
 -- {====== Damaged and missing files ======}
 
@@ -559,11 +563,19 @@ describe("rag.core.model2vec allocation failures", function()
     helpers.oom_walk(function() fresh:embed({ "Hello worlds!", "hello" }, { packed = true }) end,
       function() assert.same(want, fresh:embed({ "Hello worlds!", "hello" })) end)
     helpers.oom_walk(function() m:tokenize("hello worlds hello") end, same)
-    if have_data then
-      local vq = fixture("test-model-vocab-quantized")
-      assert.is_true(helpers.oom_walk(function() assert(m2v.load(vq)):close() end) >= 10)
-      local q = assert(m2v.load(vq))
-      helpers.oom_walk(function() q:embed({ "Héllo, WORLD!! 野口 привет" }) end)
-    end
+    -- a vocabulary-quantized Unigram model
+    local vq = model_dir({
+      ["config.json"] = json.encode({ normalize = true }),
+      ["tokenizer.json"] = unigram_json(),
+      ["model.safetensors"] = safetensors({
+        { "weights", "F64", { 7 }, f64s({ 1, 2, 0.5, 4, 0.25, 1, 2 }) },
+        embeddings_f32({ { 1, 0 }, { 0, 2 }, { 3, 1 } }),
+        { "mapping", "I32", { 7 }, i32s({ 0, 1, 2, 2, 0, 1, 0 }) },
+      }),
+    })
+    assert.is_true(helpers.oom_walk(function() assert(m2v.load(vq)):close() end) >= 10)
+    local q = assert(m2v.load(vq))
+    assert.is_true(q:stats().quantized)
+    helpers.oom_walk(function() q:embed({ "Ab ab! c xy", "AB" }) end)
   end)
 end)

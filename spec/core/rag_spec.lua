@@ -1,4 +1,4 @@
--- The facade, rag.text.hash, and properties of the build itself.
+-- The facade, rag.text.hash, properties of the build itself, and the examples.
 local rag = require("rag")
 local helpers = require("spec.helpers")
 
@@ -96,76 +96,22 @@ describe("the build", function()
   end)
 end)
 
-describe("bin/rag", function()
-  local lua = ({ ["Lua 5.1"] = "lua5.1", ["Lua 5.2"] = "lua5.2", ["Lua 5.3"] = "lua5.3",
-    ["Lua 5.4"] = "lua5.4" })[_VERSION]
-  if jit then
-    lua = "luajit"
-  end
-  local cpath = package.searchpath("rag.core", package.cpath):gsub("rag/core%.so$", "?.so")
-  local env = "env -u LD_PRELOAD"
-  for _, v in ipairs({ "", "_5_2", "_5_3", "_5_4" }) do
-    env = env .. " LUA_PATH" .. v .. "='lua/?.lua;lua/?/init.lua;;' LUA_CPATH" .. v
-      .. "='" .. cpath .. ";;'"
-  end
-  env = env .. " "
-
-  -- Output and exit status (io.popen's close does not report it on 5.1).
-  local function run(args)
-    local out = lines(env .. lua .. " bin/rag " .. args .. " 2>&1; echo \"exit=$?\"")
-    local body, status = out:match("^(.-)exit=(%d+)\n$")
-    return body, tonumber(status) == 0
-  end
+describe("examples", function()
+  local run_lua = helpers.lua_command()
 
   if os.getenv("RAG_ASAN") then
     pending("runs a second interpreter; covered by the plain runs")
     return
   end
 
-  it("prints usage for --help and exits 0", function()
-    local out, ok = run("--help")
-    assert.truthy(out:match("^usage: rag"))
-    assert.is_true(ok)
-  end)
-
-  it("rejects an unknown command", function()
-    local out, ok = run("frobnicate")
-    assert.truthy(out:find("unknown command 'frobnicate'", 1, true))
-    assert.is_false(ok)
-  end)
-
-  it("hashes and canonicalises JSON from standard input", function()
-    assert.equal(rag.text.hash("") .. "\n", run("hash < /dev/null"))
-    local out = lines("printf abc | " .. env .. lua .. " bin/rag hash")
-    assert.equal(rag.text.hash("abc") .. "\n", out)
-    out = lines("printf '{\"b\": 1, \"a\": [true, null]}' | " .. env .. lua .. " bin/rag json")
-    assert.equal('{"a":[true,null],"b":1}\n', out)
-  end)
-
-  it("counts tokens and splits sentences", function()
-    local hello = "printf 'hello world' | " .. env .. lua .. " bin/rag tokens"
-    assert.equal("2\n", lines(hello))
-    assert.equal("2\n", lines(hello .. " -e o200k_base"))
-    assert.equal("2\n", lines(hello .. " -e approx"))
-    local out, ok = run("tokens -e nope < /dev/null")
-    assert.truthy(out:find("unknown encoding 'nope'", 1, true))
-    assert.is_false(ok)
-    out, ok = run("tokens < spec/fixtures/httpd.py")
-    assert.is_true(ok)
-    local want = rag.tokenizer.get("cl100k_base"):count(read("spec/fixtures/httpd.py"))
-    assert.equal(want .. "\n", out)
-    out = lines("printf 'Dr. Who came. He left.\\n\\n你好。' | " .. env .. lua .. " bin/rag sentences")
-    assert.equal("1\t13\tDr. Who came.\n15\t22\tHe left.\n25\t33\t你好。\n", out)
-  end)
-
   it("runs examples/02_text_tokens.lua offline", function()
-    local out = lines(env .. lua .. " examples/02_text_tokens.lua 2>&1; echo \"exit=$?\"")
+    local out = lines(run_lua .. " examples/02_text_tokens.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("tokens: cl100k_base 64, o200k_base 56", 1, true), out)
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
   it("runs examples/03_chunk.lua offline", function()
-    local out = lines(env .. lua .. " examples/03_chunk.lua 2>&1; echo \"exit=$?\"")
+    local out = lines(run_lua .. " examples/03_chunk.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("recursive, 40 cl100k tokens, overlap 8: 4 chunks", 1, true), out)
     assert.truthy(out:find("invalid UTF-8: rag.chunk.fixed: invalid utf-8 at byte 5 (encoding)", 1,
       true), out)
@@ -173,7 +119,7 @@ describe("bin/rag", function()
   end)
 
   it("runs examples/05_vectors.lua offline", function()
-    local out = lines(env .. lua .. " examples/05_vectors.lua 2>&1; echo \"exit=$?\"")
+    local out = lines(run_lua .. " examples/05_vectors.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("2000 vectors in each index", 1, true), out)
     assert.truthy(out:find("  1. exact doc997   0.9834   hnsw doc997   0.9834", 1, true), out)
     assert.truthy(out:find("after removing half: 1000 live, 1000 tombstones", 1, true), out)
@@ -186,7 +132,7 @@ describe("bin/rag", function()
   end)
 
   it("runs examples/06_fuse_pack.lua offline", function()
-    local out = lines(env .. lua .. " examples/06_fuse_pack.lua 2>&1; echo \"exit=$?\"")
+    local out = lines(run_lua .. " examples/06_fuse_pack.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("1. rrf   0.03279", 1, true), out)
     assert.truthy(out:find("lost-in-the-middle order: rrf, litm, hnsw, bm25", 1, true), out)
     assert.truthy(out:find("packed 2 of 4 notes in 57 tokens:\n[1] notes/rrf.md\n", 1, true),
@@ -197,7 +143,7 @@ describe("bin/rag", function()
   end)
 
   it("runs examples/07_embed.lua offline", function()
-    local out = lines("env -u OPENAI_API_KEY " .. env .. lua .. " examples/07_embed.lua 2>&1; "
+    local out = lines("env -u OPENAI_API_KEY " .. run_lua .. " examples/07_embed.lua 2>&1; "
       .. "echo \"exit=$?\"")
     assert.truthy(out:find('hashing: "approximate nearest neighbour graph" -> hnsw', 1, true),
       out)
@@ -207,7 +153,7 @@ describe("bin/rag", function()
   end)
 
   it("runs examples/04_bm25.lua offline", function()
-    local out = lines(env .. lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
+    local out = lines(run_lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)
     assert.truthy(out:find("removed hnsw:\ttrue\tagain:\tfalse", 1, true), out)
     assert.truthy(out:find("loaded: 4 docs", 1, true), out)
@@ -216,31 +162,5 @@ describe("bin/rag", function()
     assert.truthy(out:find("invalid UTF-8: rag.bm25.add: invalid utf-8 at byte 4 (encoding)", 1,
       true), out)
     assert.truthy(out:find("exit=0\n", 1, true), out)
-  end)
-
-  it("reports invalid JSON and a missing file", function()
-    local out = lines("printf '[1,' | " .. env .. lua .. " bin/rag json 2>&1")
-    assert.truthy(out:find("rag.json.decode", 1, true))
-    out = run("hash /nonexistent/file")
-    assert.truthy(out:find("/nonexistent/file", 1, true))
-  end)
-end)
-
-describe("docs/api.md", function()
-  it("documents every function the C module registers", function()
-    local api = read("docs/api.md")
-    local out = lines("ls src/lrag_*.c")
-    local n = 0
-    for file in out:gmatch("[^\n]+") do
-      local src = read(file)
-      for module, body in src:gmatch("static const luaL_Reg (%a+)_funcs%[%] = (%b{})") do
-        for name in body:gmatch('{"([%w_]+)",') do
-          n = n + 1
-          local full = "rag." .. module .. "." .. name
-          assert.truthy(api:find("`" .. full .. "(", 1, true), full .. " is not in docs/api.md")
-        end
-      end
-    end
-    assert.is_true(n >= 5, "found only " .. n .. " registered functions")
   end)
 end)
