@@ -209,7 +209,7 @@ end
 local function module_names(internal)
   local out = {}
   for _, name in ipairs(rockspec_modules()) do
-    if name ~= "rag.core" and not internal[name] then
+    if name ~= "rag.core" and not internal[name] and not name:match("%._") then
       out[#out + 1] = name
     end
   end
@@ -220,7 +220,16 @@ end
 -- among them) are not walked, wherever they are reachable.
 local function public_functions(internal)
   local out, seen = {}, { [rag.core] = true }
+  local hidden = {}
   for name in pairs(internal) do
+    hidden[#hidden + 1] = name
+  end
+  for _, name in ipairs(rockspec_modules()) do
+    if name:match("%._") then -- rag.providers._request: a part starts with "_"
+      hidden[#hidden + 1] = name
+    end
+  end
+  for _, name in ipairs(hidden) do
     local ok, m = pcall(require, name)
     if ok and type(m) == "table" then
       seen[m] = true

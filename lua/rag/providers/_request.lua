@@ -10,6 +10,7 @@ local redact = require("rag.transport._redact")
 local retry = require("rag.providers._retry")
 local decode = require("rag.providers._decode")
 local check = require("rag.opts").check
+local is_code = require("rag.errors").is_code
 
 local json = core.json
 local type, tostring, pairs, setmetatable, select = type, tostring, pairs, setmetatable, select
@@ -155,10 +156,6 @@ end
 
 -- {====== Sending ======}
 
-local CODES = { io = true, format = true, version = true, corrupt = true, encoding = true,
-  http = true, timeout = true, auth = true, ratelimit = true, provider = true, decode = true,
-  budget = true }
-
 local function status_code(status)
   if status == 401 or status == 403 then
     return "auth"
@@ -208,7 +205,7 @@ local function failure(c, fname, where, attempts, res, msg, code)
     if msg:sub(1, #where) ~= where then
       msg = where .. ": " .. msg
     end
-    return nil, fname .. ": " .. msg .. after, CODES[code] and code or "http"
+    return nil, fname .. ": " .. msg .. after, is_code(code) and code or "http"
   end
   local text = shorten(M.scrub(c, decode.server_message(res.body or "")))
   msg = fname .. ": " .. where .. ": HTTP " .. res.status
@@ -263,7 +260,7 @@ function M.post(c, fname, url, body, stream)
     local ev = { event = "request", op = fname, method = "POST", url = safe,
       attempt = attempt, status = status, seconds = c.now() - t0 }
     if not ok then
-      ev.code = res and status_code(status) or (CODES[code] and code or "http")
+      ev.code = res and status_code(status) or (is_code(code) and code or "http")
     end
     if c.trace then
       c.trace(ev)
@@ -281,7 +278,7 @@ function M.post(c, fname, url, body, stream)
     end
     local again
     if res == nil then
-      again = code == "timeout" or code == "http" or not CODES[code]
+      again = code == "timeout" or code == "http" or not is_code(code)
     else
       again = retry.retryable(status)
     end
