@@ -284,12 +284,9 @@ static void push_stopwords(lua_State *L, const rag_analyzer_opts *o) {
 static int analyzer_config(lua_State *L) {
   const rag_analyzer_opts *o = rag_analyzer_config(lrag_checkanalyzer(L, 1));
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, o->lang);
-  lua_setfield(L, -2, "lang");
-  lua_pushboolean(L, o->stem);
-  lua_setfield(L, -2, "stem");
-  lua_pushboolean(L, o->lowercase);
-  lua_setfield(L, -2, "lowercase");
+  lrag_setstr(L, "lang", o->lang);
+  lrag_setbool(L, "stem", o->stem);
+  lrag_setbool(L, "lowercase", o->lowercase);
   if (o->cjk == RAG_ANALYZER_CJK_RUN) lua_pushboolean(L, 0);
   else lua_pushstring(L, cjk_names[o->cjk]);
   lua_setfield(L, -2, "cjk");

@@ -18,7 +18,6 @@
 typedef struct lhashing {
   rag_hashing *p; /* NULL once closed */
   size_t dim;
-  float out[1]; /* dim floats: the vector being pushed */
 } lhashing;
 
 static const char *const tf_names[] = {"sqrt", "raw", NULL};
@@ -69,7 +68,7 @@ static int hashing_new(lua_State *L) {
   lhashing *u;
   int rc;
   read_opts(L, &o);
-  u = (lhashing *)lrag_newobject(L, &hashing_class, sizeof *u + o.dim * sizeof(float));
+  u = (lhashing *)lrag_newobject(L, &hashing_class, sizeof *u);
   u->dim = o.dim;
   rc = rag_hashing_new(&o, &u->p);
   if (rc != RAG_OK) return lrag_error(L, rc, FNAME, rc == RAG_ENOMEM ? NULL : "invalid options");
@@ -78,48 +77,18 @@ static int hashing_new(lua_State *L) {
 
 /* {====== Methods ======} */
 
-/* Raises unless every texts[i] is a string; returns #texts. */
-static size_t check_texts(lua_State *L) {
-  size_t n, i;
-  if (!lua_istable(L, 2))
-    luaL_error(L, "%s: texts must be a list of strings, got %s", FNAME, luaL_typename(L, 2));
-  n = lua_rawlen(L, 2);
-  if (n > 0x7fffffff) luaL_error(L, "%s: too many texts", FNAME);
-  for (i = 1; i <= n; i++) {
-    lua_rawgeti(L, 2, (int)i);
-    if (lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "%s: text %d must be a string, got %s", FNAME, (int)i,
-                 luaL_typename(L, -1));
-    lua_pop(L, 1);
-  }
-  return n;
+static int embed_one(void *p, const char *s, size_t len, float *out, size_t *errpos) {
+  return rag_hashing_embed((rag_hashing *)p, s, len, out, errpos);
 }
 
 static int hashing_embed(lua_State *L) {
   static const char *const allowed[] = {"packed", NULL};
   lhashing *u = check_open(L);
-  size_t n = check_texts(L), i;
   int packed;
+  lrag_checktexts(L, 2, FNAME, "text %d");
   lrag_checkopts(L, 3, FNAME, allowed);
   packed = lrag_optboolean(L, 3, FNAME, "packed", 0);
-  lua_settop(L, 2);
-  lua_createtable(L, (int)n, 0);
-  for (i = 1; i <= n; i++) {
-    size_t len, errpos = 0;
-    const char *s;
-    int rc;
-    lua_rawgeti(L, 2, (int)i);
-    s = lua_tolstring(L, -1, &len);
-    rc = rag_hashing_embed(u->p, s, len, u->out, &errpos);
-    lua_pop(L, 1);
-    if (rc == RAG_EENCODING)
-      return lrag_error(L, rc, FNAME, "text %d: invalid utf-8 at byte %d", (int)i, (int)errpos);
-    if (rc != RAG_OK) return lrag_error(L, rc, FNAME, NULL);
-    if (packed) lrag_pushpacked(L, u->out, u->dim);
-    else lrag_pushfloats(L, u->out, u->dim);
-    lua_rawseti(L, -2, (int)i);
-  }
-  return 1;
+  return lrag_embedtexts(L, 2, u->dim, packed, FNAME, embed_one, u->p);
 }
 
 static int hashing_dim(lua_State *L) {
@@ -130,30 +99,21 @@ static int hashing_dim(lua_State *L) {
 static int hashing_config(lua_State *L) {
   const rag_hashing_opts *o = rag_hashing_config(check_open(L)->p);
   lua_createtable(L, 0, 10);
-  lua_pushinteger(L, (lua_Integer)o->dim);
-  lua_setfield(L, -2, "dim");
-  lua_pushboolean(L, o->words);
-  lua_setfield(L, -2, "words");
-  lua_pushboolean(L, o->ngrams);
-  lua_setfield(L, -2, "ngrams");
-  lua_pushinteger(L, (lua_Integer)o->ngram_min);
-  lua_setfield(L, -2, "ngram_min");
-  lua_pushinteger(L, (lua_Integer)o->ngram_max);
-  lua_setfield(L, -2, "ngram_max");
-  lua_pushnumber(L, o->word_weight);
-  lua_setfield(L, -2, "word_weight");
-  lua_pushnumber(L, o->ngram_weight);
-  lua_setfield(L, -2, "ngram_weight");
-  lua_pushstring(L, tf_names[o->tf]);
-  lua_setfield(L, -2, "tf");
+  lrag_setint(L, "dim", (lua_Integer)o->dim);
+  lrag_setbool(L, "words", o->words);
+  lrag_setbool(L, "ngrams", o->ngrams);
+  lrag_setint(L, "ngram_min", (lua_Integer)o->ngram_min);
+  lrag_setint(L, "ngram_max", (lua_Integer)o->ngram_max);
+  lrag_setnum(L, "word_weight", o->word_weight);
+  lrag_setnum(L, "ngram_weight", o->ngram_weight);
+  lrag_setstr(L, "tf", tf_names[o->tf]);
 #if LUA_VERSION_NUM >= 503
   lua_pushinteger(L, (lua_Integer)o->seed);
 #else
   lua_pushnumber(L, (lua_Number)o->seed); /* lua_Integer may be 32 bits */
 #endif
   lua_setfield(L, -2, "seed");
-  lua_pushboolean(L, o->lowercase);
-  lua_setfield(L, -2, "lowercase");
+  lrag_setbool(L, "lowercase", o->lowercase);
   return 1;
 }
 

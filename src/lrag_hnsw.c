@@ -154,24 +154,19 @@ static int hnsw_len(lua_State *L) {
   return 1;
 }
 
-static void set_int(lua_State *L, const char *key, size_t v) {
-  lua_pushinteger(L, (lua_Integer)v);
-  lua_setfield(L, -2, key);
-}
-
 static int hnsw_stats(lua_State *L) {
   lhnsw *u = check_open(L, "rag.hnsw.stats");
   const rag_hnsw_opts *o = rag_hnsw_config(u->h);
   rag_hnsw_stats s;
   rag_hnsw_stats_get(u->h, &s);
   lrag_pushvecstats(L, rag_hnsw_kernel(u->h), s.count, s.memory);
-  set_int(L, "dead", s.dead);
-  set_int(L, "levels", s.levels);
-  set_int(L, "rebuilds", s.rebuilds);
-  set_int(L, "M", o->M);
-  set_int(L, "ef_construction", o->ef_construction);
-  set_int(L, "ef_search", o->ef_search);
-  set_int(L, "seed", (size_t)o->seed);
+  lrag_setint(L, "dead", (lua_Integer)s.dead);
+  lrag_setint(L, "levels", (lua_Integer)s.levels);
+  lrag_setint(L, "rebuilds", (lua_Integer)s.rebuilds);
+  lrag_setint(L, "M", (lua_Integer)o->M);
+  lrag_setint(L, "ef_construction", (lua_Integer)o->ef_construction);
+  lrag_setint(L, "ef_search", (lua_Integer)o->ef_search);
+  lrag_setint(L, "seed", (lua_Integer)o->seed);
   return 1;
 }
 

@@ -51,56 +51,27 @@ static int model2vec_load(lua_State *L) {
 
 /* {====== Embedding ======} */
 
-/* Raises unless every texts[i] is a string; returns #texts. */
-static size_t check_texts(lua_State *L, const char *fname) {
-  size_t n, i;
-  if (!lua_istable(L, 2))
-    luaL_error(L, "%s: texts must be a list of strings, got %s", fname, luaL_typename(L, 2));
-  n = (size_t)lua_rawlen(L, 2);
-  for (i = 1; i <= n; i++) { /* every text is checked before any work */
-    lua_rawgeti(L, 2, (int)i);
-    if (lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "%s: texts[%d] must be a string, got %s", fname, (int)i,
-                 luaL_typename(L, -1));
-    lua_pop(L, 1);
-  }
-  return n;
-}
+typedef struct embed_args {
+  rag_model2vec *m;
+  size_t max_length;
+} embed_args;
 
-/* The error rule for a status of embed or tokenize on the i-th text. */
-static int fail(lua_State *L, int rc, const char *fname, size_t i, size_t errpos) {
-  if (rc == RAG_EENCODING)
-    return lrag_error(L, rc, fname, "text %lu: invalid utf-8 at byte %lu", (unsigned long)i,
-                      (unsigned long)errpos);
-  return lrag_error(L, rc, fname, NULL);
+static int embed_one(void *p, const char *s, size_t len, float *out, size_t *errpos) {
+  embed_args *a = (embed_args *)p;
+  return rag_model2vec_embed(a->m, s, len, a->max_length, out, errpos);
 }
 
 static int model_embed(lua_State *L) {
   static const char *const allowed[] = {"packed", "max_length", NULL};
   static const char *fname = NAME ": embed";
-  rag_model2vec *m = check_open(L, fname);
-  size_t n = check_texts(L, fname), i, dim = rag_model2vec_dim(m), maxlen;
+  embed_args a;
   int packed;
-  float *out;
+  a.m = check_open(L, fname);
+  lrag_checktexts(L, 2, fname, "texts[%d]");
   lrag_checkopts(L, 3, fname, allowed);
   packed = lrag_optboolean(L, 3, fname, "packed", 0);
-  maxlen = (size_t)lrag_optinteger(L, 3, fname, "max_length", 512, 0, MAX_LENGTH);
-  out = (float *)lua_newuserdatauv(L, dim * sizeof *out + 1, 0); /* freed by the GC */
-  lua_createtable(L, n > 0x7fffffff ? 0 : (int)n, 0);
-  for (i = 1; i <= n; i++) {
-    size_t len, errpos = 0;
-    const char *s;
-    int rc;
-    lua_rawgeti(L, 2, (int)i);
-    s = lua_tolstring(L, -1, &len);
-    rc = rag_model2vec_embed(m, s, len, maxlen, out, &errpos);
-    lua_pop(L, 1);
-    if (rc != RAG_OK) return fail(L, rc, fname, i, errpos);
-    if (packed) lrag_pushpacked(L, out, dim);
-    else lrag_pushfloats(L, out, dim);
-    lua_rawseti(L, -2, (int)i);
-  }
-  return 1;
+  a.max_length = (size_t)lrag_optinteger(L, 3, fname, "max_length", 512, 0, MAX_LENGTH);
+  return lrag_embedtexts(L, 2, rag_model2vec_dim(a.m), packed, fname, embed_one, &a);
 }
 
 static int model_tokenize(lua_State *L) {
@@ -108,6 +79,7 @@ static int model_tokenize(lua_State *L) {
   static const char *fname = NAME ": tokenize";
   rag_model2vec *m = check_open(L, fname);
   size_t len, n, i, errpos = 0, maxlen;
+  lua_Integer max;
   const uint32_t *ids;
   const char *s;
   int rc;
@@ -115,10 +87,12 @@ static int model_tokenize(lua_State *L) {
     luaL_error(L, "%s: text must be a string, got %s", fname, luaL_typename(L, 2));
   s = lua_tolstring(L, 2, &len);
   lrag_checkopts(L, 3, fname, allowed);
-  /* no limit unless asked: -1 stands for it */
-  maxlen = (size_t)lrag_optinteger(L, 3, fname, "max_length", -1, 0, MAX_LENGTH);
+  max = lrag_optinteger(L, 3, fname, "max_length", -1, 0, MAX_LENGTH);
+  maxlen = max < 0 ? RAG_MODEL2VEC_NOLIMIT : (size_t)max; /* no cut unless asked */
   rc = rag_model2vec_tokenize(m, s, len, maxlen, &ids, &n, &errpos);
-  if (rc != RAG_OK) return fail(L, rc, fname, 1, errpos);
+  if (rc == RAG_EENCODING)
+    return lrag_error(L, rc, fname, "text 1: invalid utf-8 at byte %lu", (unsigned long)errpos);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
   lua_createtable(L, n > 0x7fffffff ? 0 : (int)n, 0);
   for (i = 0; i < n; i++) {
     lua_pushinteger(L, (lua_Integer)ids[i]);
@@ -138,22 +112,14 @@ static int model_stats(lua_State *L) {
   rag_model2vec_info info;
   rag_model2vec_describe(check_open(L, NAME ": stats"), &info);
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, (lua_Integer)info.vocab);
-  lua_setfield(L, -2, "vocab");
-  lua_pushinteger(L, (lua_Integer)info.dim);
-  lua_setfield(L, -2, "dim");
-  lua_pushinteger(L, (lua_Integer)info.rows);
-  lua_setfield(L, -2, "rows");
-  lua_pushstring(L, info.dtype);
-  lua_setfield(L, -2, "dtype");
-  lua_pushboolean(L, info.normalize);
-  lua_setfield(L, -2, "normalize");
-  lua_pushboolean(L, info.quantized);
-  lua_setfield(L, -2, "quantized");
-  lua_pushinteger(L, (lua_Integer)info.median);
-  lua_setfield(L, -2, "median_token_length");
-  lua_pushstring(L, info.tokenizer);
-  lua_setfield(L, -2, "tokenizer");
+  lrag_setint(L, "vocab", (lua_Integer)info.vocab);
+  lrag_setint(L, "dim", (lua_Integer)info.dim);
+  lrag_setint(L, "rows", (lua_Integer)info.rows);
+  lrag_setstr(L, "dtype", info.dtype);
+  lrag_setbool(L, "normalize", info.normalize);
+  lrag_setbool(L, "quantized", info.quantized);
+  lrag_setint(L, "median_token_length", (lua_Integer)info.median);
+  lrag_setstr(L, "tokenizer", info.tokenizer);
   return 1;
 }
 

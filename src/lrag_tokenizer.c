@@ -184,10 +184,8 @@ static int tok_info(lua_State *L) {
   ltok *u = check_open(L, "rag.tokenizer.info");
   size_t i, ns = rag_tokenizer_nspecials(u->t);
   lua_createtable(L, 0, 3);
-  lua_pushstring(L, u->name);
-  lua_setfield(L, -2, "name");
-  lua_pushinteger(L, (lua_Integer)rag_tokenizer_nranks(u->t));
-  lua_setfield(L, -2, "n_ranks");
+  lrag_setstr(L, "name", u->name);
+  lrag_setint(L, "n_ranks", (lua_Integer)rag_tokenizer_nranks(u->t));
   lua_createtable(L, 0, (int)ns);
   for (i = 0; i < ns; i++) {
     const rag_special *sp = rag_tokenizer_special(u->t, i);

@@ -95,6 +95,52 @@ void lrag_pushpacked(lua_State *L, const float *x, size_t n) {
   luaL_pushresult(&b);
 }
 
+size_t lrag_checktexts(lua_State *L, int idx, const char *fname, const char *item) {
+  size_t n, i;
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: texts must be a list of strings, got %s", fname, luaL_typename(L, idx));
+  n = lua_rawlen(L, idx);
+  if (n > 0x7fffffff) luaL_error(L, "%s: too many texts", fname);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      lua_pushfstring(L, item, (int)i);
+      luaL_error(L, "%s: %s must be a string, got %s", fname, lua_tostring(L, -1),
+                 luaL_typename(L, -2));
+    }
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+int lrag_embedtexts(lua_State *L, int idx, size_t dim, int packed, const char *fname,
+                    lrag_embedfn embed, void *ud) {
+  size_t i, n;
+  float *out;
+  idx = lua_absindex(L, idx);
+  n = lua_rawlen(L, idx);
+  out = (float *)lua_newuserdatauv(L, dim * sizeof(float), 0); /* freed by the GC */
+  lua_createtable(L, (int)n, 0);
+  for (i = 1; i <= n; i++) {
+    size_t len, errpos = 0;
+    const char *s;
+    int rc;
+    lua_rawgeti(L, idx, (int)i);
+    s = lua_tolstring(L, -1, &len);
+    rc = embed(ud, s, len, out, &errpos);
+    lua_pop(L, 1);
+    if (rc == RAG_EENCODING)
+      return lrag_error(L, rc, fname, "text %d: invalid utf-8 at byte %lu", (int)i,
+                        (unsigned long)errpos);
+    if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
+    if (packed) lrag_pushpacked(L, out, dim);
+    else lrag_pushfloats(L, out, dim);
+    lua_rawseti(L, -2, (int)i);
+  }
+  return 1;
+}
+
 rag_id_filter *lrag_vecfilter(lua_State *L, int idx, const char *fname, rag_id_filter *f) {
   const char **ids;
   size_t *lens;
@@ -119,18 +165,12 @@ void lrag_vecopts(lua_State *L, int idx, const char *fname, size_t *dim, int *me
 
 void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory) {
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, (lua_Integer)count);
-  lua_setfield(L, -2, "count");
-  lua_pushinteger(L, (lua_Integer)k->dim);
-  lua_setfield(L, -2, "dim");
-  lua_pushstring(L, metric_names[k->metric]);
-  lua_setfield(L, -2, "metric");
-  lua_pushstring(L, dtype_names[k->dtype]);
-  lua_setfield(L, -2, "dtype");
-  lua_pushinteger(L, (lua_Integer)memory);
-  lua_setfield(L, -2, "memory");
-  lua_pushstring(L, k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
-  lua_setfield(L, -2, "kernel");
+  lrag_setint(L, "count", (lua_Integer)count);
+  lrag_setint(L, "dim", (lua_Integer)k->dim);
+  lrag_setstr(L, "metric", metric_names[k->metric]);
+  lrag_setstr(L, "dtype", dtype_names[k->dtype]);
+  lrag_setint(L, "memory", (lua_Integer)memory);
+  lrag_setstr(L, "kernel", k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
 }
 
 /* {====== rag.vec ======} */

@@ -1,7 +1,7 @@
 /*
 ** lrag_vec.h: what the bindings of rag.vec and rag.hnsw share: the options
 ** dim, metric, dtype and simd, the error of a refused vector, a search's
-** filter, and stats; and the two forms of a vector the embedders push.
+** filter, and stats; and the embedders' list of texts and vectors.
 */
 #ifndef LRAG_VEC_H
 #define LRAG_VEC_H
@@ -29,6 +29,27 @@ void lrag_pushfloats(lua_State *L, const float *x, size_t n);
 
 /* Pushes n floats as a packed little-endian float32 string (rag.vec.pack's format). */
 void lrag_pushpacked(lua_State *L, const float *x, size_t n);
+
+/* {====== What the embedders (hashing, model2vec) share ======} */
+
+/*
+** The length of the list of strings at idx; raises "fname: texts must be a
+** list of strings, got number" or, `item` being a format of the position,
+** "fname: <item> must be a string, got nil".
+*/
+size_t lrag_checktexts(lua_State *L, int idx, const char *fname, const char *item);
+
+/* Embeds one text into dim floats: RAG_OK, RAG_EENCODING (*errpos, 1-based), RAG_ENOMEM. */
+typedef int (*lrag_embedfn)(void *ud, const char *s, size_t len, float *out, size_t *errpos);
+
+/*
+** Pushes the vectors `embed` makes of the texts at idx (checked), as Lua
+** arrays or, when packed, packed strings, and returns 1; or the error rule's
+** result for the first text that fails ("fname: text 2: invalid utf-8 at
+** byte 5").
+*/
+int lrag_embedtexts(lua_State *L, int idx, size_t dim, int packed, const char *fname,
+                    lrag_embedfn embed, void *ud);
 
 /*
 ** Reads opts.filter of the opts table at idx (checked by the caller) into
