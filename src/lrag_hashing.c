@@ -139,13 +139,10 @@ static const luaL_Reg hashing_metamethods[] = {
 static const lrag_class hashing_class = {MT, "embedder", hashing_methods, hashing_metamethods,
                                          hashing_fin};
 
-static const luaL_Reg hashing_funcs[] = {
-    {"new", hashing_new},
-    {NULL, NULL},
-};
-
+/* rag.core.hashing.new: public as rag.embed.hashing, documented there. */
 int lrag_open_hashing(lua_State *L) {
   lrag_newclass(L, &hashing_class);
-  luaL_setfuncs(L, hashing_funcs, 0);
+  lua_pushcfunction(L, hashing_new);
+  lua_setfield(L, -2, "new");
   return 0;
 }

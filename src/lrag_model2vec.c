@@ -133,13 +133,10 @@ static const luaL_Reg model_methods[] = {
 
 static const lrag_class model_class = {MT, "model", model_methods, NULL, model_fin};
 
-static const luaL_Reg model2vec_funcs[] = {
-    {"load", model2vec_load},
-    {NULL, NULL},
-};
-
+/* rag.core.model2vec.load: public as rag.embed.model2vec, documented there. */
 int lrag_open_model2vec(lua_State *L) {
   lrag_newclass(L, &model_class);
-  luaL_setfuncs(L, model2vec_funcs, 0);
+  lua_pushcfunction(L, model2vec_load);
+  lua_setfield(L, -2, "load");
   return 0;
 }
