@@ -149,7 +149,8 @@ static lanalyzer *new_analyzer(lua_State *L, int idx) {
     lrag_checkopts(L, idx, FNAME, allowed);
     o.lang = lrag_optstring(L, idx, FNAME, "lang", o.lang, NULL); /* anchored by opts */
     kind = rag_analyzer_langkind_of(o.lang);
-    if (kind == RAG_ANALYZER_LANG_UNKNOWN) luaL_error(L, "%s: unknown language '%s'", FNAME, o.lang);
+    if (kind == RAG_ANALYZER_LANG_UNKNOWN)
+      luaL_error(L, "%s: unknown language '%s'", FNAME, o.lang);
     o.stem = lrag_optboolean(L, idx, FNAME, "stem", 1);
     o.lowercase = lrag_optboolean(L, idx, FNAME, "lowercase", 1);
     o.cjk = opt_cjk(L, idx);
@@ -205,7 +206,8 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   lrag_checkopts(L, oidx, fname, allowed);
   spans = lrag_optboolean(L, oidx, fname, "spans", 0);
   box = lrag_box_new(L, collector_fin);
-  if ((c = (collector *)rag_malloc(sizeof *c)) == NULL) return lrag_error(L, RAG_ENOMEM, fname, NULL);
+  if ((c = (collector *)rag_malloc(sizeof *c)) == NULL)
+    return lrag_error(L, RAG_ENOMEM, fname, NULL);
   memset(c, 0, sizeof *c);
   box->p = c;
   a = lrag_checkanalyzer(L, aidx);

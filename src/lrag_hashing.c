@@ -6,8 +6,6 @@
 */
 #include "lrag.h"
 
-#include <string.h>
-
 #include "lrag_vec.h"
 #include "rag.h"
 #include "rag_hashing.h"

@@ -207,7 +207,7 @@ static int tok_tostring(lua_State *L) {
 
 static const char *const pretok_names[] = {"cl100k_base", "o200k_base", NULL};
 
-/* The arguments after the vocabulary: pretok, specials { [text] = id } (into sp, by id) [, name]. */
+/* The arguments after the vocabulary: pretok, specials { [text] = id } (in sp, by id) and name. */
 typedef struct vocab_args {
   int pretok;
   const char *name;

@@ -2,8 +2,8 @@
 ** lrag_vec.c: rag.vec.new(opts) and rag.vec.load(path) make a "rag.vec"
 ** userdata over the exact index: add, remove, search, search_batch, get,
 ** stats, save, close, #v; rag.vec.pack and rag.vec.unpack convert between
-** Lua arrays and packed little-endian float32 strings. Also the vector and
-** option readers that rag.hnsw shares.
+** Lua arrays and packed little-endian float32 strings. Also what rag.hnsw
+** and the embedders share (lrag_vec.h).
 */
 #include "lrag.h"
 
@@ -73,6 +73,40 @@ void lrag_pushfloats(lua_State *L, const float *x, size_t n) {
   }
 }
 
+rag_id_filter *lrag_vecfilter(lua_State *L, int idx, const char *fname, rag_id_filter *f) {
+  const char **ids;
+  size_t *lens;
+  if (!lrag_opttable(L, idx, fname, "filter")) return NULL;
+  f->n = lrag_checkfilter(L, -1, fname, &ids, &lens);
+  f->ids = ids;
+  f->lens = lens;
+  return f;
+}
+
+static const char *const metric_names[] = {"cosine", "dot", "l2", NULL};
+static const char *const dtype_names[] = {"f32", "f16", "i8", NULL};
+
+void lrag_vecopts(lua_State *L, int idx, const char *fname, size_t *dim, int *metric,
+                  int *dtype, int *portable) {
+  *dim = (size_t)lrag_optinteger(L, idx, fname, "dim", 0, 1, RAG_VEC_MAX_DIM);
+  if (*dim == 0) luaL_error(L, "%s: option 'dim' is required", fname);
+  *metric = lrag_optenum(L, idx, fname, "metric", RAG_COSINE, metric_names);
+  *dtype = lrag_optenum(L, idx, fname, "dtype", RAG_F32, dtype_names);
+  *portable = !lrag_optboolean(L, idx, fname, "simd", 1);
+}
+
+void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory) {
+  lua_createtable(L, 0, 8);
+  lrag_setint(L, "count", (lua_Integer)count);
+  lrag_setint(L, "dim", (lua_Integer)k->dim);
+  lrag_setstr(L, "metric", metric_names[k->metric]);
+  lrag_setstr(L, "dtype", dtype_names[k->dtype]);
+  lrag_setint(L, "memory", (lua_Integer)memory);
+  lrag_setstr(L, "kernel", k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
+}
+
+/* {====== Shared with the embedders ======} */
+
 void lrag_pushpacked(lua_State *L, const float *x, size_t n) {
   const uint32_t one = 1;
   luaL_Buffer b;
@@ -139,38 +173,6 @@ int lrag_embedtexts(lua_State *L, int idx, size_t dim, int packed, const char *f
     lua_rawseti(L, -2, (int)i);
   }
   return 1;
-}
-
-rag_id_filter *lrag_vecfilter(lua_State *L, int idx, const char *fname, rag_id_filter *f) {
-  const char **ids;
-  size_t *lens;
-  if (!lrag_opttable(L, idx, fname, "filter")) return NULL;
-  f->n = lrag_checkfilter(L, -1, fname, &ids, &lens);
-  f->ids = ids;
-  f->lens = lens;
-  return f;
-}
-
-static const char *const metric_names[] = {"cosine", "dot", "l2", NULL};
-static const char *const dtype_names[] = {"f32", "f16", "i8", NULL};
-
-void lrag_vecopts(lua_State *L, int idx, const char *fname, size_t *dim, int *metric,
-                  int *dtype, int *portable) {
-  *dim = (size_t)lrag_optinteger(L, idx, fname, "dim", 0, 1, RAG_VEC_MAX_DIM);
-  if (*dim == 0) luaL_error(L, "%s: option 'dim' is required", fname);
-  *metric = lrag_optenum(L, idx, fname, "metric", RAG_COSINE, metric_names);
-  *dtype = lrag_optenum(L, idx, fname, "dtype", RAG_F32, dtype_names);
-  *portable = !lrag_optboolean(L, idx, fname, "simd", 1);
-}
-
-void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory) {
-  lua_createtable(L, 0, 8);
-  lrag_setint(L, "count", (lua_Integer)count);
-  lrag_setint(L, "dim", (lua_Integer)k->dim);
-  lrag_setstr(L, "metric", metric_names[k->metric]);
-  lrag_setstr(L, "dtype", dtype_names[k->dtype]);
-  lrag_setint(L, "memory", (lua_Integer)memory);
-  lrag_setstr(L, "kernel", k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
 }
 
 /* {====== rag.vec ======} */
