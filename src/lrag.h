@@ -145,6 +145,14 @@ void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
 */
 void lrag_checkvector(lua_State *L, int idx, size_t dim, const char *fname, float *out);
 
+/* {------ Result fields ------} */
+
+/* t[key] = v for the table t at the top of the stack. */
+void lrag_setint(lua_State *L, const char *key, lua_Integer v);
+void lrag_setnum(lua_State *L, const char *key, lua_Number v);
+void lrag_setbool(lua_State *L, const char *key, int v);
+void lrag_setstr(lua_State *L, const char *key, const char *s);
+
 /*
 ** A box: a userdata that owns one C pointer and frees it with `fin` when
 ** collected, so C memory survives a Lua error without leaking. The box is

@@ -11,11 +11,12 @@
 #include "rag.h"
 #include "rag_analyzer.h"
 
-#define ANALYZER_MT "rag.analyzer"
+#define MT "rag.analyzer"
+#define FNAME "rag.text.analyzer"
 
-typedef struct LAnalyzer {
+typedef struct lanalyzer {
   rag_analyzer *p; /* NULL once closed */
-} LAnalyzer;
+} lanalyzer;
 
 static const char *const cjk_names[] = {"bigram", "unigram", "both", NULL};
 
@@ -65,37 +66,15 @@ static int collect(void *ud, const char *t, size_t n, size_t start, size_t stop)
 
 /* {====== Options ======} */
 
-static int opt_boolean(lua_State *L, int idx, const char *fname, const char *key,
-                       int def) {
-  int v = def;
-  lua_getfield(L, idx, key);
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isboolean(L, -1))
-      luaL_error(L, "%s: option '%s' must be a boolean, got %s", fname, key,
-                 luaL_typename(L, -1));
-    v = lua_toboolean(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
+/* opts.cjk: false (runs stay whole), true (the default) or a mode's name. */
 static rag_analyzer_cjk opt_cjk(lua_State *L, int idx) {
-  rag_analyzer_cjk cjk = RAG_ANALYZER_CJK_BIGRAM;
+  int cjk = -1;
   lua_getfield(L, idx, "cjk");
-  if (lua_isboolean(L, -1)) {
-    if (!lua_toboolean(L, -1)) cjk = RAG_ANALYZER_CJK_RUN;
-  } else if (lua_type(L, -1) == LUA_TSTRING) {
-    const char *name = lua_tostring(L, -1);
-    int i;
-    for (i = 0; cjk_names[i] != NULL && strcmp(cjk_names[i], name) != 0; i++) continue;
-    if (cjk_names[i] == NULL)
-      luaL_error(L, "rag.text.analyzer: cjk must be \"bigram\", \"unigram\", \"both\" or false");
-    cjk = (rag_analyzer_cjk)i;
-  } else if (!lua_isnil(L, -1)) {
-    luaL_error(L, "rag.text.analyzer: cjk must be \"bigram\", \"unigram\", \"both\" or false");
-  }
+  if (lua_isboolean(L, -1))
+    cjk = lua_toboolean(L, -1) ? RAG_ANALYZER_CJK_BIGRAM : RAG_ANALYZER_CJK_RUN;
   lua_pop(L, 1);
-  return cjk;
+  if (cjk >= 0) return (rag_analyzer_cjk)cjk;
+  return (rag_analyzer_cjk)lrag_optenum(L, idx, FNAME, "cjk", RAG_ANALYZER_CJK_BIGRAM, cjk_names);
 }
 
 /*
@@ -110,44 +89,47 @@ static void opt_stopwords(lua_State *L, int idx, rag_analyzer_opts *o, int engli
   } else if (lua_isboolean(L, -1)) {
     o->stopwords = lua_toboolean(L, -1) ? RAG_ANALYZER_STOP_BUILTIN : RAG_ANALYZER_STOP_NONE;
     if (o->stopwords == RAG_ANALYZER_STOP_BUILTIN && !english)
-      luaL_error(L, "rag.text.analyzer: the built-in stopwords are English; "
-                    "give a list for '%s'", o->lang);
+      luaL_error(L, "%s: the built-in stopwords are English; give a list for '%s'", FNAME,
+                 o->lang);
   } else if (lua_istable(L, -1)) {
     int t = lua_gettop(L);
     size_t i, n = (size_t)lua_rawlen(L, t);
     const char **words;
-    if (RAG_MUL_OVERFLOWS(n, sizeof *words)) luaL_error(L, "rag.text.analyzer: too many stopwords");
+    if (RAG_MUL_OVERFLOWS(n, sizeof *words)) luaL_error(L, "%s: too many stopwords", FNAME);
     words = (const char **)lua_newuserdatauv(L, n ? n * sizeof *words : 1, 0);
     for (i = 0; i < n; i++) {
       size_t len;
       lua_rawgeti(L, t, (lua_Integer)(i + 1));
       if (lua_type(L, -1) != LUA_TSTRING)
-        luaL_error(L, "rag.text.analyzer: stopwords[%d] must be a string, got %s", (int)(i + 1),
+        luaL_error(L, "%s: stopwords[%d] must be a string, got %s", FNAME, (int)(i + 1),
                    luaL_typename(L, -1));
       words[i] = lua_tolstring(L, -1, &len); /* kept alive by the list */
       if (strlen(words[i]) != len)
-        luaL_error(L, "rag.text.analyzer: stopwords[%d] contains a NUL byte", (int)(i + 1));
+        luaL_error(L, "%s: stopwords[%d] contains a NUL byte", FNAME, (int)(i + 1));
       lua_pop(L, 1);
     }
     o->stopwords = RAG_ANALYZER_STOP_LIST;
     o->words = words;
     o->nwords = n;
   } else {
-    luaL_error(L, "rag.text.analyzer: stopwords must be a boolean or a list of strings, got %s",
+    luaL_error(L, "%s: option 'stopwords' must be a boolean or a list of strings, got %s", FNAME,
                luaL_typename(L, -1));
   }
 }
 
 /* {====== The analyzer object ======} */
 
-static LAnalyzer *test_analyzer(lua_State *L, int idx) {
-  return (LAnalyzer *)luaL_testudata(L, idx, ANALYZER_MT);
+static void analyzer_fin(void *u) {
+  rag_analyzer_free(((lanalyzer *)u)->p);
 }
 
+static const lrag_class analyzer_class;
+
+/* docs/api.md promises this message for any use of a closed analyzer. */
 struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx) {
-  LAnalyzer *ud = (LAnalyzer *)luaL_checkudata(L, idx, ANALYZER_MT);
-  if (ud->p == NULL) luaL_error(L, "attempt to use a closed rag.analyzer");
-  return ud->p;
+  lanalyzer *u = (lanalyzer *)luaL_checkudata(L, idx, MT);
+  if (u->p == NULL) luaL_error(L, "attempt to use a closed rag.analyzer");
+  return u->p;
 }
 
 /*
@@ -155,42 +137,33 @@ struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx) {
 ** when idx is 0 or nil). The userdata exists before the core object, so an
 ** error at any point leaks nothing.
 */
-static LAnalyzer *new_analyzer(lua_State *L, int idx) {
+static lanalyzer *new_analyzer(lua_State *L, int idx) {
   static const char *const allowed[] = {"cjk", "lang", "lowercase", "stem", "stopwords", NULL};
   rag_analyzer_opts o;
   rag_analyzer_langkind kind;
-  LAnalyzer *ud;
+  lanalyzer *u;
   int top = lua_gettop(L), rc;
   rag_analyzer_defaults(&o);
   if (idx != 0 && !lua_isnoneornil(L, idx)) {
     idx = lua_absindex(L, idx);
-    lrag_checkopts(L, idx, "rag.text.analyzer", allowed);
-    lua_getfield(L, idx, "lang");
-    if (!lua_isnil(L, -1)) {
-      if (lua_type(L, -1) != LUA_TSTRING)
-        luaL_error(L, "rag.text.analyzer: option 'lang' must be a string, got %s",
-                   luaL_typename(L, -1));
-      o.lang = lua_tostring(L, -1); /* stays on the stack */
-    }
+    lrag_checkopts(L, idx, FNAME, allowed);
+    o.lang = lrag_optstring(L, idx, FNAME, "lang", o.lang, NULL); /* anchored by opts */
     kind = rag_analyzer_langkind_of(o.lang);
     if (kind == RAG_ANALYZER_LANG_UNKNOWN)
-      luaL_error(L, "rag.text.analyzer: unknown language '%s'", o.lang);
-    o.stem = opt_boolean(L, idx, "rag.text.analyzer", "stem", 1);
-    o.lowercase = opt_boolean(L, idx, "rag.text.analyzer", "lowercase", 1);
+      luaL_error(L, "%s: unknown language '%s'", FNAME, o.lang);
+    o.stem = lrag_optboolean(L, idx, FNAME, "stem", 1);
+    o.lowercase = lrag_optboolean(L, idx, FNAME, "lowercase", 1);
     o.cjk = opt_cjk(L, idx);
     opt_stopwords(L, idx, &o, kind == RAG_ANALYZER_LANG_ENGLISH);
   }
-  ud = (LAnalyzer *)lua_newuserdatauv(L, sizeof *ud, 0);
-  ud->p = NULL;
-  luaL_setmetatable(L, ANALYZER_MT);
-  rc = rag_analyzer_new(&o, &ud->p);
-  if (rc == RAG_ENOMEM) luaL_error(L, "rag.text.analyzer: not enough memory");
-  if (rc != RAG_OK) luaL_error(L, "rag.text.analyzer: %s", rag_strerror(rc));
+  u = (lanalyzer *)lrag_newobject(L, &analyzer_class, sizeof *u);
+  rc = rag_analyzer_new(&o, &u->p);
+  if (rc != RAG_OK) lrag_error(L, rc, FNAME, NULL);
   if (lua_gettop(L) > top + 1) { /* drop the option values kept alive above */
     lua_replace(L, top + 1);
     lua_settop(L, top + 1);
   }
-  return ud;
+  return u;
 }
 
 static int text_analyzer(lua_State *L) {
@@ -200,10 +173,10 @@ static int text_analyzer(lua_State *L) {
 
 /* Pushes the cached default English analyzer, created on first use. */
 static void push_default(lua_State *L) {
-  LAnalyzer *ud;
+  lanalyzer *u;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &default_key);
-  ud = test_analyzer(L, -1);
-  if (ud != NULL && ud->p != NULL) return;
+  u = (lanalyzer *)lrag_toobject(L, -1, &analyzer_class);
+  if (u != NULL && u->p != NULL) return;
   lua_pop(L, 1);
   new_analyzer(L, 0);
   lua_pushvalue(L, -1);
@@ -231,19 +204,19 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   lrag_box *box;
   collector *c;
   lrag_checkopts(L, oidx, fname, allowed);
-  if (lua_istable(L, oidx)) spans = opt_boolean(L, oidx, fname, "spans", 0);
+  spans = lrag_optboolean(L, oidx, fname, "spans", 0);
   box = lrag_box_new(L, collector_fin);
   if ((c = (collector *)rag_malloc(sizeof *c)) == NULL)
-    return luaL_error(L, "%s: not enough memory", fname);
+    return lrag_error(L, RAG_ENOMEM, fname, NULL);
   memset(c, 0, sizeof *c);
   box->p = c;
   a = lrag_checkanalyzer(L, aidx);
   rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
   if (rc == RAG_EENCODING) {
     lrag_box_free(box);
-    return lrag_fail(L, "encoding", "%s: invalid utf-8 at byte %lu", fname, (unsigned long)errpos);
+    return lrag_error(L, rc, fname, "invalid utf-8 at byte %lu", (unsigned long)errpos);
   }
-  if (rc != RAG_OK) return luaL_error(L, "%s: not enough memory", fname);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
   lua_createtable(L, narr(c->n), 0);
   if (spans) {
     lua_createtable(L, narr(c->n), 0);
@@ -264,7 +237,7 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
 }
 
 static int text_tokenize(lua_State *L) {
-  LAnalyzer *once = NULL;
+  lanalyzer *once = NULL;
   int nret;
   luaL_checkstring(L, 1);
   lua_settop(L, 3);
@@ -313,12 +286,9 @@ static void push_stopwords(lua_State *L, const rag_analyzer_opts *o) {
 static int analyzer_config(lua_State *L) {
   const rag_analyzer_opts *o = rag_analyzer_config(lrag_checkanalyzer(L, 1));
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, o->lang);
-  lua_setfield(L, -2, "lang");
-  lua_pushboolean(L, o->stem);
-  lua_setfield(L, -2, "stem");
-  lua_pushboolean(L, o->lowercase);
-  lua_setfield(L, -2, "lowercase");
+  lrag_setstr(L, "lang", o->lang);
+  lrag_setbool(L, "stem", o->stem);
+  lrag_setbool(L, "lowercase", o->lowercase);
   if (o->cjk == RAG_ANALYZER_CJK_RUN) lua_pushboolean(L, 0);
   else lua_pushstring(L, cjk_names[o->cjk]);
   lua_setfield(L, -2, "cjk");
@@ -327,48 +297,35 @@ static int analyzer_config(lua_State *L) {
   return 1;
 }
 
-static int analyzer_close(lua_State *L) {
-  LAnalyzer *ud = (LAnalyzer *)luaL_checkudata(L, 1, ANALYZER_MT);
-  rag_analyzer_free(ud->p);
-  ud->p = NULL;
-  return 0;
-}
-
 static int analyzer_tostring(lua_State *L) {
-  LAnalyzer *ud = (LAnalyzer *)luaL_checkudata(L, 1, ANALYZER_MT);
-  if (ud->p == NULL) lua_pushliteral(L, "rag.analyzer (closed)");
-  else lua_pushfstring(L, "rag.analyzer (%s)", rag_analyzer_config(ud->p)->lang);
+  lanalyzer *u = (lanalyzer *)luaL_checkudata(L, 1, MT);
+  if (u->p == NULL) lua_pushliteral(L, "rag.analyzer (closed)");
+  else lua_pushfstring(L, "rag.analyzer (%s)", rag_analyzer_config(u->p)->lang);
   return 1;
 }
 
 static const luaL_Reg analyzer_methods[] = {
-  {"close", analyzer_close},
-  {"config", analyzer_config},
-  {"tokenize", analyzer_tokenize},
-  {NULL, NULL},
+    {"config", analyzer_config},
+    {"tokenize", analyzer_tokenize},
+    {NULL, NULL},
 };
 
 static const luaL_Reg analyzer_metamethods[] = {
-  {"__close", analyzer_close},
-  {"__gc", analyzer_close},
-  {"__tostring", analyzer_tostring},
-  {NULL, NULL},
+    {"__tostring", analyzer_tostring},
+    {NULL, NULL},
 };
 
+static const lrag_class analyzer_class = {MT, "analyzer", analyzer_methods, analyzer_metamethods,
+                                          analyzer_fin};
+
 static const luaL_Reg text_funcs[] = {
-  {"analyzer", text_analyzer},
-  {"tokenize", text_tokenize},
-  {NULL, NULL},
+    {"analyzer", text_analyzer},
+    {"tokenize", text_tokenize},
+    {NULL, NULL},
 };
 
 int lrag_open_analyzer(lua_State *L) {
-  if (luaL_newmetatable(L, ANALYZER_MT)) {
-    luaL_setfuncs(L, analyzer_metamethods, 0);
-    lua_createtable(L, 0, 3);
-    luaL_setfuncs(L, analyzer_methods, 0);
-    lua_setfield(L, -2, "__index");
-  }
-  lua_pop(L, 1);
+  lrag_newclass(L, &analyzer_class);
   luaL_setfuncs(L, text_funcs, 0);
   return 0;
 }

@@ -353,6 +353,28 @@ void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
   }
 }
 
+/* {------ Result fields ------} */
+
+void lrag_setint(lua_State *L, const char *key, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void lrag_setnum(lua_State *L, const char *key, lua_Number v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void lrag_setbool(lua_State *L, const char *key, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, key);
+}
+
+void lrag_setstr(lua_State *L, const char *key, const char *s) {
+  lua_pushstring(L, s);
+  lua_setfield(L, -2, key);
+}
+
 /* {====== Boxes ======} */
 
 #define BOX_MT "rag.box"

@@ -2,17 +2,18 @@
 ** lrag_vec.c: rag.vec.new(opts) and rag.vec.load(path) make a "rag.vec"
 ** userdata over the exact index: add, remove, search, search_batch, get,
 ** stats, save, close, #v; rag.vec.pack and rag.vec.unpack convert between
-** Lua arrays and packed little-endian float32 strings. Also the vector and
-** option readers that rag.hnsw shares.
+** Lua arrays and packed little-endian float32 strings. Also what rag.hnsw
+** and the embedders share (lrag_vec.h).
 */
 #include "lrag.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
+#include "lrag_vec.h"
 #include "rag.h"
 #include "rag_vec.h"
-#include "lrag_vec.h"
 
 #define MT "rag.vec"
 
@@ -51,19 +52,16 @@ void lrag_checkvector(lua_State *L, int idx, size_t dim, const char *fname, floa
   }
 }
 
-int lrag_badvector(lua_State *L, const char *fname, size_t dim, const rag_vec_bad *bad) {
-  if (strcmp(bad->why, "zero") == 0)
-    return luaL_error(L, "%s: zero vector under cosine", fname);
+int lrag_vecerror(lua_State *L, int rc, const char *fname, size_t dim, const rag_vec_bad *bad) {
+  int i;
+  if (rc == RAG_ETOOBIG) return lrag_error(L, rc, fname, "too large for the index");
+  if (rc != RAG_EINVAL) return lrag_error(L, rc, fname, NULL);
+  if (strcmp(bad->why, "zero") == 0) return lrag_error(L, rc, fname, "zero vector under cosine");
+  i = (int)(bad->component % dim) + 1;
   if (strcmp(bad->why, "range") == 0)
-    return luaL_error(L, "%s: component %d is out of range", fname, (int)(bad->component % dim) + 1);
-  return luaL_error(L, "%s: component %d is %s", fname, (int)(bad->component % dim) + 1,
+    return lrag_error(L, rc, fname, "component %d is out of range", i);
+  return lrag_error(L, rc, fname, "component %d is %s", i,
                     strcmp(bad->why, "nan") == 0 ? "NaN" : "infinite");
-}
-
-int lrag_raise(lua_State *L, int rc, const char *fname) {
-  if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
-  if (rc == RAG_ETOOBIG) return luaL_error(L, "%s: too large for the index", fname);
-  return luaL_error(L, "%s: %s", fname, rag_strerror(rc));
 }
 
 void lrag_pushfloats(lua_State *L, const float *x, size_t n) {
@@ -75,16 +73,10 @@ void lrag_pushfloats(lua_State *L, const float *x, size_t n) {
   }
 }
 
-rag_id_filter *lrag_searchopts(lua_State *L, int idx, const char *fname,
-                               const char *const allowed[], rag_id_filter *f) {
+rag_id_filter *lrag_vecfilter(lua_State *L, int idx, const char *fname, rag_id_filter *f) {
   const char **ids;
   size_t *lens;
-  if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
-    luaL_error(L, "%s: opts must be a table, got %s", fname, luaL_typename(L, idx));
-  lrag_checkopts(L, idx, fname, allowed);
-  if (!lua_istable(L, idx)) return NULL;
-  lua_getfield(L, idx, "filter");
-  if (lua_isnil(L, -1)) return NULL;
+  if (!lrag_opttable(L, idx, fname, "filter")) return NULL;
   f->n = lrag_checkfilter(L, -1, fname, &ids, &lens);
   f->ids = ids;
   f->lens = lens;
@@ -94,104 +86,127 @@ rag_id_filter *lrag_searchopts(lua_State *L, int idx, const char *fname,
 static const char *const metric_names[] = {"cosine", "dot", "l2", NULL};
 static const char *const dtype_names[] = {"f32", "f16", "i8", NULL};
 
-static int pick(lua_State *L, int idx, const char *key, const char *const names[], int def,
-                const char *fname, const char *choices) {
-  int r = def;
-  lua_getfield(L, idx, key);
-  if (!lua_isnil(L, -1)) {
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-    for (r = 0; names[r] != NULL && strcmp(names[r], s) != 0; r++) {
-    }
-    if (names[r] == NULL) luaL_error(L, "%s: %s must be %s", fname, key, choices);
-  }
-  lua_pop(L, 1);
-  return r;
-}
-
-size_t lrag_optint(lua_State *L, int idx, const char *key, size_t def, size_t lo, size_t hi,
-                   const char *fname) {
-  lua_Number v;
-  size_t r = def;
-  lua_getfield(L, idx, key);
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "%s: option '%s' must be an integer, got %s", fname, key,
-                 luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-    if (!(v >= (lua_Number)lo && v <= (lua_Number)hi && v == floor(v)))
-      luaL_error(L, "%s: option '%s' must be an integer in [%d, %d]", fname, key, (int)lo,
-                 (int)hi);
-    r = (size_t)v;
-  }
-  lua_pop(L, 1);
-  return r;
-}
-
 void lrag_vecopts(lua_State *L, int idx, const char *fname, size_t *dim, int *metric,
                   int *dtype, int *portable) {
-  lua_getfield(L, idx, "dim");
-  if (lua_isnil(L, -1)) luaL_error(L, "%s: option 'dim' is required", fname);
-  lua_pop(L, 1);
-  *dim = lrag_optint(L, idx, "dim", 0, 1, RAG_VEC_MAX_DIM, fname);
-  *metric = pick(L, idx, "metric", metric_names, RAG_COSINE, fname,
-                 "\"cosine\", \"dot\" or \"l2\"");
-  *dtype = pick(L, idx, "dtype", dtype_names, RAG_F32, fname, "\"f32\", \"f16\" or \"i8\"");
-  lua_getfield(L, idx, "simd");
-  if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
-    luaL_error(L, "%s: option 'simd' must be a boolean", fname);
-  *portable = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  *dim = (size_t)lrag_optinteger(L, idx, fname, "dim", 0, 1, RAG_VEC_MAX_DIM);
+  if (*dim == 0) luaL_error(L, "%s: option 'dim' is required", fname);
+  *metric = lrag_optenum(L, idx, fname, "metric", RAG_COSINE, metric_names);
+  *dtype = lrag_optenum(L, idx, fname, "dtype", RAG_F32, dtype_names);
+  *portable = !lrag_optboolean(L, idx, fname, "simd", 1);
 }
 
 void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory) {
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, (lua_Integer)count);
-  lua_setfield(L, -2, "count");
-  lua_pushinteger(L, (lua_Integer)k->dim);
-  lua_setfield(L, -2, "dim");
-  lua_pushstring(L, metric_names[k->metric]);
-  lua_setfield(L, -2, "metric");
-  lua_pushstring(L, dtype_names[k->dtype]);
-  lua_setfield(L, -2, "dtype");
-  lua_pushinteger(L, (lua_Integer)memory);
-  lua_setfield(L, -2, "memory");
-  lua_pushstring(L, k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
-  lua_setfield(L, -2, "kernel");
+  lrag_setint(L, "count", (lua_Integer)count);
+  lrag_setint(L, "dim", (lua_Integer)k->dim);
+  lrag_setstr(L, "metric", metric_names[k->metric]);
+  lrag_setstr(L, "dtype", dtype_names[k->dtype]);
+  lrag_setint(L, "memory", (lua_Integer)memory);
+  lrag_setstr(L, "kernel", k->simd == 2 ? "avx512" : k->simd ? "avx2" : "portable");
+}
+
+/* {====== Shared with the embedders ======} */
+
+void lrag_pushpacked(lua_State *L, const float *x, size_t n) {
+  const uint32_t one = 1;
+  luaL_Buffer b;
+  size_t i;
+  if (*(const unsigned char *)&one == 1) { /* little-endian already */
+    lua_pushlstring(L, (const char *)x, 4 * n);
+    return;
+  }
+  luaL_buffinit(L, &b);
+  for (i = 0; i < n; i++) {
+    unsigned char le[4];
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    le[0] = (unsigned char)u;
+    le[1] = (unsigned char)(u >> 8);
+    le[2] = (unsigned char)(u >> 16);
+    le[3] = (unsigned char)(u >> 24);
+    luaL_addlstring(&b, (const char *)le, 4);
+  }
+  luaL_pushresult(&b);
+}
+
+size_t lrag_checktexts(lua_State *L, int idx, const char *fname, const char *item) {
+  size_t n, i;
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: texts must be a list of strings, got %s", fname, luaL_typename(L, idx));
+  n = lua_rawlen(L, idx);
+  if (n > 0x7fffffff) luaL_error(L, "%s: too many texts", fname);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      lua_pushfstring(L, item, (int)i);
+      luaL_error(L, "%s: %s must be a string, got %s", fname, lua_tostring(L, -1),
+                 luaL_typename(L, -2));
+    }
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+int lrag_embedtexts(lua_State *L, int idx, size_t dim, int packed, const char *fname,
+                    lrag_embedfn embed, void *ud) {
+  size_t i, n;
+  float *out;
+  idx = lua_absindex(L, idx);
+  n = lua_rawlen(L, idx);
+  out = (float *)lua_newuserdatauv(L, dim * sizeof(float), 0); /* freed by the GC */
+  lua_createtable(L, (int)n, 0);
+  for (i = 1; i <= n; i++) {
+    size_t len, errpos = 0;
+    const char *s;
+    int rc;
+    lua_rawgeti(L, idx, (int)i);
+    s = lua_tolstring(L, -1, &len);
+    rc = embed(ud, s, len, out, &errpos);
+    lua_pop(L, 1);
+    if (rc == RAG_EENCODING)
+      return lrag_error(L, rc, fname, "text %d: invalid utf-8 at byte %lu", (int)i,
+                        (unsigned long)errpos);
+    if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
+    if (packed) lrag_pushpacked(L, out, dim);
+    else lrag_pushfloats(L, out, dim);
+    lua_rawseti(L, -2, (int)i);
+  }
+  return 1;
 }
 
 /* {====== rag.vec ======} */
 
-static lvec *check_lvec(lua_State *L, const char *fname) {
-  lvec *u = (lvec *)luaL_checkudata(L, 1, MT);
-  if (u->v == NULL) luaL_error(L, "%s: index is closed", fname);
-  return u;
+static void vec_fin(void *u) {
+  rag_vec_free(((lvec *)u)->v);
 }
 
-static lvec *push_lvec(lua_State *L, size_t dim) {
-  lvec *u = (lvec *)lua_newuserdatauv(L, sizeof *u + dim * sizeof(float), 0);
-  u->v = NULL;
+static const lrag_class vec_class;
+
+static lvec *check_open(lua_State *L, const char *fname) {
+  return (lvec *)lrag_checkobject(L, 1, &vec_class, fname);
+}
+
+static lvec *push_vec(lua_State *L, size_t dim) {
+  lvec *u = (lvec *)lrag_newobject(L, &vec_class, sizeof *u + dim * sizeof(float));
   u->dim = dim;
-  luaL_setmetatable(L, MT);
   return u;
 }
 
 static int vec_new(lua_State *L) {
   static const char *const allowed[] = {"dim", "metric", "dtype", "simd", NULL};
   rag_vec_opts o;
-  size_t dim;
   int metric, dtype, portable, rc;
   lvec *u;
-  luaL_checktype(L, 1, LUA_TTABLE);
   lrag_checkopts(L, 1, "rag.vec.new", allowed);
-  lrag_vecopts(L, 1, "rag.vec.new", &dim, &metric, &dtype, &portable);
   memset(&o, 0, sizeof o);
-  o.dim = dim;
+  lrag_vecopts(L, 1, "rag.vec.new", &o.dim, &metric, &dtype, &portable);
   o.metric = (rag_metric)metric;
   o.dtype = (rag_dtype)dtype;
   o.portable = portable;
-  u = push_lvec(L, dim);
+  u = push_vec(L, o.dim);
   rc = rag_vec_new(&o, &u->v);
-  if (rc != RAG_OK) return lrag_raise(L, rc, "rag.vec.new");
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.vec.new", NULL);
   return 1;
 }
 
@@ -200,35 +215,32 @@ static void free_vec(void *p) {
 }
 
 static int vec_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1), *why;
-  lrag_box *box = lrag_box_new(L, free_vec);
+  const char *path = lrag_checkpath(L, 1, "rag.vec.load"), *why;
+  lrag_box *box = lrag_box_new(L, free_vec); /* holds v until the object does */
   rag_vec *v;
-  lvec *u;
   int err, rc = rag_vec_load(path, &v, &why, &err);
-  if (rc != RAG_OK) return lrag_loadfail(L, rc, "rag.vec.load", path, why, err);
+  if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.vec.load", path, why, err);
   box->p = v;
-  u = push_lvec(L, rag_vec_config(v)->dim);
-  u->v = v;
+  push_vec(L, rag_vec_config(v)->dim)->v = v;
   box->p = NULL;
   return 1;
 }
 
 static int vec_add(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.add");
+  lvec *u = check_open(L, "rag.vec.add");
   size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.vec.add", &idlen);
   rag_vec_bad bad;
   int rc;
   lrag_checkvector(L, 3, u->dim, "rag.vec.add", u->in);
   rc = rag_vec_add(u->v, id, idlen, u->in, &bad);
-  if (rc == RAG_EINVAL) return lrag_badvector(L, "rag.vec.add", u->dim, &bad);
-  if (rc != RAG_OK) return lrag_raise(L, rc, "rag.vec.add");
+  if (rc != RAG_OK) return lrag_vecerror(L, rc, "rag.vec.add", u->dim, &bad);
   lua_pushboolean(L, 1);
   return 1;
 }
 
 static int vec_remove(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.remove");
+  lvec *u = check_open(L, "rag.vec.remove");
   size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.vec.remove", &idlen);
   int removed;
@@ -238,13 +250,11 @@ static int vec_remove(lua_State *L) {
 }
 
 static int vec_get(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.get");
+  lvec *u = check_open(L, "rag.vec.get");
   size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.vec.get", &idlen);
-  if (rag_vec_get(u->v, id, idlen, u->in))
-    lrag_pushfloats(L, u->in, u->dim);
-  else
-    lua_pushnil(L);
+  if (rag_vec_get(u->v, id, idlen, u->in)) lrag_pushfloats(L, u->in, u->dim);
+  else lua_pushnil(L);
   return 1;
 }
 
@@ -254,7 +264,7 @@ static const char *hit_id(const void *v, uint32_t slot, size_t *len) {
 
 static int vec_search(lua_State *L) {
   static const char *const allowed[] = {"filter", NULL};
-  lvec *u = check_lvec(L, "rag.vec.search");
+  lvec *u = check_open(L, "rag.vec.search");
   size_t k, n;
   const rag_hit *hits;
   rag_id_filter f, *fp;
@@ -262,48 +272,52 @@ static int vec_search(lua_State *L) {
   int rc;
   lrag_checkvector(L, 2, u->dim, "rag.vec.search", u->in);
   k = lrag_optk(L, 3, "rag.vec.search", 10);
-  fp = lrag_searchopts(L, 4, "rag.vec.search", allowed, &f);
+  lrag_checkopts(L, 4, "rag.vec.search", allowed);
+  fp = lrag_vecfilter(L, 4, "rag.vec.search", &f);
   rc = rag_vec_search(u->v, u->in, k, fp, &hits, &n, &bad);
-  if (rc == RAG_EINVAL) return lrag_badvector(L, "rag.vec.search", u->dim, &bad);
-  if (rc != RAG_OK) return lrag_raise(L, rc, "rag.vec.search");
+  if (rc != RAG_OK) return lrag_vecerror(L, rc, "rag.vec.search", u->dim, &bad);
   lrag_pushhits(L, hits, n, hit_id, u->v);
   return 1;
 }
 
+/* The queries at idx (a list of vectors or one packed string) in a new userdata; their count. */
+static float *check_queries(lua_State *L, int idx, size_t dim, const char *fname, size_t *nq) {
+  size_t i, len;
+  float *qs;
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    const char *s = lua_tolstring(L, idx, &len);
+    if (len % (dim * 4) != 0)
+      luaL_error(L, "%s: packed queries must be a multiple of %d bytes", fname, (int)(dim * 4));
+    *nq = len / (dim * 4);
+    qs = (float *)lua_newuserdatauv(L, len + 1, 0);
+    memcpy(qs, s, len);
+    return qs;
+  }
+  if (lua_type(L, idx) != LUA_TTABLE)
+    luaL_error(L, "%s: queries must be a list of vectors or a packed string, got %s", fname,
+               luaL_typename(L, idx));
+  *nq = lua_rawlen(L, idx);
+  if (RAG_MUL_OVERFLOWS(*nq + 1, dim * sizeof(float))) luaL_error(L, "%s: too many queries", fname);
+  qs = (float *)lua_newuserdatauv(L, (*nq + 1) * dim * sizeof(float), 0);
+  for (i = 0; i < *nq; i++) {
+    lua_rawgeti(L, idx, (int)i + 1);
+    lrag_checkvector(L, lua_gettop(L), dim, fname, qs + i * dim);
+    lua_pop(L, 1);
+  }
+  return qs;
+}
+
 static int vec_search_batch(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.search_batch");
-  size_t k, nq, i, count, d = u->dim;
+  lvec *u = check_open(L, "rag.vec.search_batch");
+  size_t k, nq, i, count;
   const rag_hit *hits;
   rag_vec_bad bad;
   float *qs;
   int rc;
   k = lrag_optk(L, 3, "rag.vec.search_batch", 10);
-  if (lua_type(L, 2) == LUA_TSTRING) {
-    size_t len;
-    const char *s = lua_tolstring(L, 2, &len);
-    if (len % (d * 4) != 0)
-      luaL_error(L, "rag.vec.search_batch: packed queries must be a multiple of %d bytes",
-                 (int)(d * 4));
-    nq = len / (d * 4);
-    qs = (float *)lua_newuserdatauv(L, len + 1, 0);
-    memcpy(qs, s, len);
-  } else {
-    if (lua_type(L, 2) != LUA_TTABLE)
-      luaL_error(L, "rag.vec.search_batch: queries must be a list of vectors or a packed "
-                    "string, got %s", luaL_typename(L, 2));
-    nq = lua_rawlen(L, 2);
-    if (RAG_MUL_OVERFLOWS(nq + 1, d * sizeof(float)))
-      luaL_error(L, "rag.vec.search_batch: too many queries");
-    qs = (float *)lua_newuserdatauv(L, (nq + 1) * d * sizeof(float), 0);
-    for (i = 0; i < nq; i++) {
-      lua_rawgeti(L, 2, (int)i + 1);
-      lrag_checkvector(L, lua_gettop(L), d, "rag.vec.search_batch", qs + i * d);
-      lua_pop(L, 1);
-    }
-  }
+  qs = check_queries(L, 2, u->dim, "rag.vec.search_batch", &nq);
   rc = rag_vec_search_batch(u->v, qs, nq, k, &hits, &count, &bad);
-  if (rc == RAG_EINVAL) return lrag_badvector(L, "rag.vec.search_batch", d, &bad);
-  if (rc != RAG_OK) return lrag_raise(L, rc, "rag.vec.search_batch");
+  if (rc != RAG_OK) return lrag_vecerror(L, rc, "rag.vec.search_batch", u->dim, &bad);
   lua_createtable(L, (int)nq, 0);
   for (i = 0; i < nq; i++) {
     lrag_pushhits(L, hits + i * count, count, hit_id, u->v);
@@ -313,32 +327,24 @@ static int vec_search_batch(lua_State *L) {
 }
 
 static int vec_len(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.__len");
+  lvec *u = check_open(L, "rag.vec.__len");
   lua_pushinteger(L, (lua_Integer)rag_vec_count(u->v));
   return 1;
 }
 
 static int vec_stats(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.stats");
+  lvec *u = check_open(L, "rag.vec.stats");
   lrag_pushvecstats(L, rag_vec_kernel(u->v), rag_vec_count(u->v), rag_vec_memory(u->v));
   return 1;
 }
 
 static int vec_save(lua_State *L) {
-  lvec *u = check_lvec(L, "rag.vec.save");
-  const char *path = luaL_checkstring(L, 2);
+  lvec *u = check_open(L, "rag.vec.save");
+  const char *path = lrag_checkpath(L, 2, "rag.vec.save");
   int err, rc = rag_vec_save(u->v, path, &err);
-  if (rc == RAG_EIO) return lrag_fail(L, "io", "rag.vec.save: '%s': %s", path, strerror(err));
-  if (rc != RAG_OK) return lrag_raise(L, rc, "rag.vec.save");
+  if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.vec.save", path, NULL, err);
   lua_pushboolean(L, 1);
   return 1;
-}
-
-static int vec_close(lua_State *L) {
-  lvec *u = (lvec *)luaL_checkudata(L, 1, MT);
-  rag_vec_free(u->v);
-  u->v = NULL;
-  return 0;
 }
 
 static int vec_tostring(lua_State *L) {
@@ -359,13 +365,19 @@ static int vec_pack(lua_State *L) {
   n = lua_rawlen(L, 1);
   luaL_buffinit(L, &b);
   for (i = 1; i <= n; i++) {
+    lua_Number x;
     float f;
     char c[4];
     lua_rawgeti(L, 1, (int)i);
     if (lua_type(L, -1) != LUA_TNUMBER)
       luaL_error(L, "rag.vec.pack: element %d must be a number, got %s", (int)i,
                  luaL_typename(L, -1));
-    f = (float)lua_tonumber(L, -1);
+    x = lua_tonumber(L, -1);
+    if (isnan(x)) luaL_error(L, "rag.vec.pack: element %d is NaN", (int)i);
+    if (isinf(x)) luaL_error(L, "rag.vec.pack: element %d is infinite", (int)i);
+    if (x > FLT_MAX || x < -FLT_MAX) /* (float)x would be infinite, or undefined */
+      luaL_error(L, "rag.vec.pack: element %d is out of float32 range", (int)i);
+    f = (float)x;
     lua_pop(L, 1);
     memcpy(c, &f, 4);
     luaL_addlstring(&b, c, 4);
@@ -389,31 +401,25 @@ static int vec_unpack(lua_State *L) {
 }
 
 static const luaL_Reg vec_methods[] = {
-    {"add", vec_add},       {"remove", vec_remove},
-    {"search", vec_search}, {"search_batch", vec_search_batch},
-    {"get", vec_get},       {"stats", vec_stats},
-    {"save", vec_save},     {"close", vec_close},
+    {"add", vec_add},       {"get", vec_get},       {"remove", vec_remove},
+    {"save", vec_save},     {"search", vec_search}, {"search_batch", vec_search_batch},
+    {"stats", vec_stats},   {NULL, NULL},
+};
+
+static const luaL_Reg vec_metamethods[] = {
+    {"__len", vec_len},
+    {"__tostring", vec_tostring},
     {NULL, NULL},
 };
 
+static const lrag_class vec_class = {MT, "index", vec_methods, vec_metamethods, vec_fin};
+
 static const luaL_Reg vec_funcs[] = {
-    {"new", vec_new}, {"load", vec_load}, {"pack", vec_pack}, {"unpack", vec_unpack}, {NULL, NULL},
+    {"load", vec_load}, {"new", vec_new}, {"pack", vec_pack}, {"unpack", vec_unpack}, {NULL, NULL},
 };
 
 int lrag_open_vec(lua_State *L) {
-  if (luaL_newmetatable(L, MT)) {
-    luaL_newlib(L, vec_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, vec_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, vec_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, vec_len);
-    lua_setfield(L, -2, "__len");
-    lua_pushcfunction(L, vec_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_pop(L, 1);
+  lrag_newclass(L, &vec_class);
   luaL_setfuncs(L, vec_funcs, 0);
   return 0;
 }

@@ -405,6 +405,18 @@ describe("rag.hnsw persistence", function()
     os.remove(p)
   end)
 
+  it("raises on a path with a NUL byte, touching no file of the shorter name", function()
+    local p = helpers.tmpname()
+    local h = build({ dim = 3, M = 4 }, data.random(29, 10, 3))
+    assert.has_error(function() h:save(p .. "\0.hnsw") end,
+      "rag.hnsw.save: path contains a NUL byte")
+    assert.is_false(helpers.exists(p))
+    assert.is_true(h:save(p))
+    assert.has_error(function() hnsw.load(p .. "\0.hnsw") end,
+      "rag.hnsw.load: path contains a NUL byte")
+    os.remove(p)
+  end)
+
   it("rejects every truncation and bit flips of a saved file", function()
     local h = build({ dim = 4, M = 2, ef_construction = 8, dtype = "i8" }, data.random(27, 40, 4))
     h:remove("v3")

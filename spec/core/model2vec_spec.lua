@@ -506,10 +506,10 @@ describe("rag.core.model2vec misuse", function()
     assert.has_error(function() m:embed({ "a" }, { colour = 1 }) end,
       "rag.embed.model2vec: embed: unknown option 'colour'")
     assert.has_error(function() m:embed({ "a" }, { max_length = -1 }) end,
-      "rag.embed.model2vec: embed: max_length must be a whole number in [0, 2^31)")
+      "rag.embed.model2vec: embed: option 'max_length' must be an integer in [0, 2147483647]")
     assert.has_error(function() m:embed({ "a" }, { max_length = 1.5 }) end)
     assert.has_error(function() m:embed({ "a" }, { packed = "yes" }) end,
-      "rag.embed.model2vec: embed: packed must be a boolean")
+      "rag.embed.model2vec: embed: option 'packed' must be a boolean, got string")
     assert.has_error(function() m:tokenize(5) end,
       "rag.embed.model2vec: tokenize: text must be a string, got number")
     local ok, msg, code = m:embed({ "fine", "bad \255 byte" })
@@ -522,6 +522,13 @@ describe("rag.core.model2vec misuse", function()
     assert.equal("rag.embed.model2vec: tokenize: text 1: invalid utf-8 at byte 1", msg)
     assert.same({ 2 }, m:tokenize("hello"))
     assert.same({}, m:embed({}))
+  end)
+
+  it("raises on a directory path with a NUL byte instead of loading the shorter one", function()
+    local dir = plain(true)
+    assert(m2v.load(dir))
+    assert.has_error(function() m2v.load(dir .. "\0/other") end,
+      "rag.embed.model2vec: path contains a NUL byte")
   end)
 
   it("closes idempotently and raises when used closed", function()

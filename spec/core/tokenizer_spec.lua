@@ -184,7 +184,7 @@ describe("rag.tokenizer misuse", function()
 
   it("raises on wrong option types with the function's name", function()
     assert.has_error(function() tok:encode("x", "all") end,
-      "rag.tokenizer.encode: opts must be a table")
+      "rag.tokenizer.encode: opts must be a table, got string")
     assert.has_error(function() tokenizer.load("x", "cl100k_base", { special_tokens = "x" }) end,
       "rag.tokenizer.load: special_tokens must be a table { [text] = id }")
     assert.has_error(function() tokenizer.load("x", "cl100k_base", { name = 1 }) end,
@@ -292,6 +292,29 @@ describe("rag.tokenizer.load", function()
     assert.has_error(function() tok:encode("x") end, "rag.tokenizer.encode: tokenizer is closed")
     assert.has_error(function() tok:count("x") end)
     assert.has_error(function() tok:decode({ 1 }) end)
+  end)
+end)
+
+-- The C reader that rag.tokenizer.load is meant to call, so that a path
+-- never reaches io.open (which stops at a NUL byte).
+describe("rag.core.tokenizer.load", function()
+  local load = rag.core.tokenizer.load
+  local specials = { ["<|endoftext|>"] = 199999, ["<|endofprompt|>"] = 200018 }
+  local path = tokenizer.vocab_dir() .. "/o200k_base.tiktoken"
+
+  it("builds the tokenizer new would build over the file's bytes", function()
+    local tok = assert(load(path, "o200k_base", specials, "mine"))
+    assert.equal("mine", tok:info().name)
+    assert.same(tokenizer.get("o200k_base"):encode("hello world's"), tok:encode("hello world's"))
+    local ok, msg, code = load("/nonexistent/x.tiktoken", "o200k_base", specials)
+    assert.is_nil(ok)
+    assert.equal("io", code)
+    assert.equal("rag.tokenizer.load: '/nonexistent/x.tiktoken': no such file or directory", msg)
+  end)
+
+  it("raises on a path with a NUL byte instead of reading the shorter one", function()
+    assert.has_error(function() load(path .. "\0.bak", "o200k_base", specials) end,
+      "rag.tokenizer.load: path contains a NUL byte")
   end)
 end)
 

@@ -48,6 +48,19 @@ describe("rag.vec pack and unpack", function()
     assert.has_error(function() vec.unpack("abc") end,
       "rag.vec.unpack: length 3 is not a multiple of 4")
   end)
+
+  it("refuse NaN, infinities and numbers beyond float32, naming the element", function()
+    assert.has_error(function() vec.pack({ 1, 2, 0 / 0 }) end, "rag.vec.pack: element 3 is NaN")
+    assert.has_error(function() vec.pack({ math.huge }) end, "rag.vec.pack: element 1 is infinite")
+    assert.has_error(function() vec.pack({ 0, -math.huge }) end,
+      "rag.vec.pack: element 2 is infinite")
+    assert.has_error(function() vec.pack({ 1, 1e300 }) end,
+      "rag.vec.pack: element 2 is out of float32 range")
+    assert.has_error(function() vec.pack({ 1, 2, -3.5e38 }) end,
+      "rag.vec.pack: element 3 is out of float32 range")
+    local max = 3.4028234663852886e38 -- the largest float32 packs as itself
+    assert.same({ max, -max }, vec.unpack(vec.pack({ max, -max })))
+  end)
 end)
 
 describe("rag.vec search", function()
@@ -319,8 +332,8 @@ describe("rag.vec refused vectors", function()
     raises("option 'dim' is required", function() vec.new({}) end)
     raises("option 'dim' must be an integer in [1, 65536]", function() vec.new({ dim = 0 }) end)
     raises("option 'dim' must be an integer", function() vec.new({ dim = 1.5 }) end)
-    raises("metric must be", function() vec.new({ dim = 2, metric = "cos" }) end)
-    raises("dtype must be", function() vec.new({ dim = 2, dtype = "f64" }) end)
+    raises("option 'metric' must be", function() vec.new({ dim = 2, metric = "cos" }) end)
+    raises("option 'dtype' must be", function() vec.new({ dim = 2, dtype = "f64" }) end)
     raises("unknown option 'dims'", function() vec.new({ dim = 2, dims = 3 }) end)
     raises("option 'simd' must be a boolean", function() vec.new({ dim = 2, simd = 1 }) end)
     local v = vec.new({ dim = 2 })
@@ -395,6 +408,18 @@ describe("rag.vec persistence", function()
     assert.is_nil(ok)
     assert.equal("version", code)
     assert.matches("newer version", msg)
+    os.remove(p)
+  end)
+
+  it("raises on a path with a NUL byte, touching no file of the shorter name", function()
+    local p = helpers.tmpname()
+    local v = build({ dim = 3 }, data.random(9, 4, 3))
+    assert.has_error(function() v:save(p .. "\0.vec") end,
+      "rag.vec.save: path contains a NUL byte")
+    assert.is_false(helpers.exists(p))
+    assert.is_true(v:save(p))
+    assert.has_error(function() vec.load(p .. "\0.vec") end,
+      "rag.vec.load: path contains a NUL byte")
     os.remove(p)
   end)
 
