@@ -103,16 +103,7 @@ function M.load(path, name, opts)
   if opts.name ~= nil and type(opts.name) ~= "string" then
     error("rag.tokenizer.load: name must be a string", 2)
   end
-  local data, err, code = read_file(path, "rag.tokenizer.load")
-  if not data then
-    return nil, err, code
-  end
-  local tok, msg, mcode = core.tokenizer.new(data, name, opts.special_tokens or SPECIALS[name],
-    opts.name or name)
-  if not tok then
-    return nil, "rag.tokenizer.load: '" .. path .. "'" .. msg:sub(#"rag.tokenizer.new" + 1), mcode
-  end
-  return tok
+  return core.tokenizer.load(path, name, opts.special_tokens or SPECIALS[name], opts.name or name)
 end
 
 --- The bundled tokenizer for an encoding, loaded once per process and

@@ -225,6 +225,13 @@ describe("rag.tokenizer.load", function()
     assert.equal("rag.tokenizer.load: 'spec/fixtures': is a directory", msg)
   end)
 
+  it("refuses a path with a NUL byte instead of loading the shortened one", function()
+    local path = dir .. "/cl100k_base.tiktoken"
+    local ok, err = pcall(tokenizer.load, path .. "\0.x", "cl100k_base")
+    assert.is_false(ok)
+    assert.matches("rag.tokenizer.load: path contains a NUL byte", tostring(err))
+  end)
+
   it("returns nil, msg, 'format' for files that are not vocabularies", function()
     local tmp = os.tmpname()
     local bytes = {}
