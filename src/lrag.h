@@ -89,6 +89,14 @@ int lrag_optenum(lua_State *L, int idx, const char *fname, const char *key, int 
 /* Pushes opts[key] and returns 1 when it is a table; 0 and nothing pushed when absent. */
 int lrag_opttable(lua_State *L, int idx, const char *fname, const char *key);
 
+/* -- Added with the conversion of chunk, eval, fuse, http, json, pack, rerank, text -- */
+
+/*
+** The `hi` of an integer option with no upper bound: every integer up to it
+** is exact in a double and fits a size_t, and the message says ">= lo".
+*/
+#define LRAG_MAXINT 9007199254740992.0 /* 2^53 */
+
 /* {====== Classes ======} */
 
 /*
