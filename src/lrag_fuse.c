@@ -256,9 +256,8 @@ static int fuse_scores(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg fuse_funcs[] = {{"rrf", fuse_rrf}, {"scores", fuse_scores}, {NULL, NULL}};
-
 int lrag_open_fuse(lua_State *L) {
-  luaL_setfuncs(L, fuse_funcs, 0);
+  static const luaL_Reg fns[] = {{"rrf", fuse_rrf}, {"scores", fuse_scores}, {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
   return 0;
 }

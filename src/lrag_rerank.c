@@ -248,10 +248,9 @@ static int rerank_cutoff(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg rerank_funcs[] = {
-    {"cutoff", rerank_cutoff}, {"litm", rerank_litm}, {"mmr", rerank_mmr}, {NULL, NULL}};
-
 int lrag_open_rerank(lua_State *L) {
-  luaL_setfuncs(L, rerank_funcs, 0);
+  static const luaL_Reg fns[] = {
+      {"cutoff", rerank_cutoff}, {"litm", rerank_litm}, {"mmr", rerank_mmr}, {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
   return 0;
 }
