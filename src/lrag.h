@@ -97,6 +97,15 @@ int lrag_opttable(lua_State *L, int idx, const char *fname, const char *key);
 */
 #define LRAG_MAXINT 9007199254740992.0 /* 2^53 */
 
+/*
+** opts.tokenizer of the table at idx, pushed (nil when absent) so that it
+** lives as long as the call: the exact tokenizer, or NULL for the estimator
+** (absent, or rag.tokenizer.approx()). Raises "fname: option 'tokenizer'
+** must be a rag.tokenizer or rag.tokenizer.approx()" for anything else and
+** "fname: tokenizer is closed" for a closed one.
+*/
+struct rag_tokenizer *lrag_opttokenizer(lua_State *L, int idx, const char *fname);
+
 /* {====== Classes ======} */
 
 /*

@@ -198,6 +198,18 @@ int lrag_opttable(lua_State *L, int idx, const char *fname, const char *key) {
   return 1;
 }
 
+/* -- Added with the conversion of chunk, eval, fuse, http, json, pack, rerank, text -- */
+
+struct rag_tokenizer *lrag_opttokenizer(lua_State *L, int idx, const char *fname) {
+  struct rag_tokenizer *t;
+  if (!get_option(L, idx, "tokenizer") || luaL_testudata(L, -1, "rag.tokenizer.approx") != NULL)
+    return NULL;
+  if ((t = lrag_totokenizer(L, -1, fname)) == NULL)
+    luaL_error(L, "%s: option 'tokenizer' must be a rag.tokenizer or rag.tokenizer.approx()",
+               fname);
+  return t;
+}
+
 /* {====== Classes ======} */
 
 static int object_close(lua_State *L) {
