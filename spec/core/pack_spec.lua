@@ -925,6 +925,18 @@ describe("rag.pack errors", function()
     raises("rag.pack: tokenizer is closed", ok, { budget = 1, tokenizer = tok })
   end)
 
+  -- Items are read through __index, which may run any code; the tokenizer
+  -- is checked after them, so closing it there cannot leave it freed in use.
+  it("raises when reading an item closes the tokenizer", function()
+    local tok = rag.tokenizer.load(rag.tokenizer.vocab_dir() .. "/cl100k_base.tiktoken",
+      "cl100k_base")
+    local item = setmetatable({}, { __index = function(_, k)
+      tok:close()
+      return ({ id = "a", text = "x" })[k]
+    end })
+    raises("rag.pack: tokenizer is closed", { item }, { budget = 10, tokenizer = tok })
+  end)
+
   it("raises on bad items", function()
     local o = { budget = 10 }
     raises("rag.pack: items must be a table, got string", "x", o)
