@@ -162,6 +162,15 @@ void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
 */
 void lrag_checkvector(lua_State *L, int idx, size_t dim, const char *fname, float *out);
 
+/* -- Added with the conversion of chunk, eval, fuse, http, json, pack, rerank, text -- */
+
+/*
+** The length of the list argument at idx, which must be a table: raises
+** "fname: <must>, got <type>" otherwise, `must` saying what it must be
+** ("hits must be a list of hits"); the length fits an int.
+*/
+size_t lrag_checklist(lua_State *L, int idx, const char *fname, const char *must);
+
 /*
 ** A box: a userdata that owns one C pointer and frees it with `fin` when
 ** collected, so C memory survives a Lua error without leaking. The box is

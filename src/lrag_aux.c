@@ -365,6 +365,16 @@ void lrag_pushhits(lua_State *L, const rag_hit *hits, size_t n, lrag_idfn idof,
   }
 }
 
+/* -- Added with the conversion of chunk, eval, fuse, http, json, pack, rerank, text -- */
+
+size_t lrag_checklist(lua_State *L, int idx, const char *fname, const char *must) {
+  size_t n;
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: %s, got %s", fname, must, luaL_typename(L, idx));
+  n = (size_t)lua_rawlen(L, idx);
+  if (n > 0x7fffffff) luaL_error(L, "%s: %s, got one of more than 2^31 - 1 entries", fname, must);
+  return n;
+}
+
 /* {====== Boxes ======} */
 
 #define BOX_MT "rag.box"

@@ -44,9 +44,7 @@ static void read_opts(lua_State *L, options *o) {
 static rag_eval_measure *read_measures(lua_State *L, size_t *nm) {
   rag_eval_measure *m;
   size_t i;
-  if (!lua_istable(L, MEASURES))
-    luaL_error(L, FNAME ": measures must be a list of names, got %s", luaL_typename(L, MEASURES));
-  *nm = lua_rawlen(L, MEASURES);
+  *nm = lrag_checklist(L, MEASURES, FNAME, "measures must be a list of names");
   if (*nm == 0) luaL_error(L, FNAME ": measures must name at least one of " VALID);
   if (*nm > 0x7fffffff / sizeof *m) luaL_error(L, FNAME ": too many measures");
   m = (rag_eval_measure *)lua_newuserdatauv(L, *nm * sizeof *m, 0);

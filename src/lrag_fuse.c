@@ -105,10 +105,7 @@ static void check_list(lua_State *L, const char *fname, size_t i) {
 ** unless it is a list of hit lists.
 */
 static size_t check_lists(lua_State *L, const char *fname, size_t *total) {
-  size_t i, n;
-  if (!lua_istable(L, 1))
-    luaL_error(L, "%s: lists must be a table of hit lists, got %s", fname, luaL_typename(L, 1));
-  n = lua_rawlen(L, 1);
+  size_t i, n = lrag_checklist(L, 1, fname, "lists must be a table of hit lists");
   lua_pushnil(L);
   if (n == 0 && lua_next(L, 1) != 0)
     luaL_error(L, "%s: lists must be a list of hit lists (keys 1..n), got a table with other keys",

@@ -269,10 +269,7 @@ static int http_sleep(lua_State *L) {
 }
 
 static const luaL_Reg http_funcs[] = {
-  {"now", http_now},
-  {"request", http_request},
-  {"sleep", http_sleep},
-  {NULL, NULL},
+    {"now", http_now}, {"request", http_request}, {"sleep", http_sleep}, {NULL, NULL},
 };
 
 int lrag_open_http(lua_State *L) {

@@ -604,10 +604,7 @@ static int json_object(lua_State *L) {
 }
 
 static const luaL_Reg json_funcs[] = {
-  {"decode", json_decode},
-  {"encode", json_encode},
-  {"object", json_object},
-  {NULL, NULL},
+    {"decode", json_decode}, {"encode", json_encode}, {"object", json_object}, {NULL, NULL},
 };
 
 int lrag_open_json(lua_State *L) {

@@ -166,11 +166,8 @@ static rag_pack_item *read_items(lua_State *L, size_t *n, int *scored) {
   rag_pack_item *items;
   size_t i;
   int anchor;
-  if (lua_type(L, ITEMS) != LUA_TTABLE)
-    luaL_error(L, FNAME ": items must be a table, got %s", luaL_typename(L, ITEMS));
-  *n = (size_t)lua_rawlen(L, ITEMS);
-  if (*n > 0x7fffffff || RAG_MUL_OVERFLOWS(*n + 1, sizeof *items))
-    luaL_error(L, FNAME ": too many items");
+  *n = lrag_checklist(L, ITEMS, FNAME, "items must be a table");
+  if (RAG_MUL_OVERFLOWS(*n + 1, sizeof *items)) luaL_error(L, FNAME ": too many items");
   items = (rag_pack_item *)lua_newuserdatauv(L, (*n + 1) * sizeof *items, 0);
   lua_newtable(L);
   anchor = lua_gettop(L);

@@ -12,11 +12,7 @@
 
 /* The hits at index 1: their count; checks that each is a table with an id. */
 static size_t check_hits(lua_State *L, const char *fname) {
-  size_t n, i;
-  if (!lua_istable(L, 1))
-    luaL_error(L, "%s: hits must be a list of hits, got %s", fname, luaL_typename(L, 1));
-  n = lua_rawlen(L, 1);
-  if (n > 0x7fffffff) luaL_error(L, "%s: too many hits", fname);
+  size_t n = lrag_checklist(L, 1, fname, "hits must be a list of hits"), i;
   for (i = 1; i <= n; i++) {
     int t;
     lua_rawgeti(L, 1, (int)i);
