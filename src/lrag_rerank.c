@@ -211,10 +211,9 @@ static int rerank_cutoff(lua_State *L) {
   size_t *lens, *pos, *keep;
   double *scores;
   int rc;
-  luaL_checktype(L, 2, LUA_TTABLE);
   lrag_checkopts(L, 2, fname, allowed);
   min_score = lrag_optnumber(L, 2, fname, "min_score", -HUGE_VAL, -HUGE_VAL, HUGE_VAL);
-  top_p = lrag_optnumber(L, 2, fname, "top_p", 1, 0, 1);
+  top_p = lrag_optnumber(L, 2, fname, "top_p", -1, 0, 1); /* -1: none */
   lua_settop(L, 2);
   lua_newtable(L); /* 3: anchors */
   ids = (const char **)lua_newuserdatauv(
@@ -232,8 +231,7 @@ static int rerank_cutoff(lua_State *L) {
     scores[m] = scores[i];
     pos[m++] = i;
   }
-  lua_getfield(L, 2, "top_p");
-  if (lua_isnil(L, -1)) {
+  if (top_p < 0) {
     push_picked(L, pos, m);
     return 1;
   }
