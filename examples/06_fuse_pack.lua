@@ -55,17 +55,22 @@ for i, h in ipairs(ordered) do
 end
 print("lost-in-the-middle order: " .. table.concat(names, ", "))
 
--- Pack into 60 cl100k tokens, with numbered citations.
+-- Pack the arranged notes into 120 cl100k tokens, with numbered citations.
+-- order = "given" keeps litm's arrangement (the default, "relevance", would
+-- sort by score again). When the budget cannot hold them all, pack the
+-- fused list with order = "edges" instead: it picks the best first, then
+-- arranges them the same way.
 local by_id = {}
 for _, n in ipairs(notes) do
   by_id[n.id] = n
 end
 local items = {}
-for i, h in ipairs(fused) do
+for i, h in ipairs(ordered) do
   local n = by_id[h.id]
   items[i] = { id = n.id, text = n.text, source = n.source, score = h.score }
 end
-local packed = rag.pack(items, { budget = 60, tokenizer = rag.tokenizer.get("cl100k_base") })
+local packed = rag.pack(items, { budget = 120, tokenizer = rag.tokenizer.get("cl100k_base"),
+  order = "given" })
 print(string.format("packed %d of %d notes in %d tokens:", #packed.used, #items, packed.tokens))
 print(packed.text)
 for n, c in ipairs(packed.citations) do

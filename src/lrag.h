@@ -89,6 +89,23 @@ int lrag_optenum(lua_State *L, int idx, const char *fname, const char *key, int 
 /* Pushes opts[key] and returns 1 when it is a table; 0 and nothing pushed when absent. */
 int lrag_opttable(lua_State *L, int idx, const char *fname, const char *key);
 
+/* -- Added with the conversion of chunk, eval, fuse, http, json, pack, rerank, text -- */
+
+/*
+** The `hi` of an integer option with no upper bound: every integer up to it
+** is exact in a double and fits a size_t, and the message says ">= lo".
+*/
+#define LRAG_MAXINT 9007199254740992.0 /* 2^53 */
+
+/*
+** opts.tokenizer of the table at idx, pushed (nil when absent) so that it
+** lives as long as the call: the exact tokenizer, or NULL for the estimator
+** (absent, or rag.tokenizer.approx()). Raises "fname: option 'tokenizer'
+** must be a rag.tokenizer or rag.tokenizer.approx()" for anything else and
+** "fname: tokenizer is closed" for a closed one.
+*/
+struct rag_tokenizer *lrag_opttokenizer(lua_State *L, int idx, const char *fname);
+
 /* {====== Classes ======} */
 
 /*
@@ -153,6 +170,15 @@ void lrag_setnum(lua_State *L, const char *key, lua_Number v);
 void lrag_setbool(lua_State *L, const char *key, int v);
 void lrag_setstr(lua_State *L, const char *key, const char *s);
 
+/* {------ List arguments ------} */
+
+/*
+** The length of the list argument at idx, which must be a table: raises
+** "fname: <must>, got <type>" otherwise, `must` saying what it must be
+** ("hits must be a list of hits"); the length fits an int.
+*/
+size_t lrag_checklist(lua_State *L, int idx, const char *fname, const char *must);
+
 /*
 ** A box: a userdata that owns one C pointer and frees it with `fin` when
 ** collected, so C memory survives a Lua error without leaking. The box is
@@ -183,13 +209,5 @@ typedef struct lrag_buf {
 lrag_buf *lrag_buf_new(lua_State *L);
 void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len);
 void lrag_buf_addc(lua_State *L, lrag_buf *b, char c);
-
-/* {====== Legacy: removed once every binding uses the toolkit ======} */
-
-int lrag_fail(lua_State *L, const char *code, const char *fmt, ...);
-const char *lrag_code(int rc);
-int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
-                  int err);
-lua_Number lrag_optnumber_legacy(lua_State *L, int idx, const char *key, lua_Number def);
 
 #endif

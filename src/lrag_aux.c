@@ -198,6 +198,18 @@ int lrag_opttable(lua_State *L, int idx, const char *fname, const char *key) {
   return 1;
 }
 
+/* -- Added with the conversion of chunk, eval, fuse, http, json, pack, rerank, text -- */
+
+struct rag_tokenizer *lrag_opttokenizer(lua_State *L, int idx, const char *fname) {
+  struct rag_tokenizer *t;
+  if (!get_option(L, idx, "tokenizer") || luaL_testudata(L, -1, "rag.tokenizer.approx") != NULL)
+    return NULL;
+  if ((t = lrag_totokenizer(L, -1, fname)) == NULL)
+    luaL_error(L, "%s: option 'tokenizer' must be a rag.tokenizer or rag.tokenizer.approx()",
+               fname);
+  return t;
+}
+
 /* {====== Classes ======} */
 
 static int object_close(lua_State *L) {
@@ -375,6 +387,16 @@ void lrag_setstr(lua_State *L, const char *key, const char *s) {
   lua_setfield(L, -2, key);
 }
 
+/* {------ List arguments ------} */
+
+size_t lrag_checklist(lua_State *L, int idx, const char *fname, const char *must) {
+  size_t n;
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: %s, got %s", fname, must, luaL_typename(L, idx));
+  n = (size_t)lua_rawlen(L, idx);
+  if (n > 0x7fffffff) luaL_error(L, "%s: %s, got one of more than 2^31 - 1 entries", fname, must);
+  return n;
+}
+
 /* {====== Boxes ======} */
 
 #define BOX_MT "rag.box"
@@ -448,43 +470,4 @@ void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len) {
 void lrag_buf_addc(lua_State *L, lrag_buf *b, char c) {
   if (b->len < b->cap) b->p[b->len++] = c;
   else lrag_buf_add(L, b, &c, 1);
-}
-
-/* {====== Legacy (removed once every binding uses the toolkit) ======} */
-
-int lrag_fail(lua_State *L, const char *code, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  lua_pushnil(L);
-  lua_pushstring(L, msg);
-  lua_pushstring(L, code);
-  return 3;
-}
-
-const char *lrag_code(int rc) {
-  const char *code = rag_status_code(rc, NULL);
-  return code != NULL ? code : "http";
-}
-
-int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
-                  int err) {
-  if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
-  if (rc == RAG_EIO) return lrag_fail(L, "io", "%s: '%s': %s", fname, path, strerror(err));
-  return lrag_fail(L, lrag_code(rc), "%s: '%s': %s", fname, path, why);
-}
-
-lua_Number lrag_optnumber_legacy(lua_State *L, int idx, const char *key, lua_Number def) {
-  lua_Number v = def;
-  if (!lua_istable(L, idx)) return def;
-  lua_getfield(L, idx, key);
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "option '%s' must be a number, got %s", key, luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
 }

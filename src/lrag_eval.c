@@ -31,40 +31,20 @@ typedef struct options {
 
 static void read_opts(lua_State *L, options *o) {
   static const char *const allowed[] = {"level", "missing", "per_query", NULL};
-  o->per_query = o->zero = 0;
-  o->level = 1;
-  if (!lua_isnoneornil(L, OPTS) && !lua_istable(L, OPTS))
-    luaL_error(L, FNAME ": opts must be a table, got %s", luaL_typename(L, OPTS));
+  static const char *const missing_names[] = {"skip", "zero", NULL};
   lrag_checkopts(L, OPTS, FNAME, allowed);
-  if (!lua_istable(L, OPTS)) return;
-  lua_getfield(L, OPTS, "per_query");
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TBOOLEAN)
-      luaL_error(L, FNAME ": per_query must be a boolean, got %s", luaL_typename(L, -1));
-    o->per_query = lua_toboolean(L, -1);
-  }
-  lua_getfield(L, OPTS, "missing");
-  if (!lua_isnil(L, -1)) {
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-    if (strcmp(s, "zero") == 0) o->zero = 1;
-    else if (strcmp(s, "skip") != 0) luaL_error(L, FNAME ": missing must be \"skip\" or \"zero\"");
-  }
-  lua_getfield(L, OPTS, "level");
-  if (!lua_isnil(L, -1)) {
-    o->level = lua_tonumber(L, -1);
-    if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(o->level) || !(o->level > 0))
-      luaL_error(L, FNAME ": level must be a finite number > 0");
-  }
-  lua_pop(L, 3);
+  o->per_query = lrag_optboolean(L, OPTS, FNAME, "per_query", 0);
+  o->zero = lrag_optenum(L, OPTS, FNAME, "missing", 0, missing_names);
+  o->level = lrag_optnumber(L, OPTS, FNAME, "level", 1, -HUGE_VAL, HUGE_VAL);
+  if (!isfinite(o->level) || !(o->level > 0))
+    luaL_error(L, FNAME ": option 'level' must be a finite number > 0");
 }
 
 /* The measures, parsed into a userdata pushed at MBOX. */
 static rag_eval_measure *read_measures(lua_State *L, size_t *nm) {
   rag_eval_measure *m;
   size_t i;
-  if (!lua_istable(L, MEASURES))
-    luaL_error(L, FNAME ": measures must be a list of names, got %s", luaL_typename(L, MEASURES));
-  *nm = lua_rawlen(L, MEASURES);
+  *nm = lrag_checklist(L, MEASURES, FNAME, "measures must be a list of names");
   if (*nm == 0) luaL_error(L, FNAME ": measures must name at least one of " VALID);
   if (*nm > 0x7fffffff / sizeof *m) luaL_error(L, FNAME ": too many measures");
   m = (rag_eval_measure *)lua_newuserdatauv(L, *nm * sizeof *m, 0);
@@ -337,11 +317,10 @@ static int eval_ir(lua_State *L) {
   fill_input(L, &in);
   rc = rag_eval_ir(in.q, in.nq, (const rag_eval_measure *)lua_touserdata(L, MBOX), in.nm, o.level,
                    in.per, in.mean, &bad);
-  if (rc == RAG_ENOMEM) return luaL_error(L, FNAME ": not enough memory");
   if (rc == RAG_EINVAL && bad < in.nq)
-    return luaL_error(L, FNAME ": qrels['%s'] has a document twice (as a number and a string)",
+    return lrag_error(L, rc, FNAME, "qrels['%s'] has a document twice (as a number and a string)",
                       in.q[bad].id);
-  if (rc != RAG_OK) return luaL_error(L, FNAME ": too many hits");
+  if (rc != RAG_OK) return lrag_error(L, rc, FNAME, rc == RAG_ENOMEM ? NULL : "too many hits");
   push_row(L, in.mean, in.nm);
   if (!o.per_query) return 1;
   lua_createtable(L, 0, in.nq > 0x7fffffff ? 0 : (int)in.nq);

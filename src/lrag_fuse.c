@@ -23,18 +23,8 @@ static void push_keys(lua_State *L) {
 
 /* opts.limit: how many fused hits to return (default all). */
 static size_t opt_limit(lua_State *L, const char *fname) {
-  lua_Number v;
-  size_t lim = (size_t)-1;
-  if (!lua_istable(L, 2)) return lim;
-  lua_getfield(L, 2, "limit");
-  if (!lua_isnil(L, -1)) {
-    v = lua_tonumber(L, -1);
-    if (lua_type(L, -1) != LUA_TNUMBER || !(v >= 0 && v <= 1e15 && v == floor(v)))
-      luaL_error(L, "%s: limit must be an integer >= 0", fname);
-    lim = (size_t)v;
-  }
-  lua_pop(L, 1);
-  return lim;
+  lua_Integer lim = lrag_optinteger(L, 2, fname, "limit", -1, 0, LRAG_MAXINT);
+  return lim < 0 ? (size_t)-1 : (size_t)lim;
 }
 
 /* What the read lists live in: a userdata at `box` on the stack. */
@@ -89,6 +79,47 @@ static const char *entry_id(lua_State *L, int anchor, int needscore, const char 
   return id;
 }
 
+/*
+** Raises unless the value at -1, entry i of lists, is a hit list: a table
+** whose entries are keys 1..n. A hit ({ id = ... }) there means one hit
+** list was passed where a list of them is expected, which would otherwise
+** fuse to nothing.
+*/
+static void check_list(lua_State *L, const char *fname, size_t i) {
+  if (!lua_istable(L, -1))
+    luaL_error(L, "%s: list %d must be a table, got %s", fname, (int)i, luaL_typename(L, -1));
+  if (lua_rawlen(L, -1) > 0) return;
+  lua_pushnil(L);
+  if (lua_next(L, -2) == 0) return; /* an empty list */
+  lua_pop(L, 2);
+  lua_getfield(L, -1, "id");
+  if (!lua_isnil(L, -1))
+    luaL_error(L, "%s: lists must be a list of hit lists; got a hit at %d (did you pass one list?)",
+               fname, (int)i);
+  luaL_error(L, "%s: list %d must be a list of hits (keys 1..n), got a table with other keys",
+             fname, (int)i);
+}
+
+/*
+** The number of lists at index 1 and (*total) of their entries; raises
+** unless it is a list of hit lists.
+*/
+static size_t check_lists(lua_State *L, const char *fname, size_t *total) {
+  size_t i, n = lrag_checklist(L, 1, fname, "lists must be a table of hit lists");
+  lua_pushnil(L);
+  if (n == 0 && lua_next(L, 1) != 0)
+    luaL_error(L, "%s: lists must be a list of hit lists (keys 1..n), got a table with other keys",
+               fname);
+  lua_pop(L, 1);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, (int)i);
+    check_list(L, fname, i);
+    *total += lua_rawlen(L, -1);
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
 /* Reads lists at index 1 into a userdata and an anchor table, both pushed. */
 static void read_lists(lua_State *L, int needscore, const char *fname, lists *r) {
   size_t i, j, e = 0, cnt;
@@ -96,17 +127,8 @@ static void read_lists(lua_State *L, int needscore, const char *fname, lists *r)
   size_t *lens;
   double *scores;
   int anchor;
-  if (!lua_istable(L, 1))
-    luaL_error(L, "%s: lists must be a table of hit lists, got %s", fname, luaL_typename(L, 1));
-  r->nl = lua_rawlen(L, 1);
   r->total = 0;
-  for (i = 1; i <= r->nl; i++) {
-    lua_rawgeti(L, 1, (int)i);
-    if (!lua_istable(L, -1))
-      luaL_error(L, "%s: list %d must be a table, got %s", fname, (int)i, luaL_typename(L, -1));
-    r->total += lua_rawlen(L, -1);
-    lua_pop(L, 1);
-  }
+  r->nl = check_lists(L, fname, &r->total);
   cnt = r->total + 1;
   if (r->nl > 0x7fffffff || RAG_MUL_OVERFLOWS(cnt, 64) || RAG_MUL_OVERFLOWS(r->nl + 1, 64))
     luaL_error(L, "%s: too many hits", fname);
@@ -141,14 +163,10 @@ static void read_lists(lua_State *L, int needscore, const char *fname, lists *r)
 /* opts.weights: one finite, non-negative number per list, into l[].weight. */
 static int read_weights(lua_State *L, int opts, const char *fname, lists *r) {
   size_t i;
-  if (!lua_istable(L, opts)) return 0;
-  lua_getfield(L, opts, "weights");
-  if (lua_isnil(L, -1)) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  if (!lua_istable(L, -1) || lua_rawlen(L, -1) != r->nl)
-    luaL_error(L, "%s: weights must be a list of %d numbers, one per list", fname, (int)r->nl);
+  if (!lrag_opttable(L, opts, fname, "weights")) return 0;
+  if (lua_rawlen(L, -1) != r->nl)
+    luaL_error(L, "%s: option 'weights' must be a list of %d numbers, one per list", fname,
+               (int)r->nl);
   for (i = 0; i < r->nl; i++) {
     lua_rawgeti(L, -1, (int)i + 1);
     if (lua_type(L, -1) != LUA_TNUMBER || !(lua_tonumber(L, -1) >= 0) ||
@@ -176,25 +194,6 @@ static void push_fused(lua_State *L, const rag_fused *f, size_t n) {
   }
 }
 
-static int fail(lua_State *L, int rc, const char *fname) {
-  if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
-  return luaL_error(L, "%s: too many hits", fname);
-}
-
-/* opts[key] (opts at index 2) when it is there, else def. */
-static double opt_number(lua_State *L, const char *fname, const char *key, double def) {
-  double v = def;
-  if (!lua_istable(L, 2)) return def;
-  lua_getfield(L, 2, key);
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "%s: %s must be a number, got %s", fname, key, luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
 static const char *const presets[] = {"paper", "langchain", "llamaindex", "haystack", NULL};
 
 static int fuse_rrf(lua_State *L) {
@@ -202,27 +201,16 @@ static int fuse_rrf(lua_State *L) {
   static const char *const allowed[] = {"k", "rank_base", "weights", "preset", "limit", NULL};
   static const double pk[] = {60, 60, 60, 61}, pbase[] = {1, 1, 0, 0};
   lists r;
-  int preset = 0, weighted, rc;
+  int preset, weighted, rc;
   double k, base, div = 1, sum = 0;
   size_t i, n, limit;
-  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
-    luaL_error(L, "%s: opts must be a table, got %s", fname, luaL_typename(L, 2));
   lrag_checkopts(L, 2, fname, allowed);
-  if (lua_istable(L, 2)) {
-    lua_getfield(L, 2, "preset");
-    if (!lua_isnil(L, -1)) {
-      const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-      while (presets[preset] != NULL && strcmp(presets[preset], s) != 0) preset++;
-      if (presets[preset] == NULL)
-        luaL_error(L, "%s: preset must be \"paper\", \"langchain\", \"llamaindex\" or "
-                      "\"haystack\"", fname);
-    }
-    lua_pop(L, 1);
-  }
-  k = opt_number(L, fname, "k", pk[preset]);
-  base = opt_number(L, fname, "rank_base", pbase[preset]);
+  preset = lrag_optenum(L, 2, fname, "preset", 0, presets);
+  k = lrag_optnumber(L, 2, fname, "k", pk[preset], -HUGE_VAL, HUGE_VAL);
+  base = lrag_optnumber(L, 2, fname, "rank_base", pbase[preset], -HUGE_VAL, HUGE_VAL);
   if (!isfinite(k) || !isfinite(base) || !(k + base > 0))
-    luaL_error(L, "%s: k and rank_base must be finite, with k + rank_base > 0", fname);
+    luaL_error(L, "%s: options 'k' and 'rank_base' must be finite, with k + rank_base > 0",
+               fname);
   limit = opt_limit(L, fname);
   push_keys(L);
   read_lists(L, 0, fname, &r);
@@ -233,13 +221,13 @@ static int fuse_rrf(lua_State *L) {
   if (preset == 2) /* QueryFusionRetriever ignores weights */
     for (i = 0; i < r.nl; i++) r.l[i].weight = 1;
   if (preset == 3 && r.nl > 0) { /* DocumentJoiner: normalised, scaled so 1 is the top */
-    if (weighted && !(sum > 0)) luaL_error(L, "%s: weights must not all be 0", fname);
+    if (weighted && !(sum > 0)) luaL_error(L, "%s: option 'weights' must not all be 0", fname);
     for (i = 0; i < r.nl; i++)
       r.l[i].weight = (weighted ? r.l[i].weight / sum : 1.0 / (double)r.nl) * (double)r.nl;
     div = (double)r.nl / k;
   }
   rc = rag_fuse_rrf(r.l, r.nl, k, base, div, limit, r.out, &n);
-  if (rc != RAG_OK) return fail(L, rc, fname);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, rc == RAG_ENOMEM ? NULL : "too many hits");
   push_fused(L, r.out, n);
   return 1;
 }
@@ -248,34 +236,19 @@ static int fuse_scores(lua_State *L) {
   static const char *fname = "rag.fuse.scores";
   static const char *const allowed[] = {"method", "weights", "combine", "limit", NULL};
   static const char *const methods[] = {"minmax", "zscore", "dbsf", NULL};
+  static const char *const combines[] = {"sum", "max", NULL};
   lists r;
-  int method = 0, max = 0, rc;
+  int method, max, rc;
   size_t n, limit;
-  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
-    luaL_error(L, "%s: opts must be a table, got %s", fname, luaL_typename(L, 2));
   lrag_checkopts(L, 2, fname, allowed);
-  if (lua_istable(L, 2)) {
-    lua_getfield(L, 2, "method");
-    if (!lua_isnil(L, -1)) {
-      const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-      while (methods[method] != NULL && strcmp(methods[method], s) != 0) method++;
-      if (methods[method] == NULL)
-        luaL_error(L, "%s: method must be \"minmax\", \"zscore\" or \"dbsf\"", fname);
-    }
-    lua_getfield(L, 2, "combine");
-    if (!lua_isnil(L, -1)) {
-      const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-      if (strcmp(s, "max") == 0) max = 1;
-      else if (strcmp(s, "sum") != 0)
-        luaL_error(L, "%s: combine must be \"sum\" or \"max\"", fname);
-    }
-  }
+  method = lrag_optenum(L, 2, fname, "method", 0, methods);
+  max = lrag_optenum(L, 2, fname, "combine", 0, combines);
   limit = opt_limit(L, fname);
   push_keys(L);
   read_lists(L, 1, fname, &r);
   read_weights(L, 2, fname, &r);
   rc = rag_fuse_scores(r.l, r.nl, (rag_fuse_method)method, max, limit, r.out, &n);
-  if (rc != RAG_OK) return fail(L, rc, fname);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, rc == RAG_ENOMEM ? NULL : "too many hits");
   push_fused(L, r.out, n);
   return 1;
 }

@@ -6,6 +6,7 @@
 #include "lrag.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -16,6 +17,7 @@
 #define DEFAULT_TIMEOUT 60.0
 #define DEFAULT_CONNECT_TIMEOUT 10.0
 #define DEFAULT_MAX_BODY (64.0 * 1024 * 1024)
+#define URL_SHOWN 200 /* bytes of a URL a message shows */
 
 static const char *const request_opts[] = {
   "body", "ca_file", "connect_timeout", "headers", "max_body", "method",
@@ -57,23 +59,18 @@ static int on_data(void *ud, const char *data, size_t len) {
   return 1;
 }
 
-/* Pushes field `key` of the request table (nil or a string) and returns it. */
-static const char *field_string(lua_State *L, const char *key, size_t *plen) {
+/* The string option `key` (NULL when absent); raises when it holds a NUL byte. */
+static const char *opt_cstring(lua_State *L, const char *key) {
   size_t len;
-  const char *s;
-  lua_getfield(L, 1, key);
-  if (lua_isnil(L, -1)) return NULL;
-  if (lua_type(L, -1) != LUA_TSTRING)
-    luaL_error(L, FNAME ": '%s' must be a string, got %s", key, luaL_typename(L, -1));
-  s = lua_tolstring(L, -1, &len);
-  if (plen != NULL) *plen = len;
-  else if (strlen(s) != len) luaL_error(L, FNAME ": '%s' contains a NUL byte", key);
+  const char *s = lrag_optstring(L, 1, FNAME, key, NULL, &len);
+  if (s != NULL && strlen(s) != len)
+    luaL_error(L, FNAME ": option '%s' must not contain a NUL byte", key);
   return s;
 }
 
-static double field_seconds(lua_State *L, const char *key, double def) {
-  double v = (double)lrag_optnumber_legacy(L, 1, key, def);
-  if (!(v > 0 && v <= 1e6)) luaL_error(L, FNAME ": '%s' must be in (0, 1e6] seconds", key);
+static double opt_seconds(lua_State *L, const char *key, double def) {
+  double v = (double)lrag_optnumber(L, 1, FNAME, key, def, -HUGE_VAL, HUGE_VAL);
+  if (!(v > 0 && v <= 1e6)) luaL_error(L, FNAME ": option '%s' must be in (0, 1e6] seconds", key);
   return v;
 }
 
@@ -96,9 +93,7 @@ static int is_token(const char *s, size_t len) {
 static const char *const *build_headers(lua_State *L) {
   int lines, n = 0;
   const char **list;
-  lua_getfield(L, 1, "headers");
-  if (lua_isnil(L, -1)) return NULL;
-  if (!lua_istable(L, -1)) luaL_error(L, FNAME ": 'headers' must be a table");
+  if (!lrag_opttable(L, 1, FNAME, "headers")) return NULL;
   lua_newtable(L);
   lines = lua_gettop(L);
   lua_pushnil(L);
@@ -107,7 +102,7 @@ static const char *const *build_headers(lua_State *L) {
     const char *name, *value;
     if (lua_type(L, -2) != LUA_TSTRING ||
         (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
-      luaL_error(L, FNAME ": headers must map names to strings");
+      luaL_error(L, FNAME ": option 'headers' must map names to strings");
     name = lua_tolstring(L, -2, &nlen);
     if (!is_token(name, nlen)) luaL_error(L, FNAME ": invalid header name '%s'", name);
     lua_pushvalue(L, -1); /* convert a copy, never the key's neighbour in place */
@@ -191,31 +186,25 @@ static int http_request(lua_State *L) {
   lrag_box *box;
   stream_ctx ctx;
   char err[256];
-  double max_body, redirects;
   int rc;
   luaL_checktype(L, 1, LUA_TTABLE);
   lrag_checkopts(L, 1, FNAME, request_opts);
   lua_settop(L, 1);
   memset(&req, 0, sizeof req);
-  req.url = field_string(L, "url", NULL);
-  if (req.url == NULL) luaL_error(L, FNAME ": 'url' is required");
-  req.body = field_string(L, "body", &req.body_len);
-  req.method = field_string(L, "method", NULL);
+  req.url = opt_cstring(L, "url");
+  if (req.url == NULL) luaL_error(L, FNAME ": option 'url' is required");
+  req.body = lrag_optstring(L, 1, FNAME, "body", NULL, &req.body_len);
+  req.method = opt_cstring(L, "method");
   if (req.method == NULL) req.method = req.body != NULL ? "POST" : "GET";
   if (!is_token(req.method, strlen(req.method)))
     luaL_error(L, FNAME ": invalid method '%s'", req.method);
-  req.ca_file = field_string(L, "ca_file", NULL);
-  req.timeout = field_seconds(L, "timeout", DEFAULT_TIMEOUT);
-  req.connect_timeout = field_seconds(L, "connect_timeout",
-                                      req.timeout < DEFAULT_CONNECT_TIMEOUT
-                                          ? req.timeout : DEFAULT_CONNECT_TIMEOUT);
-  max_body = (double)lrag_optnumber_legacy(L, 1, "max_body", DEFAULT_MAX_BODY);
-  if (!(max_body >= 0 && max_body <= 1e15)) luaL_error(L, FNAME ": 'max_body' out of range");
-  req.max_body = (size_t)max_body;
-  redirects = (double)lrag_optnumber_legacy(L, 1, "redirects", 0);
-  if (!(redirects >= 0 && redirects <= 50 && redirects == (long)redirects))
-    luaL_error(L, FNAME ": 'redirects' must be an integer in 0..50");
-  req.max_redirects = (long)redirects;
+  req.ca_file = opt_cstring(L, "ca_file");
+  req.timeout = opt_seconds(L, "timeout", DEFAULT_TIMEOUT);
+  req.connect_timeout = opt_seconds(L, "connect_timeout",
+                                    req.timeout < DEFAULT_CONNECT_TIMEOUT
+                                        ? req.timeout : DEFAULT_CONNECT_TIMEOUT);
+  req.max_body = (size_t)lrag_optnumber(L, 1, FNAME, "max_body", DEFAULT_MAX_BODY, 0, 1e15);
+  req.max_redirects = (long)lrag_optinteger(L, 1, FNAME, "redirects", 0, 0, 50);
   if (req.body != NULL && strcmp(req.method, "HEAD") == 0)
     luaL_error(L, FNAME ": a HEAD request has no body");
   req.headers = build_headers(L);
@@ -223,7 +212,8 @@ static int http_request(lua_State *L) {
   memset(&ctx, 0, sizeof ctx);
   lua_getfield(L, 1, "stream");
   if (!lua_isnil(L, -1)) {
-    if (!lua_isfunction(L, -1)) luaL_error(L, FNAME ": 'stream' must be a function");
+    if (!lua_isfunction(L, -1))
+      luaL_error(L, FNAME ": option 'stream' must be a function, got %s", luaL_typename(L, -1));
     ctx.L = L;
     ctx.fn = lua_gettop(L);
     lua_pushcfunction(L, call_stream);
@@ -238,15 +228,15 @@ static int http_request(lua_State *L) {
     lua_pushvalue(L, ctx.err);
     return lua_error(L);
   }
-  if (rc == RAG_ENOMEM) return luaL_error(L, FNAME ": not enough memory");
-  if (rc != RAG_OK) {
-    lua_pushnil(L);
-    lua_pushfstring(L, FNAME ": %s ", req.method);
+  if (rc == RAG_ENOMEM) return lrag_error(L, rc, FNAME, NULL);
+  if (rc != RAG_OK) { /* the URL is cut at URL_SHOWN bytes so that the reason always shows */
+    size_t ulen;
+    const char *url;
     push_safe_url(L, req.url);
-    lua_pushfstring(L, ": %s", err);
-    lua_concat(L, 3);
-    lua_pushstring(L, lrag_code(rc == RAG_ETOOBIG ? RAG_EHTTP : rc));
-    return 3;
+    url = lua_tolstring(L, -1, &ulen);
+    return lrag_error(L, rc == RAG_ETOOBIG ? RAG_EHTTP : rc, FNAME, "%s %.*s%s: %s", req.method,
+                      (int)(ulen > URL_SHOWN ? URL_SHOWN : ulen), url,
+                      ulen > URL_SHOWN ? "..." : "", err);
   }
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, (lua_Integer)res->status);
@@ -279,10 +269,7 @@ static int http_sleep(lua_State *L) {
 }
 
 static const luaL_Reg http_funcs[] = {
-  {"now", http_now},
-  {"request", http_request},
-  {"sleep", http_sleep},
-  {NULL, NULL},
+    {"now", http_now}, {"request", http_request}, {"sleep", http_sleep}, {NULL, NULL},
 };
 
 int lrag_open_http(lua_State *L) {

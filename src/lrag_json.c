@@ -17,7 +17,12 @@
 
 #include "rag.h"
 
-#define OBJECT_MT "rag.json.object"
+/*
+** The metatable that marks a table as a JSON object (json.object, decoded
+** objects): tables are not a userdata class, so it is no registry entry but
+** the upvalue every rag.json function shares.
+*/
+#define OBJECT_MT lua_upvalueindex(1)
 
 #ifndef RAG_JSON_MAX_DEPTH
 #define RAG_JSON_MAX_DEPTH 1000 /* cJSON's own CJSON_NESTING_LIMIT */
@@ -34,12 +39,9 @@ static int is_null(lua_State *L, int idx) {
 
 static int check_depth(lua_State *L, int idx, const char *fname) {
   static const char *const allowed[] = {"max_depth", NULL};
-  lua_Number d;
   lrag_checkopts(L, idx, fname, allowed);
-  d = lrag_optnumber_legacy(L, idx, "max_depth", RAG_JSON_MAX_DEPTH);
-  if (!(d >= 1 && d <= RAG_JSON_MAX_DEPTH && d == floor(d)))
-    luaL_error(L, "%s: max_depth must be an integer in 1..%d", fname, RAG_JSON_MAX_DEPTH);
-  return (int)d;
+  return (int)lrag_optinteger(L, idx, fname, "max_depth", RAG_JSON_MAX_DEPTH, 1,
+                              RAG_JSON_MAX_DEPTH);
 }
 
 /* {====== Encoding ======} */
@@ -165,9 +167,8 @@ static lua_Integer sequence_length(lua_State *L, int idx) {
 static int is_object(lua_State *L, int idx) {
   int yes;
   if (!lua_getmetatable(L, idx)) return 0;
-  luaL_getmetatable(L, OBJECT_MT);
-  yes = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
+  yes = lua_rawequal(L, -1, OBJECT_MT);
+  lua_pop(L, 1);
   return yes;
 }
 
@@ -300,8 +301,8 @@ static int json_encode(lua_State *L) {
   e.badutf8 = 0;
   encode_value(&e, 1, 1);
   if (e.badutf8 != 0)
-    return lrag_fail(L, "encoding", "rag.json.encode: invalid utf-8 at byte %lu of a string",
-                     (unsigned long)e.badutf8);
+    return lrag_error(L, RAG_EENCODING, "rag.json.encode", "invalid utf-8 at byte %lu of a string",
+                      (unsigned long)e.badutf8);
   lua_pushlstring(L, e.b->p, e.b->len);
   return 1;
 }
@@ -539,13 +540,22 @@ static int push_item(dec *d, const cJSON *item, int depth) {
       if (obj) lua_rawset(L, -3);
       else lua_rawseti(L, -2, ++i);
     }
-    if (obj) luaL_setmetatable(L, OBJECT_MT);
+    if (obj) {
+      lua_pushvalue(L, OBJECT_MT);
+      lua_setmetatable(L, -2);
+    }
   }
   return 1;
 }
 
 static void tree_fin(void *p) {
   cJSON_Delete((cJSON *)p);
+}
+
+/* A failure of the world: nil, "rag.json.decode: <what> at byte <pos>", "decode". */
+static int bad_json(lua_State *L, const char *what, size_t pos) {
+  return lrag_error(L, RAG_EDECODE, "rag.json.decode", "%s at byte %lu", what,
+                    (unsigned long)pos);
 }
 
 static int json_decode(lua_State *L) {
@@ -559,35 +569,23 @@ static int json_decode(lua_State *L) {
   d.max_depth = check_depth(L, 2, "rag.json.decode");
   lua_settop(L, 2);
   bad = check_bytes(s, len, &what);
-  if (bad != 0)
-    return lrag_fail(L, "decode", "rag.json.decode: %s at byte %lu", what,
-                     (unsigned long)bad);
+  if (bad != 0) return bad_json(L, what, bad);
   box = lrag_box_new(L, tree_fin);
   box->p = cJSON_ParseWithLengthOpts(s, len, &end, 0);
-  if (box->p != NULL) {
-    while (end < s + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
-      end++;
-    if (end < s + len) {
-      lrag_box_free(box);
-      return lrag_fail(L, "decode", "rag.json.decode: unexpected data after the value at byte %lu",
-                       (unsigned long)(end - s) + 1);
-    }
-  } else {
-    size_t pos = end != NULL && end >= s && end <= s + len ? (size_t)(end - s) + 1 : 1;
-    return lrag_fail(L, "decode", "rag.json.decode: invalid json at byte %lu",
-                     (unsigned long)pos);
-  }
+  if (box->p == NULL)
+    return bad_json(L, "invalid json",
+                    end != NULL && end >= s && end <= s + len ? (size_t)(end - s) + 1 : 1);
+  while (end < s + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
   d.L = L;
   d.src = d.cur = s;
-  d.err = NULL;
-  d.errpos = 0;
-  if (!push_item(&d, (const cJSON *)box->p, 1)) {
+  d.err = end < s + len ? "unexpected data after the value" : NULL;
+  d.errpos = (size_t)(end - s) + 1;
+  if (d.err == NULL && push_item(&d, (const cJSON *)box->p, 1)) {
     lrag_box_free(box);
-    return lrag_fail(L, "decode", "rag.json.decode: %s at byte %lu", d.err,
-                     (unsigned long)d.errpos);
+    return 1;
   }
   lrag_box_free(box);
-  return 1;
+  return bad_json(L, d.err, d.errpos);
 }
 
 /* {====== Module ======} */
@@ -600,21 +598,20 @@ static int json_object(lua_State *L) {
     lua_replace(L, 1);
   }
   luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_setmetatable(L, OBJECT_MT);
+  lua_pushvalue(L, OBJECT_MT);
+  lua_setmetatable(L, 1);
   return 1;
 }
 
 static const luaL_Reg json_funcs[] = {
-  {"decode", json_decode},
-  {"encode", json_encode},
-  {"object", json_object},
-  {NULL, NULL},
+    {"decode", json_decode}, {"encode", json_encode}, {"object", json_object}, {NULL, NULL},
 };
 
 int lrag_open_json(lua_State *L) {
-  luaL_newmetatable(L, OBJECT_MT);
-  lua_pop(L, 1);
-  luaL_setfuncs(L, json_funcs, 0);
+  lua_createtable(L, 0, 1); /* OBJECT_MT */
+  lua_pushliteral(L, "rag.json.object");
+  lua_setfield(L, -2, "__name");
+  luaL_setfuncs(L, json_funcs, 1);
   push_null(L);
   lua_setfield(L, -2, "null");
   return 0;

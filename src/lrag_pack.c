@@ -17,85 +17,46 @@
 /* Stack slots: the arguments, then the item field names (no lookup by C string per item). */
 enum { ITEMS = 1, OPTS, K_ID, K_TEXT, K_SCORE, K_SOURCE, K_DOC, K_START, K_STOP, NKEYS = 7 };
 
-/* Above them: the tokenizer, template and separator, the records, the
-** anchor table, and the item being read. */
-enum { ITEM = K_STOP + 6 };
+/* Above them: the records, the anchor table, and the item being read. */
+enum { ITEM = K_STOP + 3 };
 
 static const char *const item_keys[NKEYS] = {"id", "text", "score", "source", "doc", "start",
                                              "stop"};
 
 /* {====== Options ======} */
 
-/* opts[key] as an integer >= min, or def when absent (required: raises). */
-static size_t opt_int(lua_State *L, const char *key, size_t def, size_t min, int required) {
-  size_t r = def;
-  lua_getfield(L, OPTS, key);
-  if (lua_isnil(L, -1)) {
-    if (required) luaL_error(L, FNAME ": option '%s' is required", key);
-  } else {
-    lua_Number v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-    if (!(v >= (lua_Number)min && v <= 9007199254740992.0 && v == floor(v)))
-      luaL_error(L, FNAME ": option '%s' must be an integer >= %d", key, (int)min);
-    r = (size_t)v;
-  }
-  lua_pop(L, 1);
-  return r;
-}
-
-static int opt_bool(lua_State *L, const char *key) {
-  int r = 0;
-  lua_getfield(L, OPTS, key);
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isboolean(L, -1)) luaL_error(L, FNAME ": option '%s' must be a boolean", key);
-    r = lua_toboolean(L, -1);
-  }
-  lua_pop(L, 1);
-  return r;
-}
-
-/* opts[key] as a string (left on the stack to anchor it), or NULL. */
-static const char *opt_string(lua_State *L, const char *key, size_t *len) {
-  lua_getfield(L, OPTS, key);
-  if (lua_isnil(L, -1)) return NULL;
-  if (lua_type(L, -1) != LUA_TSTRING)
-    luaL_error(L, FNAME ": option '%s' must be a string, got %s", key, luaL_typename(L, -1));
-  return lua_tolstring(L, -1, len);
-}
-
-/* opts.tokenizer, left on the stack: NULL for the estimator. */
-static const rag_tokenizer *opt_tokenizer(lua_State *L) {
-  const rag_tokenizer *t;
-  lua_getfield(L, OPTS, "tokenizer");
-  if (lua_isnil(L, -1) || luaL_testudata(L, -1, "rag.tokenizer.approx")) return NULL;
-  if ((t = lrag_totokenizer(L, -1, FNAME)) == NULL)
-    luaL_error(L, FNAME ": option 'tokenizer' must be a rag.tokenizer or rag.tokenizer.approx()");
-  return t;
-}
-
+/* The options that are plain values: budget, per_source, the flags and the order. */
 static void read_opts(lua_State *L, rag_pack_opts *o) {
   static const char *const keys[] = {"budget",     "tokenizer",      "order",    "template",
                                      "separator",  "per_source",     "merge_adjacent",
                                      "truncate",   NULL};
-  size_t pos, len;
+  static const char *const order_names[] = {"relevance", "edges", "given", NULL};
   if (lua_type(L, OPTS) != LUA_TTABLE)
     luaL_error(L, FNAME ": opts must be a table with a budget, got %s", luaL_typename(L, OPTS));
   lrag_checkopts(L, OPTS, FNAME, keys);
   memset(o, 0, sizeof *o);
-  o->budget = opt_int(L, "budget", 0, 0, 1);
-  o->per_source = opt_int(L, "per_source", 0, 1, 0);
-  o->merge = opt_bool(L, "merge_adjacent");
-  o->truncate = opt_bool(L, "truncate");
-  lua_getfield(L, OPTS, "order");
-  if (!lua_isnil(L, -1)) {
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-    if (strcmp(s, "edges") == 0) o->order = RAG_PACK_EDGES;
-    else if (strcmp(s, "relevance") != 0)
-      luaL_error(L, FNAME ": option 'order' must be \"relevance\" or \"edges\"");
-  }
+  lua_getfield(L, OPTS, "budget");
+  if (lua_isnil(L, -1)) luaL_error(L, FNAME ": option 'budget' is required");
   lua_pop(L, 1);
-  o->tok = opt_tokenizer(L); /* these three stay on the stack */
-  o->tmpl = opt_string(L, "template", &o->tmpllen);
-  o->sep = opt_string(L, "separator", &o->seplen);
+  o->budget = (size_t)lrag_optinteger(L, OPTS, FNAME, "budget", 0, 0, LRAG_MAXINT);
+  o->per_source = (size_t)lrag_optinteger(L, OPTS, FNAME, "per_source", 0, 1, LRAG_MAXINT);
+  o->merge = lrag_optboolean(L, OPTS, FNAME, "merge_adjacent", 0);
+  o->truncate = lrag_optboolean(L, OPTS, FNAME, "truncate", 0);
+  o->order = (rag_pack_order)lrag_optenum(L, OPTS, FNAME, "order", RAG_PACK_RELEVANCE,
+                                          order_names);
+}
+
+/*
+** The options that point into Lua values: the tokenizer (pushed), the
+** template and the separator (held by opts). Read after the items, whose
+** __index may run Lua code, so that nothing can close or drop them before
+** rag_pack has run.
+*/
+static void read_refs(lua_State *L, rag_pack_opts *o) {
+  size_t pos, len;
+  o->tok = lrag_opttokenizer(L, OPTS, FNAME);
+  o->tmpl = lrag_optstring(L, OPTS, FNAME, "template", NULL, &o->tmpllen);
+  o->sep = lrag_optstring(L, OPTS, FNAME, "separator", NULL, &o->seplen);
   if (o->tmpl != NULL && rag_pack_check_template(o->tmpl, o->tmpllen, &pos, &len) != RAG_OK) {
     lua_pushlstring(L, o->tmpl + pos, len);
     luaL_error(L, FNAME ": option 'template': unknown placeholder '%s'", lua_tostring(L, -1));
@@ -205,11 +166,8 @@ static rag_pack_item *read_items(lua_State *L, size_t *n, int *scored) {
   rag_pack_item *items;
   size_t i;
   int anchor;
-  if (lua_type(L, ITEMS) != LUA_TTABLE)
-    luaL_error(L, FNAME ": items must be a table, got %s", luaL_typename(L, ITEMS));
-  *n = (size_t)lua_rawlen(L, ITEMS);
-  if (*n > 0x7fffffff || RAG_MUL_OVERFLOWS(*n + 1, sizeof *items))
-    luaL_error(L, FNAME ": too many items");
+  *n = lrag_checklist(L, ITEMS, FNAME, "items must be a table");
+  if (RAG_MUL_OVERFLOWS(*n + 1, sizeof *items)) luaL_error(L, FNAME ": too many items");
   items = (rag_pack_item *)lua_newuserdatauv(L, (*n + 1) * sizeof *items, 0);
   lua_newtable(L);
   anchor = lua_gettop(L);
@@ -298,21 +256,19 @@ static void push_result(lua_State *L, const rag_pack_item *items, const rag_pack
 
 static int fail(lua_State *L, int rc, const rag_pack_err *e, const rag_pack_item *items) {
   static const char *const fields[] = {"id", "text", "source", "doc", "span"};
-  if (rc == RAG_ENOMEM) return luaL_error(L, FNAME ": not enough memory");
-  if (rc == RAG_EENCODING) {
-    if (e->field == RAG_PACK_TEMPLATE || e->field == RAG_PACK_SEPARATOR)
-      return lrag_fail(L, "encoding", FNAME ": option '%s': invalid utf-8 at byte %lu",
-                       e->field == RAG_PACK_TEMPLATE ? "template" : "separator",
-                       (unsigned long)e->pos);
-    return lrag_fail(L, "encoding", FNAME ": item %lu: invalid utf-8 in %s at byte %lu",
-                     (unsigned long)e->item + 1, fields[e->field], (unsigned long)e->pos);
-  }
+  if (rc == RAG_EENCODING && (e->field == RAG_PACK_TEMPLATE || e->field == RAG_PACK_SEPARATOR))
+    return lrag_error(L, rc, FNAME, "option '%s': invalid utf-8 at byte %lu",
+                      e->field == RAG_PACK_TEMPLATE ? "template" : "separator",
+                      (unsigned long)e->pos);
+  if (rc == RAG_EENCODING)
+    return lrag_error(L, rc, FNAME, "item %lu: invalid utf-8 in %s at byte %lu",
+                      (unsigned long)e->item + 1, fields[e->field], (unsigned long)e->pos);
   if (rc == RAG_EINVAL && e->field == RAG_PACK_ID) {
     lua_pushlstring(L, items[e->item].id, items[e->item].idlen);
-    return luaL_error(L, FNAME ": item %d: duplicate id '%s'", (int)e->item + 1,
+    return lrag_error(L, rc, FNAME, "item %d: duplicate id '%s'", (int)e->item + 1,
                       lua_tostring(L, -1));
   }
-  return luaL_error(L, FNAME ": %s", rag_strerror(rc));
+  return lrag_error(L, rc, FNAME, NULL);
 }
 
 /* {====== rag.pack ======} */
@@ -329,6 +285,7 @@ static int pack_pack(lua_State *L) {
   for (i = 0; i < NKEYS; i++) lua_pushstring(L, item_keys[i]);
   read_opts(L, &o);
   items = read_items(L, &n, &scored);
+  read_refs(L, &o);
   o.scored = scored;
   r = (rag_pack_result *)lrag_box_embed(L, sizeof *r, result_fin);
   rc = rag_pack(items, n, &o, r, &err);

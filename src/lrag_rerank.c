@@ -12,11 +12,7 @@
 
 /* The hits at index 1: their count; checks that each is a table with an id. */
 static size_t check_hits(lua_State *L, const char *fname) {
-  size_t n, i;
-  if (!lua_istable(L, 1))
-    luaL_error(L, "%s: hits must be a list of hits, got %s", fname, luaL_typename(L, 1));
-  n = lua_rawlen(L, 1);
-  if (n > 0x7fffffff) luaL_error(L, "%s: too many hits", fname);
+  size_t n = lrag_checklist(L, 1, fname, "hits must be a list of hits"), i;
   for (i = 1; i <= n; i++) {
     int t;
     lua_rawgeti(L, 1, (int)i);
@@ -73,24 +69,6 @@ static void push_picked(lua_State *L, const size_t *pos, size_t m) {
   }
 }
 
-static double opt_number(lua_State *L, const char *fname, const char *key, double def,
-                         double lo, double hi) {
-  double v = def;
-  lua_getfield(L, 2, key);
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "%s: %s must be a number, got %s", fname, key, luaL_typename(L, -1));
-    v = lua_tonumber(L, -1);
-    if (!(v >= lo && v <= hi)) {
-      char range[64];
-      snprintf(range, sizeof range, "between %g and %g", lo, hi);
-      luaL_error(L, "%s: %s must be %s", fname, key, range);
-    }
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
 /* The vector on top of the stack into out (dim floats); `n` 0 names the query. */
 static void read_vector(lua_State *L, size_t dim, float *out, const char *fname, int n) {
   size_t i, len;
@@ -141,19 +119,13 @@ static int rerank_mmr(lua_State *L) {
   size_t *lens;
   double *scores;
   float *vecs, *q;
-  luaL_checktype(L, 2, LUA_TTABLE);
   lrag_checkopts(L, 2, fname, allowed);
-  lambda = opt_number(L, fname, "lambda", 0.5, 0, 1);
-  k = (size_t)opt_number(L, fname, "k", (double)n, 0, 1e15);
-  lua_getfield(L, 2, "k");
-  if (!lua_isnil(L, -1) && lua_tonumber(L, -1) != floor(lua_tonumber(L, -1)))
-    luaL_error(L, "%s: k must be an integer", fname);
-  lua_pop(L, 1);
+  lambda = lrag_optnumber(L, 2, fname, "lambda", 0.5, 0, 1);
+  k = (size_t)lrag_optinteger(L, 2, fname, "k", (lua_Integer)n, 0, LRAG_MAXINT);
   if (k > n) k = n;
   lua_settop(L, 2);
-  lua_getfield(L, 2, "vectors"); /* 3 */
-  if (!lua_istable(L, 3))
-    luaL_error(L, "%s: vectors must be a table, got %s", fname, luaL_typename(L, 3));
+  if (!lrag_opttable(L, 2, fname, "vectors")) /* 3 */
+    luaL_error(L, "%s: option 'vectors' must be a table, got nil", fname);
   lua_getfield(L, 2, "query"); /* 4 */
   hasq = !lua_isnil(L, 4);
   lua_newtable(L); /* 5: anchors */
@@ -212,7 +184,7 @@ static int rerank_mmr(lua_State *L) {
     lua_pop(L, 1);
   }
   rc = rag_rerank_mmr(vecs, n, dim, hasq ? q : NULL, scores, lambda, k, ids, lens, order);
-  if (rc != RAG_OK) return luaL_error(L, "%s: not enough memory", fname);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
   push_picked(L, order, k);
   return 1;
 }
@@ -221,18 +193,9 @@ static int rerank_litm(lua_State *L) {
   static const char *fname = "rag.rerank.litm";
   static const char *const allowed[] = {"best_first", NULL};
   size_t n = check_hits(L, fname), *order;
-  int best_first = 1;
-  if (!lua_isnoneornil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lrag_checkopts(L, 2, fname, allowed);
-    lua_getfield(L, 2, "best_first");
-    if (!lua_isnil(L, -1)) {
-      if (!lua_isboolean(L, -1))
-        luaL_error(L, "%s: best_first must be a boolean, got %s", fname, luaL_typename(L, -1));
-      best_first = lua_toboolean(L, -1);
-    }
-    lua_pop(L, 1);
-  }
+  int best_first;
+  lrag_checkopts(L, 2, fname, allowed);
+  best_first = lrag_optboolean(L, 2, fname, "best_first", 1);
   order = (size_t *)lua_newuserdatauv(L, (n + 1) * sizeof(size_t), 0);
   rag_rerank_litm(n, best_first, order);
   push_picked(L, order, n);
@@ -248,10 +211,9 @@ static int rerank_cutoff(lua_State *L) {
   size_t *lens, *pos, *keep;
   double *scores;
   int rc;
-  luaL_checktype(L, 2, LUA_TTABLE);
   lrag_checkopts(L, 2, fname, allowed);
-  min_score = opt_number(L, fname, "min_score", -HUGE_VAL, -HUGE_VAL, HUGE_VAL);
-  top_p = opt_number(L, fname, "top_p", 1, 0, 1);
+  min_score = lrag_optnumber(L, 2, fname, "min_score", -HUGE_VAL, -HUGE_VAL, HUGE_VAL);
+  top_p = lrag_optnumber(L, 2, fname, "top_p", -1, 0, 1); /* -1: none */
   lua_settop(L, 2);
   lua_newtable(L); /* 3: anchors */
   ids = (const char **)lua_newuserdatauv(
@@ -269,13 +231,12 @@ static int rerank_cutoff(lua_State *L) {
     scores[m] = scores[i];
     pos[m++] = i;
   }
-  lua_getfield(L, 2, "top_p");
-  if (lua_isnil(L, -1)) {
+  if (top_p < 0) {
     push_picked(L, pos, m);
     return 1;
   }
   rc = rag_rerank_top_p(scores, m, top_p, ids, lens, keep, &kept);
-  if (rc != RAG_OK) return luaL_error(L, "%s: not enough memory", fname);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
   for (i = 0; i < kept; i++) keep[i] = pos[keep[i]];
   push_picked(L, keep, kept);
   return 1;
@@ -283,7 +244,7 @@ static int rerank_cutoff(lua_State *L) {
 
 int lrag_open_rerank(lua_State *L) {
   static const luaL_Reg fns[] = {
-      {"mmr", rerank_mmr}, {"litm", rerank_litm}, {"cutoff", rerank_cutoff}, {NULL, NULL}};
+      {"cutoff", rerank_cutoff}, {"litm", rerank_litm}, {"mmr", rerank_mmr}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
   return 0;
 }

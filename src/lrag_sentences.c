@@ -7,6 +7,8 @@
 #include "rag.h"
 #include "rag_sentences.h"
 
+#define FNAME "rag.text.sentences"
+
 static void spans_fin(void *p) {
   rag_free(p);
 }
@@ -23,14 +25,10 @@ static int text_sentences(lua_State *L) {
   box = lrag_box_new(L, spans_fin);
   rc = rag_sentences_split(s, len, &spans, &n, &errpos);
   box->p = spans;
-  if (rc == RAG_ENOMEM)
-    return luaL_error(L, "rag.text.sentences: not enough memory");
   if (rc != RAG_OK)
-    return lrag_fail(L, "encoding",
-                     "rag.text.sentences: invalid utf-8 at byte %lu",
-                     (unsigned long)errpos);
-  if (n > (size_t)0x7fffffff)
-    return luaL_error(L, "rag.text.sentences: too many sentences");
+    return lrag_error(L, rc, FNAME, rc == RAG_EENCODING ? "invalid utf-8 at byte %lu" : NULL,
+                      (unsigned long)errpos);
+  if (n > (size_t)0x7fffffff) return luaL_error(L, FNAME ": too many sentences");
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
     lua_createtable(L, 0, 3);

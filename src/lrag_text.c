@@ -10,51 +10,47 @@
 #include "rag_hash.h"
 #include "rag_text.h"
 
+#define FNAME "rag.text.normalize"
+
 static void str_fin(void *p) {
   rag_free(p);
 }
 
-static rag_text_form check_form(lua_State *L) {
-  const char *form;
+/* opts.form: "NFKC" (the default), "NFC", or false for no normalization form. */
+static rag_text_form opt_form(lua_State *L) {
+  rag_text_form form = RAG_TEXT_NFKC;
+  const char *s;
+  if (!lua_istable(L, 2)) return form;
   lua_getfield(L, 2, "form");
-  if (lua_isnil(L, -1)) return RAG_TEXT_NFKC;
-  if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) return RAG_TEXT_NONE;
-  form = lua_tostring(L, -1);
-  if (lua_type(L, -1) == LUA_TSTRING && strcmp(form, "NFKC") == 0) return RAG_TEXT_NFKC;
-  if (lua_type(L, -1) == LUA_TSTRING && strcmp(form, "NFC") == 0) return RAG_TEXT_NFC;
-  return (rag_text_form)luaL_error(L, "rag.text.normalize: form must be \"NFKC\", \"NFC\" or false");
-}
-
-static int check_strict(lua_State *L) {
-  const char *invalid;
-  lua_getfield(L, 2, "invalid");
-  if (lua_isnil(L, -1)) return 0;
-  invalid = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-  if (strcmp(invalid, "replace") == 0) return 0;
-  if (strcmp(invalid, "error") == 0) return 1;
-  return luaL_error(L, "rag.text.normalize: invalid must be \"replace\" or \"error\"");
+  s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  if (strcmp(s, "NFC") == 0)
+    form = RAG_TEXT_NFC;
+  else if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1))
+    form = RAG_TEXT_NONE;
+  else if (!lua_isnil(L, -1) && strcmp(s, "NFKC") != 0)
+    luaL_error(L, FNAME ": option 'form' must be \"NFKC\", \"NFC\" or false");
+  lua_pop(L, 1);
+  return form;
 }
 
 static int text_normalize(lua_State *L) {
   static const char *const allowed[] = {"form", "invalid", NULL};
+  static const char *const invalid_names[] = {"replace", "error", NULL};
   size_t len, outlen, errpos = 0;
   const char *s = luaL_checklstring(L, 1, &len);
   rag_text_norm opts = {RAG_TEXT_NFKC, 0};
   lrag_box *box;
   char *out;
   int rc;
-  lrag_checkopts(L, 2, "rag.text.normalize", allowed);
-  if (lua_istable(L, 2)) {
-    opts.form = check_form(L);
-    opts.strict = check_strict(L);
-  }
+  lrag_checkopts(L, 2, FNAME, allowed);
+  opts.form = opt_form(L);
+  opts.strict = lrag_optenum(L, 2, FNAME, "invalid", 0, invalid_names); /* 1: "error" */
   box = lrag_box_new(L, str_fin);
   rc = rag_text_normalize(s, len, &opts, &out, &outlen, &errpos);
   box->p = out;
-  if (rc == RAG_ENOMEM) return luaL_error(L, "rag.text.normalize: not enough memory");
   if (rc != RAG_OK)
-    return lrag_fail(L, "encoding", "rag.text.normalize: invalid utf-8 at byte %lu",
-                     (unsigned long)errpos);
+    return lrag_error(L, rc, FNAME, rc == RAG_EENCODING ? "invalid utf-8 at byte %lu" : NULL,
+                      (unsigned long)errpos);
   lua_pushlstring(L, out, outlen);
   lrag_box_free(box);
   return 1;
@@ -66,8 +62,8 @@ static int text_hash(lua_State *L) {
   char out[2 * RAG_SHA256_LEN];
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
-  if (rag_hash_sha256(s, len, digest) != RAG_OK)
-    return luaL_error(L, "rag.text.hash: sha-256 failed");
+  int rc = rag_hash_sha256(s, len, digest);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.hash", NULL);
   for (int i = 0; i < RAG_SHA256_LEN; i++) {
     out[2 * i] = hex[digest[i] >> 4];
     out[2 * i + 1] = hex[digest[i] & 15];
@@ -77,9 +73,7 @@ static int text_hash(lua_State *L) {
 }
 
 static const luaL_Reg text_funcs[] = {
-  {"hash", text_hash},
-  {"normalize", text_normalize},
-  {NULL, NULL},
+    {"hash", text_hash}, {"normalize", text_normalize}, {NULL, NULL},
 };
 
 int lrag_open_text(lua_State *L) {

@@ -773,7 +773,7 @@ static int arrange(ctx *c, mbuf **fin, size_t *total) {
   } else if (k > 0) {
     memcpy(c->order, c->live, k * sizeof *c->order);
   }
-  if (c->o->tok != NULL && c->o->order == RAG_PACK_RELEVANCE) {
+  if (c->o->tok != NULL && c->o->order != RAG_PACK_EDGES) { /* text order is rank order */
     *fin = &c->out; /* the greedy text itself, counted exactly */
     return mb_total(c, &c->out, total);
   }
@@ -891,7 +891,7 @@ static void *zalloc(size_t n, size_t size) {
 /* Arrays, ranks, groups and the parsed template. */
 static int setup(ctx *c, keyed *k) {
   size_t i, n = c->n;
-  int over, rc;
+  int over, rc, sorted;
   c->rank = (size_t *)zalloc(n, sizeof(size_t));
   c->pos = (size_t *)zalloc(n, sizeof(size_t));
   c->srcgrp = (size_t *)zalloc(n, sizeof(size_t));
@@ -912,9 +912,10 @@ static int setup(ctx *c, keyed *k) {
     k[i].idx = i;
     k[i].score = c->items[i].score;
   }
-  if (c->o->scored) qsort(k, n, sizeof *k, cmp_rank);
+  sorted = c->o->scored && c->o->order != RAG_PACK_GIVEN;
+  if (sorted) qsort(k, n, sizeof *k, cmp_rank);
   for (i = 0; i < n; i++) {
-    c->rank[i] = c->o->scored ? k[i].idx : i;
+    c->rank[i] = sorted ? k[i].idx : i;
     c->pos[c->rank[i]] = i;
   }
   for (i = 0; i < n; i++) { /* groups only where an option reads them */

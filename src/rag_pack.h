@@ -34,7 +34,8 @@ typedef struct rag_pack_item {
 
 typedef enum rag_pack_order {
   RAG_PACK_RELEVANCE, /* best first */
-  RAG_PACK_EDGES      /* lost in the middle: best at both edges, weakest inside */
+  RAG_PACK_EDGES,     /* lost in the middle: best at both edges, weakest inside */
+  RAG_PACK_GIVEN      /* the list order, scores or not: taken and shown as given */
 } rag_pack_order;
 
 /*
@@ -50,7 +51,8 @@ typedef struct rag_pack_opts {
   const char *tmpl, *sep;
   size_t tmpllen, seplen;
   size_t per_source;         /* most items per source; 0: no limit */
-  int scored;                /* 1: rank by score, best first, ties by id bytes;
+  int scored;                /* 1: rank by score, best first, ties by id bytes
+                                (unless order is RAG_PACK_GIVEN);
                                 0: the list order is the ranking */
   int merge;                 /* merge items of one document whose spans touch */
   int truncate;              /* cut the first item that does not fit */

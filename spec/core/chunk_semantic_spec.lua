@@ -860,6 +860,19 @@ describe("rag.chunk.semantic", function()
       assert.truthy(tostring(err):find("boom", 1, true))
     end)
 
+    -- The chunker measures with the tokenizer after embed has run: an embed
+    -- that closes it must not leave the chunker reading a freed tokenizer.
+    it("raises when embed closes the tokenizer", function()
+      local tok = rag.tokenizer.load(rag.tokenizer.vocab_dir() .. "/cl100k_base.tiktoken",
+        "cl100k_base")
+      local ok, err = pcall(semantic, text, { tokenizer = tok, embed = function(list)
+        tok:close()
+        return embed_all(list)
+      end })
+      assert.is_false(ok)
+      assert.equal("rag.chunk.semantic: tokenizer is closed", err)
+    end)
+
     local function raises(opts_or_fn, what)
       local ok, err
       if type(opts_or_fn) == "function" then

@@ -413,13 +413,17 @@ describe("rag.eval.ir", function()
     assert.has_error(function() ir(RUN, QRELS, M, 5) end,
       "rag.eval.ir: opts must be a table, got number")
     assert.has_error(function() ir(RUN, QRELS, M, { per_query = 1 }) end,
-      "rag.eval.ir: per_query must be a boolean, got number")
+      "rag.eval.ir: option 'per_query' must be a boolean, got number")
     assert.has_error(function() ir(RUN, QRELS, M, { missing = "all" }) end,
-      "rag.eval.ir: missing must be \"skip\" or \"zero\"")
-    for _, level in ipairs({ 0, -1, 1 / 0, 0 / 0, "1" }) do
+      "rag.eval.ir: option 'missing' must be \"skip\" or \"zero\"")
+    for _, level in ipairs({ 0, -1, 1 / 0 }) do
       assert.has_error(function() ir(RUN, QRELS, M, { level = level }) end,
-        "rag.eval.ir: level must be a finite number > 0")
+        "rag.eval.ir: option 'level' must be a finite number > 0")
     end
+    assert.has_error(function() ir(RUN, QRELS, M, { level = 0 / 0 }) end,
+      "rag.eval.ir: option 'level' must be a number, not NaN")
+    assert.has_error(function() ir(RUN, QRELS, M, { level = "1" }) end,
+      "rag.eval.ir: option 'level' must be a number, got string")
   end)
 
   it("leaves its arguments as they were", function()

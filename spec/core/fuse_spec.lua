@@ -205,7 +205,7 @@ describe("rag.fuse.rrf", function()
       end
     end
     assert.has_error(function() fuse.rrf({}, { limit = -1 }) end,
-      "rag.fuse.rrf: limit must be an integer >= 0")
+      "rag.fuse.rrf: option 'limit' must be an integer >= 0")
   end)
 
   it("returns an empty list for no lists or empty lists", function()
@@ -219,11 +219,12 @@ describe("rag.fuse.rrf", function()
       { { { { "a" }, 5 } }, "rag.fuse.rrf: list 2 must be a table, got number" },
       { { { { {} } } }, "rag.fuse.rrf: list 1, hit 1: id must be a string or a number, got nil" },
       { { { { true } } }, "rag.fuse.rrf: list 1, hit 1 must be a table or an id, got boolean" },
-      { { { { "a" } }, { preset = "x" } }, "rag.fuse.rrf: preset must be" },
+      { { { { "a" } }, { preset = "x" } }, "rag.fuse.rrf: option 'preset' must be" },
       { { { { "a" } }, { kk = 1 } }, "rag.fuse.rrf: unknown option 'kk'" },
-      { { { { "a" } }, { k = "1" } }, "rag.fuse.rrf: k must be a number, got string" },
+      { { { { "a" } }, { k = "1" } }, "rag.fuse.rrf: option 'k' must be a number, got string" },
       { { { { "a" } }, { k = 0, rank_base = 0 } }, "k + rank_base > 0" },
-      { { { { "a" } }, { weights = { 1, 2 } } }, "rag.fuse.rrf: weights must be a list of 1" },
+      { { { { "a" } }, { weights = { 1, 2 } } },
+        "rag.fuse.rrf: option 'weights' must be a list of 1" },
       { { { { "a" } }, { weights = { -1 } } }, "rag.fuse.rrf: weight 1 must be a finite" },
       { { { { "a" } }, { weights = { 0 }, preset = "haystack" } }, "must not all be 0" },
       { { { { "a" } }, 3 }, "rag.fuse.rrf: opts must be a table, got number" },
@@ -234,6 +235,48 @@ describe("rag.fuse.rrf", function()
       assert.is_false(ok)
       assert.truthy(tostring(err):find(c[2], 1, true), tostring(err) .. " / " .. c[2])
     end
+  end)
+end)
+
+-- Issue 20, point 7: a malformed `lists` once fused to {} without a word.
+describe("rag.fuse lists of the wrong shape", function()
+  local one = { { id = "a", score = 3 }, { id = "b", score = 2 } }
+
+  it("raise when one hit list is passed where a list of lists is expected", function()
+    for _, f in ipairs({ "rrf", "scores" }) do
+      local ok, err = pcall(fuse[f], one)
+      assert.is_false(ok, f)
+      assert.equal("rag.fuse." .. f .. ": lists must be a list of hit lists; got a hit at 1 "
+        .. "(did you pass one list?)", err)
+    end
+    local ok, err = pcall(fuse.rrf, { { { id = "x" } }, { id = "y" } })
+    assert.is_false(ok)
+    assert.truthy(err:find("got a hit at 2", 1, true), err)
+  end)
+
+  it("raise on a list that is not a sequence, or a map of lists", function()
+    local ok, err = pcall(fuse.rrf, { { first = { id = "a" } } })
+    assert.is_false(ok)
+    assert.equal("rag.fuse.rrf: list 1 must be a list of hits (keys 1..n), got a table with "
+      .. "other keys", err)
+    ok, err = pcall(fuse.scores, { bm25 = one, vector = one })
+    assert.is_false(ok)
+    assert.equal("rag.fuse.scores: lists must be a list of hit lists (keys 1..n), got a table "
+      .. "with other keys", err)
+  end)
+
+  it("raise on a list holding a non-table", function()
+    for _, f in ipairs({ "rrf", "scores" }) do
+      local ok, err = pcall(fuse[f], { one, "b" })
+      assert.is_false(ok, f)
+      assert.equal("rag.fuse." .. f .. ": list 2 must be a table, got string", err)
+    end
+  end)
+
+  it("still fuse empty lists to nothing", function()
+    assert.are.same({}, fuse.rrf({ {}, {} }))
+    assert.are.same({}, fuse.scores({ {} }))
+    assert.are.same({}, fuse.scores({}))
   end)
 end)
 
@@ -348,8 +391,8 @@ describe("rag.fuse.scores", function()
       { { { { { id = "a" } } } }, "rag.fuse.scores: list 1, hit 1: score must be a finite number" },
       { { { { "a" } } }, "rag.fuse.scores: list 1, hit 1: score must be a finite number" },
       { { { { { id = "a", score = 0 / 0 } } } }, "a non-finite number" },
-      { { { A }, { method = "rrf" } }, "rag.fuse.scores: method must be" },
-      { { { A }, { combine = "avg" } }, "rag.fuse.scores: combine must be" },
+      { { { A }, { method = "rrf" } }, "rag.fuse.scores: option 'method' must be" },
+      { { { A }, { combine = "avg" } }, "rag.fuse.scores: option 'combine' must be" },
       { { { A }, { preset = "paper" } }, "rag.fuse.scores: unknown option 'preset'" },
     }
     for _, c in ipairs(cases) do

@@ -644,14 +644,14 @@ describe("rag.json misuse", function()
     it(f .. " raises for max_depth out of 1..1000", function()
       for _, d in ipairs({ 0, -1, 1001, 0 / 0, 1.5 }) do
         assert.has_error(function() json[f](arg, { max_depth = d }) end,
-          prefix .. "max_depth must be an integer in 1..1000")
+          prefix .. "option 'max_depth' must be an integer in [1, 1000]")
       end
       assert.equal(f == "encode" and "1" or 1, json[f](arg, { max_depth = 1000 }))
     end)
 
     it(f .. " raises for a non-number max_depth or non-table options", function()
       assert.has_error(function() json[f](arg, { max_depth = "2" }) end,
-        "option 'max_depth' must be a number, got string")
+        prefix .. "option 'max_depth' must be an integer, got string")
       assert.has_error(function() json[f](arg, 5) end)
       assert.has_error(function() json[f](arg, "x") end)
     end)

@@ -793,6 +793,103 @@ describe("rag.pack", function()
   end)
 end)
 
+-- order = "given": the caller's order is the ranking, scores or not (issue 20,
+-- point 8: packing after rag.rerank.mmr or rag.rerank.litm).
+describe("rag.pack order = \"given\"", function()
+  local list = {
+    { id = "low", text = "Low score, placed first.", score = 0.1 },
+    { id = "high", text = "High score, placed second.", score = 0.9 },
+    { id = "mid", text = "Middle score, placed last.", score = 0.5 },
+  }
+
+  it("keeps the caller's order exactly and still shows the scores", function()
+    local res = pack(list, { budget = 1000, order = "given", template = "{id} {score}" })
+    assert.equal("low,high,mid", ids(res.used))
+    assert.equal("low 0.1\n\nhigh 0.9\n\nmid 0.5", res.text)
+    for n, c in ipairs(res.citations) do
+      assert.equal(list[n].id, c.id)
+      assert.equal(list[n].score, c.score)
+    end
+  end)
+
+  it("leaves relevance sorting by score", function()
+    local res = pack(list, { budget = 1000, order = "relevance", template = "{id}" })
+    assert.equal("high,mid,low", ids(res.used))
+    assert.equal("high,mid,low", ids(pack(list, { budget = 1000, template = "{id}" }).used))
+  end)
+
+  it("takes items greedily in the given order, skipping what does not fit", function()
+    local big = string.rep("many words here ", 50)
+    local l = {
+      { id = "s1", text = "tiny", score = 1 },
+      { id = "big1", text = big, score = 3 },
+      { id = "s2", text = "also tiny", score = 2 },
+      { id = "big2", text = big .. "!", score = 5 },
+    }
+    local res = pack(l, { budget = 20, tokenizer = cl100k, order = "given" })
+    assert.equal("s1,s2", ids(res.used))
+    assert.equal("big1,big2", ids(res.dropped)) -- in the given order too
+    assert.equal("[1] s1\ntiny\n\n[2] s2\nalso tiny", res.text)
+    assert.equal(cl100k:count(res.text), res.tokens)
+    local rel = pack(l, { budget = 20, tokenizer = cl100k })
+    assert.equal("s2,s1", ids(rel.used))
+    assert.equal("big2,big1", ids(rel.dropped))
+    -- the first item that does not fit is the one truncate cuts
+    res = pack(l, { budget = 30, tokenizer = cl100k, order = "given", truncate = true })
+    assert.equal("s1,big1", ids(res.used))
+    assert.equal("s2,big2", ids(res.dropped))
+    assert.is_true(res.citations[2].truncated)
+    assert.equal(30, res.tokens)
+  end)
+
+  it("keeps rag.rerank.litm's arrangement when packing after it", function()
+    local hits = {}
+    for i = 1, 6 do
+      hits[i] = { id = "h" .. i, text = "passage " .. i, score = 1 - i / 10 }
+    end
+    local arranged = rag.rerank.litm(hits)
+    local res = pack(arranged, { budget = 1000, order = "given", template = "{id}" })
+    assert.equal("h1,h3,h5,h6,h4,h2", ids(res.used))
+    res = pack(arranged, { budget = 1000, template = "{id}" }) -- relevance undoes it
+    assert.equal("h1,h2,h3,h4,h5,h6", ids(res.used))
+  end)
+
+  it("packs as relevance order packs the same list without scores (300 seeded cases)", function()
+    local given = 0
+    for seed = 1, 300 do
+      local _, items, opts = gen_case(seed)
+      if opts.template and opts.template:find("{score}", 1, true) then
+        opts.template = nil -- {score} is empty without scores
+      end
+      local plain = {}
+      for i, it in ipairs(items) do
+        plain[i] = {}
+        for k, v in pairs(it) do
+          if k ~= "score" then
+            plain[i][k] = v
+          end
+        end
+      end
+      opts.order = "given"
+      local a = assert(pack(items, opts))
+      opts.order = "relevance"
+      local b = assert(pack(plain, opts))
+      local where = "case " .. seed
+      assert.equal(b.text, a.text, where)
+      assert.equal(b.tokens, a.tokens, where)
+      assert.same(b.used, a.used, where)
+      assert.same(b.dropped, a.dropped, where)
+      assert.equal(#b.citations, #a.citations, where)
+      for n, c in ipairs(a.citations) do
+        c.score = nil
+        assert.same(b.citations[n], c, where)
+      end
+      given = given + ((items[1] and items[1].score and #a.used > 1) and 1 or 0)
+    end
+    assert.is_true(given >= 100, "scored cases " .. given)
+  end)
+end)
+
 describe("rag.pack errors", function()
   local ok = { { id = "a", text = "x" } }
   local function raises(msg, itemlist, opts)
@@ -804,9 +901,9 @@ describe("rag.pack errors", function()
     raises("rag.pack: option 'budget' is required", ok, {})
     raises("rag.pack: option 'budget' must be an integer >= 0", ok, { budget = -1 })
     raises("rag.pack: option 'budget' must be an integer >= 0", ok, { budget = 1.5 })
-    raises("rag.pack: option 'budget' must be an integer >= 0", ok, { budget = "10" })
+    raises("rag.pack: option 'budget' must be an integer, got string", ok, { budget = "10" })
     raises("rag.pack: unknown option 'limit'", ok, { budget = 1, limit = 3 })
-    raises("rag.pack: option 'order' must be \"relevance\" or \"edges\"", ok,
+    raises("rag.pack: option 'order' must be \"relevance\", \"edges\" or \"given\"", ok,
       { budget = 1, order = "middle" })
     raises("rag.pack: option 'tokenizer' must be a rag.tokenizer or rag.tokenizer.approx()", ok,
       { budget = 1, tokenizer = "cl100k_base" })
@@ -818,13 +915,26 @@ describe("rag.pack errors", function()
       { budget = 1, separator = true })
     raises("rag.pack: option 'per_source' must be an integer >= 1", ok,
       { budget = 1, per_source = 0 })
-    raises("rag.pack: option 'merge_adjacent' must be a boolean", ok,
+    raises("rag.pack: option 'merge_adjacent' must be a boolean, got number", ok,
       { budget = 1, merge_adjacent = 1 })
-    raises("rag.pack: option 'truncate' must be a boolean", ok, { budget = 1, truncate = "yes" })
+    raises("rag.pack: option 'truncate' must be a boolean, got string", ok,
+      { budget = 1, truncate = "yes" })
     local tok = rag.tokenizer.load(rag.tokenizer.vocab_dir() .. "/cl100k_base.tiktoken",
       "cl100k_base")
     tok:close()
     raises("rag.pack: tokenizer is closed", ok, { budget = 1, tokenizer = tok })
+  end)
+
+  -- Items are read through __index, which may run any code; the tokenizer
+  -- is checked after them, so closing it there cannot leave it freed in use.
+  it("raises when reading an item closes the tokenizer", function()
+    local tok = rag.tokenizer.load(rag.tokenizer.vocab_dir() .. "/cl100k_base.tiktoken",
+      "cl100k_base")
+    local item = setmetatable({}, { __index = function(_, k)
+      tok:close()
+      return ({ id = "a", text = "x" })[k]
+    end })
+    raises("rag.pack: tokenizer is closed", { item }, { budget = 10, tokenizer = tok })
   end)
 
   it("raises on bad items", function()

@@ -135,9 +135,10 @@ describe("examples", function()
     local out = lines(run_lua .. " examples/06_fuse_pack.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("1. rrf   0.03279", 1, true), out)
     assert.truthy(out:find("lost-in-the-middle order: rrf, litm, hnsw, bm25", 1, true), out)
-    assert.truthy(out:find("packed 2 of 4 notes in 57 tokens:\n[1] notes/rrf.md\n", 1, true),
+    assert.truthy(out:find("packed 4 of 4 notes in 110 tokens:\n[1] notes/rrf.md\n", 1, true),
       out)
-    assert.truthy(out:find("[2] -> bm25 (notes/bm25.md)", 1, true), out)
+    assert.truthy(out:find("[2] -> litm (notes/litm.md)\n[3] -> hnsw (notes/hnsw.md)\n"
+      .. "[4] -> bm25 (notes/bm25.md)", 1, true), out)
     assert.truthy(out:find("ndcg@10 1.0000  mrr 1.0000", 1, true), out)
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)

@@ -84,7 +84,7 @@ describe("rag.rerank.litm", function()
     assert.has_error(function() rerank.litm({ {} }) end,
       "rag.rerank.litm: hit 1: id must be a string or a number, got nil")
     assert.has_error(function() rerank.litm(hits(2), { best_first = 1 }) end,
-      "rag.rerank.litm: best_first must be a boolean, got number")
+      "rag.rerank.litm: option 'best_first' must be a boolean, got number")
     assert.has_error(function() rerank.litm(hits(2), { best = true }) end,
       "rag.rerank.litm: unknown option 'best'")
   end)
@@ -193,7 +193,7 @@ describe("rag.rerank.mmr", function()
     local h = hits(2)
     local v = { { 1, 0 }, { 0, 1 } }
     local cases = {
-      { { h, { query = { 1, 0 } } }, "rag.rerank.mmr: vectors must be a table, got nil" },
+      { { h, { query = { 1, 0 } } }, "rag.rerank.mmr: option 'vectors' must be a table, got nil" },
       { { h, { vectors = { { 1, 0 } } } }, "one vector per hit (2), got 1" },
       { { h, { vectors = { a = { 1 } } } },
         "rag.rerank.mmr: no vector for hit 1 (id 'h01')" },
@@ -201,8 +201,8 @@ describe("rag.rerank.mmr", function()
       { { h, { vectors = v, query = { 1, 0, 0 } } },
         "rag.rerank.mmr: vector 1 has 2 components, expected 3" },
       { { h, { vectors = { { 1, 0 / 0 }, { 0, 1 } } } }, "component 2 is not a finite float" },
-      { { h, { vectors = v, lambda = 2 } }, "rag.rerank.mmr: lambda must be between" },
-      { { h, { vectors = v, k = 1.5 } }, "rag.rerank.mmr: k must be an integer" },
+      { { h, { vectors = v, lambda = 2 } }, "rag.rerank.mmr: option 'lambda' must be in [0, 1]" },
+      { { h, { vectors = v, k = 1.5 } }, "rag.rerank.mmr: option 'k' must be an integer" },
       { { h, { vectors = v, top = 1 } }, "rag.rerank.mmr: unknown option 'top'" },
       { { { { id = "a" } }, { vectors = { { 1 } } } }, "hit 1: score must be a finite number" },
     }
@@ -287,9 +287,9 @@ describe("rag.rerank.cutoff", function()
   it("raises on misuse", function()
     local h = hits(2)
     assert.has_error(function() rerank.cutoff(h, { top_p = 1.5 }) end,
-      "rag.rerank.cutoff: top_p must be between 0 and 1")
+      "rag.rerank.cutoff: option 'top_p' must be in [0, 1]")
     assert.has_error(function() rerank.cutoff(h, { min_score = "x" }) end,
-      "rag.rerank.cutoff: min_score must be a number, got string")
+      "rag.rerank.cutoff: option 'min_score' must be a number, got string")
     assert.has_error(function() rerank.cutoff(h, { p = 1 }) end,
       "rag.rerank.cutoff: unknown option 'p'")
     assert.has_error(function() rerank.cutoff({ { id = "a", score = 1 / 0 } }, {}) end,
