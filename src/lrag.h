@@ -55,6 +55,9 @@ struct rag_tokenizer *lrag_totokenizer(lua_State *L, int idx, const char *fname)
 */
 int lrag_error(lua_State *L, int rc, const char *fname, const char *fmt, ...);
 
+/* lrag_error for an operation on text: RAG_EENCODING says "invalid utf-8 at byte <errpos>". */
+int lrag_texterror(lua_State *L, int rc, const char *fname, size_t errpos);
+
 /*
 ** lrag_error for a file: "fname: 'path': why", where for RAG_EIO with a
 ** nonzero errno `err` the reason is strerror(err) in lowercase.

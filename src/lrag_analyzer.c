@@ -212,11 +212,10 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   box->p = c;
   a = lrag_checkanalyzer(L, aidx);
   rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
-  if (rc == RAG_EENCODING) {
+  if (rc != RAG_OK) {
     lrag_box_free(box);
-    return lrag_error(L, rc, fname, "invalid utf-8 at byte %lu", (unsigned long)errpos);
+    return lrag_texterror(L, rc, fname, errpos);
   }
-  if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
   lua_createtable(L, narr(c->n), 0);
   if (spans) {
     lua_createtable(L, narr(c->n), 0);

@@ -34,6 +34,12 @@ int lrag_error(lua_State *L, int rc, const char *fname, const char *fmt, ...) {
   return 3;
 }
 
+int lrag_texterror(lua_State *L, int rc, const char *fname, size_t errpos) {
+  if (rc == RAG_EENCODING)
+    return lrag_error(L, rc, fname, "invalid utf-8 at byte %lu", (unsigned long)errpos);
+  return lrag_error(L, rc, fname, NULL);
+}
+
 int lrag_file_error(lua_State *L, int rc, const char *fname, const char *path, const char *why,
                     int err) {
   char reason[256];

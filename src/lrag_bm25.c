@@ -31,11 +31,10 @@ static rag_bm25 *check_open(lua_State *L, const char *fname) {
   return ((lbm25 *)lrag_checkobject(L, 1, &bm25_class, fname))->b;
 }
 
-/* The error rule for a status of an operation on text, for the ones BM25 returns. */
+/* The error rule for a status of BM25 on text. */
 static int fail(lua_State *L, int rc, const char *fname, size_t errpos) {
-  if (rc == RAG_EENCODING)
-    return lrag_error(L, rc, fname, "invalid utf-8 at byte %lu", (unsigned long)errpos);
-  return lrag_error(L, rc, fname, rc == RAG_ETOOBIG ? "too large for the index" : NULL);
+  if (rc == RAG_ETOOBIG) return lrag_error(L, rc, fname, "too large for the index");
+  return lrag_texterror(L, rc, fname, errpos);
 }
 
 /* {====== Construction ======} */

@@ -165,8 +165,7 @@ typedef void (*meta_fn)(lua_State *L, const char *s, const rag_chunk *c, void *u
 static int finish(lua_State *L, const call *c, int rc, meta_fn meta, void *ud) {
   size_t i;
   if (rc != RAG_OK)
-    return lrag_error(L, rc, c->fname, rc == RAG_EENCODING ? "invalid utf-8 at byte %lu" : NULL,
-                      (unsigned long)c->errpos);
+    return lrag_texterror(L, rc, c->fname, c->errpos);
   if (c->l->n > 0x7fffffff) return luaL_error(L, "%s: too many chunks", c->fname);
   lua_createtable(L, (int)c->l->n, 0);
   for (i = 0; i < c->l->n; i++) {

@@ -26,8 +26,7 @@ static int text_sentences(lua_State *L) {
   rc = rag_sentences_split(s, len, &spans, &n, &errpos);
   box->p = spans;
   if (rc != RAG_OK)
-    return lrag_error(L, rc, FNAME, rc == RAG_EENCODING ? "invalid utf-8 at byte %lu" : NULL,
-                      (unsigned long)errpos);
+    return lrag_texterror(L, rc, FNAME, errpos);
   if (n > (size_t)0x7fffffff) return luaL_error(L, FNAME ": too many sentences");
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {

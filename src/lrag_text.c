@@ -49,8 +49,7 @@ static int text_normalize(lua_State *L) {
   rc = rag_text_normalize(s, len, &opts, &out, &outlen, &errpos);
   box->p = out;
   if (rc != RAG_OK)
-    return lrag_error(L, rc, FNAME, rc == RAG_EENCODING ? "invalid utf-8 at byte %lu" : NULL,
-                      (unsigned long)errpos);
+    return lrag_texterror(L, rc, FNAME, errpos);
   lua_pushlstring(L, out, outlen);
   lrag_box_free(box);
   return 1;

@@ -52,13 +52,6 @@ static void ids_fin(void *p) {
   rag_free(p);
 }
 
-/* The error rule for a status of encode, count or decode. */
-static int fail(lua_State *L, int rc, const char *fname, size_t errpos) {
-  if (rc == RAG_EENCODING)
-    return lrag_error(L, rc, fname, "invalid utf-8 at byte %lu", (unsigned long)errpos);
-  return lrag_error(L, rc, fname, NULL);
-}
-
 /* {====== The exact tokenizer ======} */
 
 /* The set of allowed specials from opts.allowed_special: "all", a list of
@@ -120,7 +113,7 @@ static int tok_encode(lua_State *L) {
   uint32_t *ids;
   lrag_box *box = lrag_box_new(L, ids_fin);
   int rc = rag_tokenizer_encode(u->t, s, len, allowed, &ids, &n, &errpos);
-  if (rc != RAG_OK) return fail(L, rc, "rag.tokenizer.encode", errpos);
+  if (rc != RAG_OK) return lrag_texterror(L, rc, "rag.tokenizer.encode", errpos);
   box->p = ids;
   lua_createtable(L, n > 0x7fffffff ? 0x7fffffff : (int)n, 0);
   for (i = 0; i < n; i++) {
@@ -137,7 +130,7 @@ static int tok_count(lua_State *L) {
   const char *s = luaL_checklstring(L, 2, &len);
   uint32_t allowed = check_allowed(L, u->t, 3, "rag.tokenizer.count");
   int rc = rag_tokenizer_count(u->t, s, len, allowed, &n, &errpos);
-  if (rc != RAG_OK) return fail(L, rc, "rag.tokenizer.count", errpos);
+  if (rc != RAG_OK) return lrag_texterror(L, rc, "rag.tokenizer.count", errpos);
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
@@ -306,7 +299,7 @@ static int approx_count(lua_State *L) {
   luaL_checkudata(L, 1, MT_APPROX);
   s = luaL_checklstring(L, 2, &len);
   if (rag_approx_count(s, len, &n, &errpos) != RAG_OK)
-    return fail(L, RAG_EENCODING, "rag.tokenizer.count", errpos);
+    return lrag_texterror(L, RAG_EENCODING, "rag.tokenizer.count", errpos);
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
@@ -321,7 +314,7 @@ static int approx_encode(lua_State *L) {
   s = luaL_checklstring(L, 2, &len);
   box = lrag_box_new(L, ids_fin);
   rc = rag_approx_split(s, len, &ends, &n, &errpos);
-  if (rc != RAG_OK) return fail(L, rc, "rag.tokenizer.encode", errpos);
+  if (rc != RAG_OK) return lrag_texterror(L, rc, "rag.tokenizer.encode", errpos);
   box->p = ends;
   lua_createtable(L, n > 0x7fffffff ? 0x7fffffff : (int)n, 0);
   for (i = 0; i < n; i++) {
