@@ -65,7 +65,7 @@ local function check_headers(headers)
     return list, names
   end
   if type(headers) ~= "table" then
-    return nil, "'headers' must be a table"
+    return nil, "option 'headers' must be a table, got " .. type(headers)
   end
   for name, value in pairs(headers) do
     local tv = type(value)
@@ -97,10 +97,10 @@ local function check_seconds(req, key, def)
     return def
   end
   if type(v) ~= "number" then
-    return nil, "'" .. key .. "' must be a number"
+    return nil, "option '" .. key .. "' must be a number, got " .. type(v)
   end
   if not (v > 0 and v <= 1e6) then
-    return nil, "'" .. key .. "' must be in (0, 1e6] seconds"
+    return nil, "option '" .. key .. "' must be in (0, 1e6] seconds"
   end
   return v
 end
@@ -119,15 +119,15 @@ local function check_request(req)
   for _, key in ipairs({ "url", "body", "method", "ca_file" }) do
     local v = req[key]
     if v ~= nil and type(v) ~= "string" then
-      return nil, "'" .. key .. "' must be a string, got " .. type(v)
+      return nil, "option '" .. key .. "' must be a string, got " .. type(v)
     end
     if key ~= "body" and v ~= nil and v:find("\0", 1, true) then
-      return nil, "'" .. key .. "' contains a NUL byte"
+      return nil, "option '" .. key .. "' must not contain a NUL byte"
     end
     r[key] = v
   end
   if r.url == nil then
-    return nil, "'url' is required"
+    return nil, "option 'url' is required"
   end
   r.method = r.method or (r.body ~= nil and "POST" or "GET")
   if not is_token(r.method) then
@@ -148,15 +148,15 @@ local function check_request(req)
   end
   r.max_body = req.max_body == nil and DEFAULT_MAX_BODY or req.max_body
   if type(r.max_body) ~= "number" or not (r.max_body >= 0 and r.max_body <= 1e15) then
-    return nil, "'max_body' out of range"
+    return nil, "option 'max_body' must be in [0, 1e+15]"
   end
   r.redirects = req.redirects == nil and 0 or req.redirects
   if type(r.redirects) ~= "number" or not (r.redirects >= 0 and r.redirects <= 50) or
       r.redirects ~= floor(r.redirects) then
-    return nil, "'redirects' must be an integer in 0..50"
+    return nil, "option 'redirects' must be an integer in [0, 50]"
   end
   if req.stream ~= nil and type(req.stream) ~= "function" then
-    return nil, "'stream' must be a function"
+    return nil, "option 'stream' must be a function, got " .. type(req.stream)
   end
   r.stream = req.stream
   r.headers, r.header_names = check_headers(req.headers)
