@@ -35,7 +35,9 @@
 #include <string.h>
 
 #include "rag_file.h"
+#include "rag_fnv.h"
 #include "rag_hash.h"
+#include "rag_probe.h"
 
 /* explain must repeat search's arithmetic exactly: no fused multiply-add. */
 #if defined(__clang__)
@@ -124,13 +126,6 @@ struct rag_bm25 {
 
 /* {====== Small tools ======} */
 
-static uint32_t hash_bytes(const char *s, size_t n) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  size_t i;
-  for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
-}
-
 /* Decodes a varint the index wrote itself (in memory, trusted). */
 static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v) {
   uint64_t x = 0;
@@ -189,21 +184,21 @@ static const char *term_text(const rag_bm25 *b, const term *t) {
 
 /* {====== The term dictionary ======} */
 
+/* The key of term tid, for rag_probe_find. */
+static const void *term_key(const void *ud, uint32_t tid, size_t *len, uint32_t *hash) {
+  const rag_bm25 *b = (const rag_bm25 *)ud;
+  *len = b->terms[tid].len;
+  *hash = b->terms[tid].hash;
+  return term_text(b, &b->terms[tid]);
+}
+
 static uint32_t term_find(const rag_bm25 *b, const char *s, size_t n, uint32_t h) {
-  size_t i = h & b->tmask;
-  for (;; i = (i + 1) & b->tmask) {
-    uint32_t v = b->tslots[i];
-    const term *t;
-    if (v == 0) return NONE;
-    t = &b->terms[v - 1];
-    if (t->hash == h && t->len == n && memcmp(term_text(b, t), s, n) == 0) return v - 1;
-  }
+  uint32_t v = b->tslots[rag_probe_find(b->tslots, b->tmask, s, n, h, term_key, b)];
+  return v == 0 ? NONE : v - 1;
 }
 
 static void tslot_put(rag_bm25 *b, uint32_t tid) {
-  size_t i = b->terms[tid].hash & b->tmask;
-  while (b->tslots[i] != 0) i = (i + 1) & b->tmask;
-  b->tslots[i] = tid + 1;
+  b->tslots[rag_probe_holding(b->tslots, b->tmask, b->terms[tid].hash, 0)] = tid + 1;
 }
 
 /* Doubles the term table when it would pass half full; 0 when out of memory. */
@@ -255,20 +250,21 @@ static const char *doc_id(const rag_bm25 *b, uint32_t d) {
   return (const char *)b->docs[d].blob;
 }
 
+/* The key of document d, for rag_probe_find. */
+static const void *doc_key(const void *ud, uint32_t d, size_t *len, uint32_t *hash) {
+  const rag_bm25 *b = (const rag_bm25 *)ud;
+  *len = b->docs[d].idlen;
+  *hash = b->docs[d].hash;
+  return b->docs[d].blob;
+}
+
 /* The slot holding `id`, or the empty slot where it would go. */
 static size_t id_slot(const rag_bm25 *b, const char *id, size_t n, uint32_t h) {
-  size_t i = h & b->imask;
-  for (;; i = (i + 1) & b->imask) {
-    uint32_t v = b->islots[i];
-    const doc *d;
-    if (v == 0) return i;
-    d = &b->docs[v - 1];
-    if (d->hash == h && d->idlen == n && memcmp(d->blob, id, n) == 0) return i;
-  }
+  return rag_probe_find(b->islots, b->imask, id, n, h, doc_key, b);
 }
 
 static uint32_t id_find(const rag_bm25 *b, const char *id, size_t n) {
-  uint32_t v = b->islots[id_slot(b, id, n, hash_bytes(id, n))];
+  uint32_t v = b->islots[id_slot(b, id, n, rag_fnv32(id, n))];
   return v == 0 ? NONE : v - 1;
 }
 
@@ -291,11 +287,8 @@ static void id_rehash(rag_bm25 *b) {
   size_t d;
   memset(b->islots, 0, (b->imask + 1) * sizeof *b->islots);
   for (d = 0; d < b->ndocs; d++) {
-    size_t i;
     if (b->dl[d] == DEAD) continue;
-    i = b->docs[d].hash & b->imask;
-    while (b->islots[i] != 0) i = (i + 1) & b->imask;
-    b->islots[i] = (uint32_t)d + 1;
+    b->islots[rag_probe_holding(b->islots, b->imask, b->docs[d].hash, 0)] = (uint32_t)d + 1;
   }
 }
 
@@ -547,7 +540,7 @@ static void maybe_renumber(rag_bm25 *b) {
 
 static int on_doc_term(void *ud, const char *s, size_t n, size_t start, size_t stop) {
   rag_bm25 *b = (rag_bm25 *)ud;
-  uint32_t h = hash_bytes(s, n), tid = term_find(b, s, n, h);
+  uint32_t h = rag_fnv32(s, n), tid = term_find(b, s, n, h);
   term *t;
   (void)start;
   (void)stop;
@@ -614,7 +607,7 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   /* Reserve everything first, so that the commit below cannot fail. */
   for (i = 0; i < b->nd; i++) fwd += rag_varint_len(b->dt[i].tid);
   if (fwd >= UINT32_MAX || idlen + fwd < idlen) return RAG_ETOOBIG;
-  h = hash_bytes(id, idlen);
+  h = rag_fnv32(id, idlen);
   slot = id_slot(b, id, idlen, h);
   old = b->islots[slot] == 0 ? NONE : b->islots[slot] - 1;
   if (!docs_fit(b)) return RAG_ENOMEM;
@@ -654,7 +647,7 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
 }
 
 void rag_bm25_remove(rag_bm25 *b, const char *id, size_t idlen, int *removed) {
-  uint32_t h = hash_bytes(id, idlen);
+  uint32_t h = rag_fnv32(id, idlen);
   size_t slot = id_slot(b, id, idlen, h);
   uint32_t d;
   *removed = 0;
@@ -728,7 +721,7 @@ static double tfc0(const scorer *s) {
 
 static int on_query_term(void *ud, const char *s, size_t n, size_t start, size_t stop) {
   rag_bm25 *b = (rag_bm25 *)ud;
-  uint32_t tid = term_find(b, s, n, hash_bytes(s, n));
+  uint32_t tid = term_find(b, s, n, rag_fnv32(s, n));
   size_t i, off = 0;
   (void)start;
   (void)stop;
@@ -1253,7 +1246,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
     if (!rag_r_str(&r, &ids[d], &len) || len >= UINT32_MAX || !rag_r_varint(&r, &dl) || dl >= DEAD)
       CORRUPT("bad document");
     b->docs[d].idlen = (uint32_t)len;
-    b->docs[d].hash = hash_bytes(ids[d], len);
+    b->docs[d].hash = rag_fnv32(ids[d], len);
     b->dl[d] = (uint32_t)dl;
     b->total += dl;
   }
@@ -1281,7 +1274,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
         !rag_r_varint(&r, &plen) || plen == 0 || plen > (uint64_t)(sec[4].e - sec[4].p) ||
         plen >= UINT32_MAX)
       CORRUPT("bad term");
-    h = hash_bytes(s, len);
+    h = rag_fnv32(s, len);
     if (term_find(b, s, len, h) != NONE) CORRUPT("duplicate term");
     rc = term_insert(b, s, len, h, &tid);
     if (rc == RAG_ETOOBIG) CORRUPT("too many terms");

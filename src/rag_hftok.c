@@ -20,12 +20,14 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_fnv.h"
+#include "rag_probe.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 #define NONE UINT32_MAX
 #define UNK_PENALTY 10.0    /* tokenizers' K_UNK_PENALTY for Unigram */
 #define MAX_ID 0x7fffffffu  /* ids beyond this are refused */
-#define FNV_INIT 2166136261u
 
 /* {====== Growable arrays ======} */
 
@@ -107,47 +109,15 @@ static int is_punct(uint32_t c) {
   return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
 }
 
-static size_t u8len(unsigned char b) {
-  return b < 0x80 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
-}
-
-/* Decodes one code point of valid UTF-8; returns its length. */
-static size_t u8dec(const unsigned char *s, uint32_t *c) {
-  size_t n = u8len(s[0]), i;
-  uint32_t v = n == 1 ? s[0] : (uint32_t)(s[0] & (0x7f >> n));
-  for (i = 1; i < n; i++) v = v << 6 | (s[i] & 0x3f);
-  *c = v;
-  return n;
-}
-
-static size_t u8enc(uint32_t c, char *o) {
-  if (c < 0x80) {
-    o[0] = (char)c;
-    return 1;
-  }
-  if (c < 0x800) {
-    o[0] = (char)(0xc0 | c >> 6);
-    o[1] = (char)(0x80 | (c & 0x3f));
-    return 2;
-  }
-  if (c < 0x10000) {
-    o[0] = (char)(0xe0 | c >> 12);
-    o[1] = (char)(0x80 | (c >> 6 & 0x3f));
-    o[2] = (char)(0x80 | (c & 0x3f));
-    return 3;
-  }
-  o[0] = (char)(0xf0 | c >> 18);
-  o[1] = (char)(0x80 | (c >> 12 & 0x3f));
-  o[2] = (char)(0x80 | (c >> 6 & 0x3f));
-  o[3] = (char)(0x80 | (c & 0x3f));
-  return 4;
-}
-
 static int to_cps(const char *s, size_t n, cpbuf *out) {
   size_t i = 0;
   out->n = 0;
   if (cp_reserve(out, n) != RAG_OK) return RAG_ENOMEM;
-  while (i < n) i += u8dec((const unsigned char *)s + i, &out->p[out->n++]);
+  while (i < n) {
+    int32_t c;
+    i += rag_utf8_decode_valid((const unsigned char *)s + i, &c);
+    out->p[out->n++] = (uint32_t)c;
+  }
   return RAG_OK;
 }
 
@@ -155,7 +125,8 @@ static int to_utf8(const cpbuf *in, bytes *out) {
   size_t i;
   out->n = 0;
   if (in->n > ((size_t)-1) / 4 || by_reserve(out, in->n * 4) != RAG_OK) return RAG_ENOMEM;
-  for (i = 0; i < in->n; i++) out->n += u8enc(in->p[i], out->p + out->n);
+  for (i = 0; i < in->n; i++)
+    out->n += rag_utf8_encode(in->p[i], (unsigned char *)out->p + out->n);
   return RAG_OK;
 }
 
@@ -165,12 +136,6 @@ static int to_utf8(const cpbuf *in, bytes *out) {
 typedef struct slot {
   uint32_t off, len, id, h;
 } slot;
-
-static uint32_t fnv(uint32_t h, const char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
-  return h;
-}
 
 /* {====== Components ======} */
 
@@ -245,17 +210,38 @@ struct rag_hftok {
   size_t lattice_cap;
 };
 
+/* A string sought in the table: a then b (a prefix and a piece), hash h. */
+typedef struct vkey {
+  const rag_hftok *t;
+  const char *a, *b;
+  size_t alen, blen;
+  uint32_t h;
+} vkey;
+
+/* Stops at a free slot or the one holding the string. */
+static int at_string(const void *ud, size_t i) {
+  const vkey *k = (const vkey *)ud;
+  const slot *s = &k->t->slots[i];
+  const char *p = k->t->pool + s->off;
+  return s->len == 0 || (s->h == k->h && s->len == k->alen + k->blen &&
+                         memcmp(p, k->a, k->alen) == 0 && memcmp(p + k->alen, k->b, k->blen) == 0);
+}
+
+/* The slot holding a then b, whose hash is h, or the free one where it would go. */
+static slot *slot_of(const rag_hftok *t, uint32_t h, const char *a, size_t alen, const char *b,
+                     size_t blen) {
+  vkey k = {.t = t, .a = a, .b = b, .alen = alen, .blen = blen, .h = h};
+  return &t->slots[rag_probe(t->mask, h, at_string, &k)];
+}
+
 static const slot *find(const rag_hftok *t, uint32_t h, const char *a, size_t alen,
                         const char *b, size_t blen) {
-  size_t i = h & t->mask, klen = alen + blen;
-  for (;;) {
-    const slot *s = &t->slots[i];
-    if (s->len == 0) return NULL;
-    if (s->h == h && s->len == klen && memcmp(t->pool + s->off, a, alen) == 0 &&
-        memcmp(t->pool + s->off + alen, b, blen) == 0)
-      return s;
-    i = (i + 1) & t->mask;
-  }
+  const slot *s = slot_of(t, h, a, alen, b, blen);
+  return s->len == 0 ? NULL : s;
+}
+
+static int is_free(const void *ud, size_t i) {
+  return ((const slot *)ud)[i].len == 0;
 }
 
 static int rehash(rag_hftok *t) {
@@ -265,11 +251,8 @@ static int rehash(rag_hftok *t) {
     return RAG_ENOMEM;
   memset(v, 0, n * sizeof *v);
   for (i = 0; i <= t->mask; i++) {
-    slot *s = &t->slots[i];
-    size_t j = s->h & (n - 1);
-    if (s->len == 0) continue;
-    while (v[j].len != 0) j = (j + 1) & (n - 1);
-    v[j] = *s;
+    const slot *s = &t->slots[i];
+    if (s->len != 0) v[rag_probe(n - 1, s->h, is_free, v)] = *s;
   }
   rag_free(t->slots);
   t->slots = v;
@@ -283,20 +266,12 @@ static int rehash(rag_hftok *t) {
 ** string was not a token before.
 */
 static int vocab_add(rag_hftok *t, uint32_t off, uint32_t len, uint32_t id, int *isnew) {
-  uint32_t h = FNV_INIT, k;
+  uint32_t h = RAG_FNV32_BASIS, k;
   *isnew = 0;
   for (k = 1; k <= len; k++) {
-    size_t i;
     slot *s;
-    h = (h ^ (unsigned char)t->pool[off + k - 1]) * 16777619u;
-    i = h & t->mask;
-    for (;;) {
-      s = &t->slots[i];
-      if (s->len == 0 ||
-          (s->h == h && s->len == k && memcmp(t->pool + s->off, t->pool + off, k) == 0))
-        break;
-      i = (i + 1) & t->mask;
-    }
+    h = rag_fnv32_byte(h, (unsigned char)t->pool[off + k - 1]);
+    s = slot_of(t, h, t->pool + off, k, "", 0);
     if (s->len == 0) {
       s->off = off;
       s->len = k;
@@ -304,7 +279,7 @@ static int vocab_add(rag_hftok *t, uint32_t off, uint32_t len, uint32_t id, int 
       s->id = NONE;
       if (++t->nslots_used * 2 > t->mask + 1) {
         if (rehash(t) != RAG_OK) return RAG_ENOMEM;
-        s = (slot *)find(t, h, t->pool + off, k, "", 0);
+        s = slot_of(t, h, t->pool + off, k, "", 0);
       }
     }
     if (k == len) {
@@ -374,7 +349,11 @@ static int str_cps(const cJSON *v, uint32_t **cps, size_t *n) {
   if (s == NULL) return RAG_EFORMAT;
   *cps = (uint32_t *)rag_malloc((len + 1) * sizeof **cps);
   if (*cps == NULL) return RAG_ENOMEM;
-  while (i < len) i += u8dec((const unsigned char *)s + i, &(*cps)[k++]);
+  while (i < len) {
+    int32_t c;
+    i += rag_utf8_decode_valid((const unsigned char *)s + i, &c);
+    (*cps)[k++] = (uint32_t)c;
+  }
   *n = k;
   return RAG_OK;
 }
@@ -425,7 +404,7 @@ static int add_token(rag_hftok *t, const char *s, size_t n, uint32_t id, size_t 
 static const slot *lookup(const rag_hftok *t, const char *s, size_t n) {
   const slot *sl;
   if (n == 0) return NULL;
-  sl = find(t, fnv(FNV_INIT, s, n), "", 0, s, n);
+  sl = find(t, rag_fnv32(s, n), "", 0, s, n);
   return sl != NULL && sl->id != NONE ? sl : NULL;
 }
 
@@ -782,7 +761,7 @@ static int load_pre(rag_hftok *t, const cJSON *p, char *why, size_t whylen) {
     if (rep == NULL) rep = "\xe2\x96\x81"; /* U+2581 */
     n = strlen(rep);
     if (n == 0 || n > 4 || rag_text_first_invalid((const unsigned char *)rep, n) != n ||
-        u8len((unsigned char)rep[0]) != n || split < 0 || prefix < 0)
+        rag_utf8_lead_len((unsigned char)rep[0]) != n || split < 0 || prefix < 0)
       FORMAT("bad Metaspace options");
     memcpy(op->rep, rep, n);
     op->nrep = n;
@@ -808,8 +787,8 @@ static int split_words(const bytes *txt, const spans *sp, spans *out, int punct)
   for (k = 0; k < sp->n; k++) {
     size_t p = sp->p[k].off, e = p + sp->p[k].len, word = p;
     while (p < e) {
-      uint32_t c;
-      size_t n = u8dec((const unsigned char *)txt->p + p, &c);
+      int32_t c;
+      size_t n = rag_utf8_decode_valid((const unsigned char *)txt->p + p, &c);
       if (is_ws(c) || (punct && is_punct(c))) {
         if (sp_push(out, word, p - word) != RAG_OK) return RAG_ENOMEM;
         if (!is_ws(c) && sp_push(out, p, n) != RAG_OK) return RAG_ENOMEM;
@@ -851,7 +830,7 @@ static int metaspace(const preop *o, const bytes *txt, const spans *sp, bytes *o
       if (sp_push(out, begin, otx->n - begin) != RAG_OK) return RAG_ENOMEM;
       continue;
     }
-    for (word = i = begin; i < otx->n; i += u8len((unsigned char)otx->p[i])) {
+    for (word = i = begin; i < otx->n; i += rag_utf8_lead_len((unsigned char)otx->p[i])) {
       if (i > word && otx->n - i >= o->nrep && memcmp(otx->p + i, o->rep, o->nrep) == 0) {
         if (sp_push(out, word, i - word) != RAG_OK) return RAG_ENOMEM;
         word = i;
@@ -867,20 +846,20 @@ static int metaspace(const preop *o, const bytes *txt, const spans *sp, bytes *o
 /* Greedy longest match from the left; a word with no full cover is one unk. */
 static int wordpiece(rag_hftok *t, const char *w, size_t n) {
   size_t start = 0, mark = t->ids.n, nchars = 0, i;
-  for (i = 0; i < n; i += u8len((unsigned char)w[i])) nchars++;
+  for (i = 0; i < n; i += rag_utf8_lead_len((unsigned char)w[i])) nchars++;
   if (nchars > t->max_chars) return id_push(&t->ids, t->unk);
   while (start < n) {
-    uint32_t h = FNV_INIT, best = NONE;
+    uint32_t h = RAG_FNV32_BASIS, best = NONE;
     size_t end, bestend = start, alen = 0;
     const char *a = "";
     if (start > 0) {
       a = t->prefix;
       alen = t->nprefix;
-      h = fnv(h, a, alen);
+      h = rag_fnv32_more(h, a, alen);
     }
     for (end = start + 1; end <= n; end++) {
       const slot *s;
-      h = (h ^ (unsigned char)w[end - 1]) * 16777619u;
+      h = rag_fnv32_byte(h, (unsigned char)w[end - 1]);
       if ((s = find(t, h, a, alen, w + start, end - start)) == NULL) break;
       if (s->id != NONE) {
         best = s->id;
@@ -945,12 +924,12 @@ static int unigram(rag_hftok *t, const char *w, size_t n) {
   }
   for (pos = 0; pos < n;) {
     double base = score[pos], c;
-    size_t mblen = u8len((unsigned char)w[pos]);
-    uint32_t h = FNV_INIT;
+    size_t mblen = rag_utf8_lead_len((unsigned char)w[pos]);
+    uint32_t h = RAG_FNV32_BASIS;
     int single = 0;
     for (k = 1; k <= t->maxlen && k <= n - pos; k++) {
       const slot *s;
-      h = (h ^ (unsigned char)w[pos + k - 1]) * 16777619u;
+      h = rag_fnv32_byte(h, (unsigned char)w[pos + k - 1]);
       if ((s = find(t, h, "", 0, w + pos, k)) == NULL) break;
       if (s->id == NONE) continue;
       c = t->scores[s->id] + base;
@@ -1050,16 +1029,16 @@ static int split_added(rag_hftok *t, const addset *set, const char *s, size_t n,
   int rc;
   while ((a = next_added(t, set, s, n, &i)) != NULL) {
     size_t start = i, stop = i + a->len;
-    uint32_t c;
+    int32_t c;
     while (a->lstrip && start > from) { /* whitespace before the token joins it */
       size_t p = start - 1;
-      while (p > 0 && ((unsigned char)s[p] & 0xc0) == 0x80) p--;
-      u8dec((const unsigned char *)s + p, &c);
+      while (p > 0 && rag_utf8_is_cont((unsigned char)s[p])) p--;
+      rag_utf8_decode_valid((const unsigned char *)s + p, &c);
       if (!is_ws(c)) break;
       start = p;
     }
     while (a->rstrip && stop < n) {
-      size_t len = u8dec((const unsigned char *)s + stop, &c);
+      size_t len = rag_utf8_decode_valid((const unsigned char *)s + stop, &c);
       if (!is_ws(c)) break;
       stop += len;
     }

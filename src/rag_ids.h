@@ -32,7 +32,6 @@ typedef struct rag_ids {
 void rag_ids_init(rag_ids *t);
 void rag_ids_free(rag_ids *t); /* empties t; it can be initialised again */
 
-uint32_t rag_ids_hash(const char *s, size_t n);
 /* The slot of a linked id, or RAG_IDS_NONE. */
 uint32_t rag_ids_find(const rag_ids *t, const char *id, size_t n);
 /* Room for `more` slots holding `bytes` id bytes in all. RAG_ENOMEM, RAG_ETOOBIG. */

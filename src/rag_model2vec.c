@@ -29,6 +29,7 @@
 #include "rag_file.h"
 #include "rag_hftok.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 #define MAX_HEADER 100000000u /* the safetensors library's limit */
 
@@ -395,10 +396,7 @@ int rag_model2vec_tokenize(rag_model2vec *m, const char *s, size_t len, size_t m
   }
   if (max_length != RAG_MODEL2VEC_NOLIMIT) { /* model2vec-rs: keep max_length x median chars */
     size_t chars = RAG_MUL_OVERFLOWS(max_length, m->median) ? (size_t)-1 : max_length * m->median;
-    for (i = 0; i < len && chars > 0; chars--) i += ((unsigned char)s[i] >= 0xf0)   ? 4
-                                                     : ((unsigned char)s[i] >= 0xe0) ? 3
-                                                     : ((unsigned char)s[i] >= 0xc0) ? 2
-                                                                                     : 1;
+    for (i = 0; i < len && chars > 0; chars--) i += rag_utf8_lead_len((unsigned char)s[i]);
     len = i;
   }
   if ((rc = rag_hftok_encode(m->tok, s, len, &raw, &nraw)) != RAG_OK) return rc;
