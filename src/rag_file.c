@@ -200,6 +200,17 @@ int rag_file_read(const char *path, unsigned char **buf, size_t *n, int *err) {
   return RAG_OK;
 }
 
+int rag_file_load(const char *path, rag_load_fn load, void *out, const char **why, int *err) {
+  unsigned char *buf;
+  size_t n;
+  int rc;
+  *why = "";
+  if ((rc = rag_file_read(path, &buf, &n, err)) != RAG_OK) return rc;
+  rc = load(buf, n, out, why);
+  rag_free(buf);
+  return rc;
+}
+
 uint64_t rag_le(const unsigned char *p, size_t bytes) {
   uint64_t v = 0;
   while (bytes-- > 0) v = v << 8 | p[bytes];
@@ -258,12 +269,6 @@ int rag_r_str(rag_reader *r, const char **s, size_t *n) {
   return 1;
 }
 
-#define CORRUPT(msg)   \
-  do {                 \
-    *why = (msg);      \
-    return RAG_ECORRUPT; \
-  } while (0)
-
 int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8],
                   uint32_t version, const char (*tags)[5], size_t nsections, rag_reader *sec,
                   uint32_t *version_out, const char *badmagic, const char **why) {
@@ -274,28 +279,30 @@ int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8]
     *why = badmagic;
     return RAG_EFORMAT;
   }
-  if (n < RAG_FILE_HEADER) CORRUPT("truncated header");
+  if (n < RAG_FILE_HEADER) return rag_corrupt(why, "truncated header");
   if (rag_crc32(0, p, RAG_FILE_HEADER - 4) != rag_le(p + RAG_FILE_HEADER - 4, 4))
-    CORRUPT("header checksum mismatch");
+    return rag_corrupt(why, "header checksum mismatch");
   v = rag_le(p + 8, 4);
   if (v > version) {
     *why = "written by a newer version of rag";
     return RAG_EVERSION;
   }
-  if (v == 0 || rag_le(p + 12, 4) != nsections) CORRUPT("bad header");
-  if (rag_le(p + 16, 8) != n) CORRUPT(rag_le(p + 16, 8) > n ? "truncated file" : "trailing bytes");
+  if (v == 0 || rag_le(p + 12, 4) != nsections) return rag_corrupt(why, "bad header");
+  if (rag_le(p + 16, 8) != n)
+    return rag_corrupt(why, rag_le(p + 16, 8) > n ? "truncated file" : "trailing bytes");
   for (i = 0; i < nsections; i++) {
     uint64_t len;
-    if (n - off < 16 || memcmp(p + off, tags[i], 4) != 0) CORRUPT("bad section header");
+    if (n - off < 16 || memcmp(p + off, tags[i], 4) != 0)
+      return rag_corrupt(why, "bad section header");
     len = rag_le(p + off + 4, 8);
-    if (len > n - off - 16) CORRUPT("bad section length");
+    if (len > n - off - 16) return rag_corrupt(why, "bad section length");
     if (rag_crc32(0, p + off, 12 + (size_t)len) != rag_le(p + off + 12 + len, 4))
-      CORRUPT("section checksum mismatch");
+      return rag_corrupt(why, "section checksum mismatch");
     sec[i].p = p + off + 12;
     sec[i].e = sec[i].p + len;
     off += 16 + (size_t)len;
   }
-  if (off != n) CORRUPT("trailing bytes");
+  if (off != n) return rag_corrupt(why, "trailing bytes");
   *version_out = (uint32_t)v;
   return RAG_OK;
 }

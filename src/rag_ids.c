@@ -144,6 +144,21 @@ void rag_ids_truncate(rag_ids *t, size_t n) {
   }
 }
 
+void rag_ids_compact(rag_ids *t, uint32_t *map) {
+  size_t s, n = 0;
+  for (s = 0; s < t->n; s++) {
+    if (t->e[s].len == UNLINKED) {
+      map[s] = RAG_IDS_NONE;
+      continue;
+    }
+    map[s] = (uint32_t)n;
+    t->e[n++] = t->e[s];
+  }
+  t->n = n;
+  if (t->table != NULL) rehash(t);
+  rag_ids_tidy(t);
+}
+
 void rag_ids_tidy(rag_ids *t) {
   char *p;
   size_t s, len = 0;
@@ -173,6 +188,19 @@ int rag_ids_cmp(const rag_ids *t, uint32_t a, uint32_t b) {
   int c = memcmp(t->pool + x->off, t->pool + y->off, nx < ny ? nx : ny);
   if (c != 0) return c;
   return nx < ny ? -1 : nx > ny;
+}
+
+size_t rag_ids_mark(const rag_ids *t, const rag_id_filter *f, uint32_t *mark, uint32_t stamp,
+                    uint32_t *slots) {
+  size_t i, n = 0;
+  for (i = 0; i < f->n; i++) {
+    uint32_t s = rag_ids_find(t, f->ids[i], f->lens[i]);
+    if (s == RAG_IDS_NONE || mark[s] == stamp) continue;
+    mark[s] = stamp;
+    if (slots != NULL) slots[n] = s;
+    n++;
+  }
+  return n;
 }
 
 size_t rag_ids_memory(const rag_ids *t) {

@@ -46,6 +46,12 @@ void rag_ids_unlink(rag_ids *t, uint32_t slot);
 void rag_ids_swap_remove(rag_ids *t, uint32_t slot);
 /* Drops trailing slots so that n remain (those must be unlinked). */
 void rag_ids_truncate(rag_ids *t, size_t n);
+/*
+** Drops every unlinked slot and renumbers the others in order: map[old] is
+** a slot's new number, RAG_IDS_NONE for the dropped (map has a cell per
+** slot). Never fails; the pool is tidied as rag_ids_tidy does.
+*/
+void rag_ids_compact(rag_ids *t, uint32_t *map);
 /* Rewrites the pool without waste when over half of it is; best effort. */
 void rag_ids_tidy(rag_ids *t);
 
@@ -67,6 +73,14 @@ typedef struct rag_id_filter {
   const size_t *lens;
   size_t n;
 } rag_id_filter;
+
+/*
+** The linked slots of f's ids, each once: sets mark[slot] = stamp (mark
+** has a cell per slot, none of them stamp yet) and, when slots is not
+** NULL, appends the slot there (room for f->n). Returns how many.
+*/
+size_t rag_ids_mark(const rag_ids *t, const rag_id_filter *f, uint32_t *mark, uint32_t stamp,
+                    uint32_t *slots);
 
 /* Bytes allocated. */
 size_t rag_ids_memory(const rag_ids *t);
