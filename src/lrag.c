@@ -41,7 +41,8 @@ const char *lrag_code(int rc) {
 int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
                   int err) {
   if (rc == RAG_ENOMEM) return luaL_error(L, "%s: not enough memory", fname);
-  if (rc == RAG_EIO) return lrag_fail(L, "io", "%s: '%s': %s", fname, path, strerror(err));
+  if (rc == RAG_EIO) /* no errno: the path is no regular file, why says what it is */
+    return lrag_fail(L, "io", "%s: '%s': %s", fname, path, err != 0 ? strerror(err) : why);
   return lrag_fail(L, lrag_code(rc), "%s: '%s': %s", fname, path, why);
 }
 

@@ -52,7 +52,8 @@ int lrag_fail(lua_State *L, const char *code, const char *fmt, ...);
 
 /*
 ** The outcome of a failed load of `path`: raises for RAG_ENOMEM, else
-** returns nil, "fname: 'path': reason", code (strerror(err) for RAG_EIO).
+** returns nil, "fname: 'path': reason", code (strerror(err) for RAG_EIO
+** with an errno, else why).
 */
 int lrag_loadfail(lua_State *L, int rc, const char *fname, const char *path, const char *why,
                   int err);

@@ -50,7 +50,7 @@ static int model2vec_load(lua_State *L) {
     lua_pushstring(L, e.file);
     lua_concat(L, 3);
   }
-  if (rc == RAG_EIO) { /* messages are lowercase: "no such file or directory" */
+  if (rc == RAG_EIO && e.err != 0) { /* messages are lowercase: "no such file or directory" */
     snprintf(e.why, sizeof e.why, "%s", strerror(e.err));
     e.why[0] = (char)tolower((unsigned char)e.why[0]);
   }
