@@ -164,7 +164,8 @@ int rag_bm25_dump(rag_bm25 *b, unsigned char **buf, size_t *n);
 int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out,
                       const char **why);
 
-/* As rag_bm25_load_mem for the file at `path`; RAG_EIO with *err = errno. */
+/* As rag_bm25_load_mem for the file at `path`; RAG_EIO as rag_file_read
+** says (*err = errno, or 0 with *why when the path is no regular file). */
 int rag_bm25_load(const char *path, rag_bm25 **out, const char **why, int *err);
 
 /*

@@ -166,24 +166,46 @@ int rag_file_save(const char *path, rag_write_fn fn, const void *obj, int *err) 
 
 /* {====== Reading ======} */
 
-int rag_file_read(const char *path, unsigned char **buf, size_t *n, int *err) {
+/* What a path that is no regular file is, for the failure's message. */
+static const char *irregular(mode_t m) {
+  if (S_ISDIR(m)) return "is a directory";
+  if (S_ISFIFO(m)) return "is a fifo";
+  if (S_ISCHR(m)) return "not a regular file (character device)";
+  if (S_ISBLK(m)) return "not a regular file (block device)";
+  if (S_ISSOCK(m)) return "not a regular file (socket)";
+  return "not a regular file";
+}
+
+/* Opens path for reading when it is a regular file: RAG_EIO with *err =
+** errno, or with *why when it is something else. */
+static int open_regular(const char *path, int *fd, struct stat *st, const char **why, int *err) {
+  int flags;
+  /* O_NONBLOCK: the open of a FIFO must not wait for a writer */
+  if ((*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+    *err = errno;
+    return RAG_EIO;
+  }
+  if (fstat(*fd, st) != 0) {
+    *err = errno;
+  } else if (!S_ISREG(st->st_mode)) {
+    *why = irregular(st->st_mode);
+  } else if ((flags = fcntl(*fd, F_GETFL)) == -1 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+    *err = errno; /* reads of a regular file block again, as they should */
+  } else {
+    return RAG_OK;
+  }
+  (void)close(*fd);
+  return RAG_EIO;
+}
+
+int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err) {
   struct stat st;
   size_t got = 0;
-  int fd;
+  int fd, rc;
   *buf = NULL;
   *n = 0;
   *err = 0;
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    *err = errno;
-    if (fd >= 0) (void)close(fd);
-    return RAG_EIO;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    (void)close(fd);
-    *err = EISDIR;
-    return RAG_EIO;
-  }
+  if ((rc = open_regular(path, &fd, &st, why, err)) != RAG_OK) return rc;
   *buf = (unsigned char *)rag_malloc((size_t)st.st_size + 1);
   if (*buf == NULL) {
     (void)close(fd);
@@ -205,7 +227,7 @@ int rag_file_load(const char *path, rag_load_fn load, void *out, const char **wh
   size_t n;
   int rc;
   *why = "";
-  if ((rc = rag_file_read(path, &buf, &n, err)) != RAG_OK) return rc;
+  if ((rc = rag_file_read(path, &buf, &n, why, err)) != RAG_OK) return rc;
   rc = load(buf, n, out, why);
   rag_free(buf);
   return rc;

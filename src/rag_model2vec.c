@@ -278,6 +278,7 @@ static int load_tensors(rag_model2vec *m, size_t n, rag_model2vec_error *e) {
 static int read_file(const char *dir, const char *name, unsigned char **buf, size_t *n,
                      rag_model2vec_error *e) {
   size_t dl = strlen(dir), nl = strlen(name);
+  const char *why = "";
   char *path;
   int rc;
   while (dl > 1 && dir[dl - 1] == '/') dl--;
@@ -286,9 +287,9 @@ static int read_file(const char *dir, const char *name, unsigned char **buf, siz
   path[dl] = '/';
   memcpy(path + dl + 1, name, nl + 1);
   e->file = name;
-  rc = rag_file_read(path, buf, n, &e->err);
+  rc = rag_file_read(path, buf, n, &why, &e->err);
   rag_free(path);
-  return rc;
+  return rc == RAG_EIO && e->err == 0 ? fail(e, rc, "%s", why) : rc;
 }
 
 static int load_config(rag_model2vec *m, const char *dir, rag_model2vec_error *e) {
