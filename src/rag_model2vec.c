@@ -218,16 +218,25 @@ static double read_f(const unsigned char *p, int dtype) {
   }
 }
 
+/* A tensor with an entry per token id (mapping, weights): 1-d, of one of
+** the dtypes `kinds` names (dtype_ok), and long enough. */
+static int per_id(const rag_model2vec *m, const tensor *t, int dtype_ok, const char *kinds,
+                  rag_model2vec_error *e) {
+  if (t->rank != 1 || !dtype_ok)
+    return fail(e, RAG_EFORMAT, "tensor '%s' must be a 1-d %s tensor", t->name, kinds);
+  if (t->shape[0] < m->nids)
+    return fail(e, RAG_ECORRUPT, "tensor '%s' has %lu entries for %lu token ids", t->name,
+                (unsigned long)t->shape[0], (unsigned long)m->nids);
+  return RAG_OK;
+}
+
 static int load_quant(rag_model2vec *m, const tensor *map, const tensor *wts,
                       rag_model2vec_error *e) {
   size_t i;
+  int rc;
   if (map->rank != 0) {
     int i64 = map->dtype == 5;
-    if (map->rank != 1 || (map->dtype != 4 && !i64))
-      return fail(e, RAG_EFORMAT, "tensor 'mapping' must be a 1-d i32 or i64 tensor");
-    if (map->shape[0] < m->nids)
-      return fail(e, RAG_ECORRUPT, "tensor 'mapping' has %lu entries for %lu token ids",
-                  (unsigned long)map->shape[0], (unsigned long)m->nids);
+    if ((rc = per_id(m, map, map->dtype == 4 || i64, "i32 or i64", e)) != RAG_OK) return rc;
     if ((m->mapping = (uint32_t *)rag_malloc(m->nids * sizeof *m->mapping + 1)) == NULL)
       return RAG_ENOMEM;
     for (i = 0; i < m->nids; i++) {
@@ -242,11 +251,8 @@ static int load_quant(rag_model2vec *m, const tensor *map, const tensor *wts,
                 (unsigned long)m->nrows, (unsigned long)m->nids);
   }
   if (wts->rank != 0) {
-    if (wts->rank != 1 || (wts->dtype != F64 && wts->dtype != F32 && wts->dtype != F16))
-      return fail(e, RAG_EFORMAT, "tensor 'weights' must be a 1-d f64, f32 or f16 tensor");
-    if (wts->shape[0] < m->nids)
-      return fail(e, RAG_ECORRUPT, "tensor 'weights' has %lu entries for %lu token ids",
-                  (unsigned long)wts->shape[0], (unsigned long)m->nids);
+    int ok = wts->dtype == F64 || wts->dtype == F32 || wts->dtype == F16;
+    if ((rc = per_id(m, wts, ok, "f64, f32 or f16", e)) != RAG_OK) return rc;
     if ((m->weights = (double *)rag_malloc(m->nids * sizeof *m->weights + 1)) == NULL)
       return RAG_ENOMEM;
     for (i = 0; i < m->nids; i++)
