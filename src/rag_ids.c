@@ -1,5 +1,5 @@
 /*
-** rag_ids.c: the id table of the vector indexes (see rag_ids.h).
+** rag_ids.c: the id table of the indexes (see rag_ids.h).
 */
 #include "rag_ids.h"
 

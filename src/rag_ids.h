@@ -1,5 +1,6 @@
 /*
-** rag_ids.h: string ids of the vector indexes, mapped to dense slot numbers.
+** rag_ids.h: the string ids of the indexes (BM25's documents, the vector
+** indexes' rows), mapped to dense slot numbers.
 ** The id bytes live in one pool; an open-addressing table (linear probing,
 ** at most half full) finds a slot by id. Adding is split in two so that an
 ** index can reserve everything before it changes anything: rag_ids_reserve
