@@ -18,7 +18,7 @@
 #include "rag.h"
 #include "rag_dist.h"
 #include "rag_file.h"
-#include "rag_hash.h"
+#include "rag_digest.h"
 
 #define MAXDIM 40
 #define NIDS 48 /* 16 chosen ids, then g00..g31 */
@@ -250,13 +250,13 @@ static inline void fix_crcs(unsigned char *p, size_t n, size_t nsec) {
   size_t off = RAG_FILE_HEADER, i;
   if (n < RAG_FILE_HEADER) return;
   put_le(p + 16, n, 8);
-  put_le(p + 24, rag_crc32(0, p, 24), 4);
+  put_le(p + 24, rag_digest_crc32(0, p, 24), 4);
   for (i = 0; i < nsec; i++) {
     uint64_t len;
     if (n - off < 16) return;
     len = le(p + off + 4, 8);
     if (len > n - off - 16) return;
-    put_le(p + off + 12 + len, rag_crc32(0, p + off, 12 + (size_t)len), 4);
+    put_le(p + off + 12 + len, rag_digest_crc32(0, p + off, 12 + (size_t)len), 4);
     off += 16 + (size_t)len;
   }
 }
@@ -297,12 +297,12 @@ static inline unsigned char *join(const file *f, size_t *n) {
   must(p != NULL);
   memcpy(p, f->head, RAG_FILE_HEADER);
   put_le(p + 16, total, 8);
-  put_le(p + 24, rag_crc32(0, p, 24), 4);
+  put_le(p + 24, rag_digest_crc32(0, p, 24), 4);
   for (i = 0; i < f->nsec; i++) {
     memcpy(p + off, f->tag[i], 4);
     put_le(p + off + 4, f->len[i], 8);
     if (f->len[i] > 0) memcpy(p + off + 12, f->sec[i], f->len[i]);
-    put_le(p + off + 12 + f->len[i], rag_crc32(0, p + off, 12 + f->len[i]), 4);
+    put_le(p + off + 12 + f->len[i], rag_digest_crc32(0, p + off, 12 + f->len[i]), 4);
     off += 16 + f->len[i];
   }
   *n = total;

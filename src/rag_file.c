@@ -11,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rag_hash.h"
+#include "rag_digest.h"
 
 /* {====== Writing ======} */
 
 void rag_w_put(rag_writer *w, const void *p, size_t n) {
   if (w->rc != RAG_OK || n == 0) return;
-  w->crc = rag_crc32(w->crc, p, n);
+  w->crc = rag_digest_crc32(w->crc, p, n);
   if (w->f != NULL) {
     if (fwrite(p, 1, n, w->f) != n) {
       w->rc = RAG_EIO;
@@ -302,7 +302,7 @@ int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8]
     return RAG_EFORMAT;
   }
   if (n < RAG_FILE_HEADER) return rag_corrupt(why, "truncated header");
-  if (rag_crc32(0, p, RAG_FILE_HEADER - 4) != rag_le(p + RAG_FILE_HEADER - 4, 4))
+  if (rag_digest_crc32(0, p, RAG_FILE_HEADER - 4) != rag_le(p + RAG_FILE_HEADER - 4, 4))
     return rag_corrupt(why, "header checksum mismatch");
   v = rag_le(p + 8, 4);
   if (v > version) {
@@ -318,7 +318,7 @@ int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8]
       return rag_corrupt(why, "bad section header");
     len = rag_le(p + off + 4, 8);
     if (len > n - off - 16) return rag_corrupt(why, "bad section length");
-    if (rag_crc32(0, p + off, 12 + (size_t)len) != rag_le(p + off + 12 + len, 4))
+    if (rag_digest_crc32(0, p + off, 12 + (size_t)len) != rag_le(p + off + 12 + len, 4))
       return rag_corrupt(why, "section checksum mismatch");
     sec[i].p = p + off + 12;
     sec[i].e = sec[i].p + len;
