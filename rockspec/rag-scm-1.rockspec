@@ -43,7 +43,7 @@ build = {
         "src/lrag.c", "src/lrag_analyzer.c", "src/lrag_bm25.c", "src/lrag_chunk.c",
         "src/lrag_http.c", "src/lrag_json.c", "src/lrag_sentences.c", "src/lrag_text.c",
         "src/lrag_tokenizer.c", "src/rag_alloc.c", "src/rag_analyzer.c", "src/rag_approx.c",
-        "src/rag_bm25.c", "src/rag_bm25_file.c", "src/rag_chunk.c", "src/rag_dist.c",
+        "src/rag_bm25.c", "src/rag_bm25_file.c", "src/rag_chunk.c", "src/rag_kernel.c",
         "src/rag_file.c", "src/rag_ids.c", "src/rag_topk.c", "src/rag_vec.c", "src/lrag_vec.c",
         "src/rag_hnsw.c", "src/lrag_hnsw.c", "src/rag_fuse.c", "src/lrag_fuse.c",
         "src/rag_rerank.c", "src/lrag_rerank.c", "src/rag_eval.c", "src/lrag_eval.c",

@@ -159,7 +159,7 @@ static float dist(const rag_hnsw *h, const float *q, size_t i) {
 static const float *as_query(const rag_hnsw *h, size_t i, float *buf) {
   if (h->kern.dtype == RAG_F32 && !h->kern.split)
     return (const float *)(const void *)row_at(h, i);
-  rag_vec_decode(&h->kern, row_at(h, i), h->scales ? h->scales[i] : 1.0f, buf);
+  rag_kernel_decode(&h->kern, row_at(h, i), h->scales ? h->scales[i] : 1.0f, buf);
   return buf;
 }
 
@@ -456,7 +456,7 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
 ** for a query on split rows). Leaves the pool, closest first, in rs[0..rsn).
 */
 static void search_pool(rag_hnsw *h, const float *q, uint32_t ep, size_t ef, unsigned lc,
-                        rag_gather_fn score) {
+                        rag_kernel_gather_fn score) {
   cand *p = h->rs;
   unsigned char *done = h->done;
   size_t n = 1, cur = 0;
@@ -715,11 +715,11 @@ static void maybe_rebuild(rag_hnsw *h) {
 int rag_hnsw_add(rag_hnsw *h, const char *id, size_t idlen, const float *x, rag_vec_bad *bad) {
   uint32_t old;
   float scale;
-  int rc = rag_vec_prepare(&h->kern, x, h->q, &bad->component, &bad->why);
+  int rc = rag_kernel_prepare(&h->kern, x, h->q, &bad->component, &bad->why);
   if (rc != RAG_OK) return rc;
   if (h->nlive == 0 && h->n > 0) reset(h);
   if ((rc = nodes_fit(h, h->n + 1)) != RAG_OK) return rc;
-  rag_vec_encode(&h->kern, h->q, h->rows + h->n * h->kern.rowbytes, &scale);
+  rag_kernel_encode(&h->kern, h->q, h->rows + h->n * h->kern.rowbytes, &scale);
   if (h->scales != NULL) h->scales[h->n] = scale;
   old = rag_ids_find(&h->ids, id, idlen);
   rc = insert_stored(h, id, idlen, old);
@@ -778,7 +778,7 @@ int rag_hnsw_compact(rag_hnsw *h) {
 int rag_hnsw_get(const rag_hnsw *h, const char *id, size_t idlen, float *out) {
   uint32_t s = rag_ids_find(&h->ids, id, idlen);
   if (s == NONE) return 0;
-  rag_vec_decode(&h->kern, row_at(h, s), h->scales ? h->scales[s] : 1.0f, out);
+  rag_kernel_decode(&h->kern, row_at(h, s), h->scales ? h->scales[s] : 1.0f, out);
   return 1;
 }
 
@@ -809,7 +809,7 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
                     rag_vec_bad *bad) {
   rag_topk t;
   size_t kk = k < h->nlive ? k : h->nlive, i;
-  int rc = rag_vec_prepare(&h->kern, q, h->q, &bad->component, &bad->why), filtered = 0;
+  int rc = rag_kernel_prepare(&h->kern, q, h->q, &bad->component, &bad->why), filtered = 0;
   *hits = NULL;
   *n = 0;
   if (rc != RAG_OK) return rc;
@@ -910,7 +910,7 @@ static void write_index(const void *obj, rag_writer *w) {
       const uint16_t *x = (const uint16_t *)(const void *)row_at(h, i);
       for (j = 0; j < d; j += m) {
         m = d - j < 256 ? d - j : 256;
-        rag_f32_join(x + j, x + d + j, m, buf);
+        rag_kernel_f32_join(x + j, x + d + j, m, buf);
         rag_w_put(w, buf, m * sizeof *buf);
       }
     }
@@ -1072,7 +1072,7 @@ static int read_graph(loader *ld, const rag_reader *sec, const char **why) {
       float scale;
       for (i = 0; i < h->n; i++) {
         memcpy(h->qe, sec[2].p + i * h->kern.rowbytes, h->kern.rowbytes);
-        rag_vec_encode(&h->kern, h->qe, h->rows + i * h->kern.rowbytes, &scale);
+        rag_kernel_encode(&h->kern, h->qe, h->rows + i * h->kern.rowbytes, &scale);
       }
     } else {
       memcpy(h->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
@@ -1085,7 +1085,8 @@ static int read_graph(loader *ld, const rag_reader *sec, const char **why) {
   h->maxlevel = ld->maxlevel;
   if (ld->entry != NONE && ld->entry >= h->n) return rag_corrupt(why, "bad entry");
   if ((bad = check_graph(h, ld->stamp)) != NULL) return rag_corrupt(why, bad);
-  if (!rag_rows_ok(&h->kern, h->rows, h->scales, h->n)) return rag_corrupt(why, "bad component");
+  if (!rag_kernel_rows_ok(&h->kern, h->rows, h->scales, h->n))
+    return rag_corrupt(why, "bad component");
   return RAG_OK;
 }
 
@@ -1125,7 +1126,7 @@ int rag_hnsw_check(const rag_hnsw *h) {
   size_t i;
   int ok;
   if (stamp == NULL) return 1; /* nothing can be said */
-  ok = check_graph(h, stamp) == NULL && rag_rows_ok(&h->kern, h->rows, h->scales, h->n);
+  ok = check_graph(h, stamp) == NULL && rag_kernel_rows_ok(&h->kern, h->rows, h->scales, h->n);
   rag_free(stamp);
   for (i = 0; ok && i < h->n; i++) {
     size_t l;

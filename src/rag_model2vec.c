@@ -25,9 +25,9 @@
 #include <cjson/cJSON.h>
 
 #include "rag.h"
-#include "rag_dist.h"
 #include "rag_file.h"
 #include "rag_hftok.h"
+#include "rag_kernel.h"
 #include "rag_text.h"
 #include "rag_utf8.h"
 
@@ -209,7 +209,7 @@ static double read_f(const unsigned char *p, int dtype) {
         memcpy(&f, &u, 4);
       }
       return f;
-    case F16: return rag_f32_from_f16((uint16_t)rag_le(p, 2));
+    case F16: return rag_kernel_f32_from_f16((uint16_t)rag_le(p, 2));
     case I8: return (double)(signed char)p[0];
     default:
       v = rag_le(p, 8);

@@ -165,18 +165,18 @@ static float norm_up(const float *x, size_t n) {
 static void row_put(rag_vec *v, size_t slot, const float *x) {
   float scale;
   if (!v->hk.split) {
-    rag_vec_encode(&v->kern, x, row_at(v, slot), &scale);
+    rag_kernel_encode(&v->kern, x, row_at(v, slot), &scale);
     if (v->scales != NULL) v->scales[slot] = scale;
     return;
   }
-  rag_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
+  rag_kernel_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
   v->norms[slot] = norm_up(x, v->o.dim);
 }
 
 /* Slot's row as the kernel reads it; f32 rows are rebuilt into buf (dim floats). */
 static const void *row_get(const rag_vec *v, size_t slot, float *buf) {
   if (!v->hk.split) return row_at(v, slot);
-  rag_f32_join(hi_at(v, slot), lo_at(v, slot), v->o.dim, buf);
+  rag_kernel_f32_join(hi_at(v, slot), lo_at(v, slot), v->o.dim, buf);
   return buf;
 }
 
@@ -193,7 +193,7 @@ static int row_fit(rag_vec *v, size_t n) {
 }
 
 static int prepare(const rag_vec *v, const float *x, float *out, rag_vec_bad *bad) {
-  return rag_vec_prepare(&v->kern, x, out, &bad->component, &bad->why);
+  return rag_kernel_prepare(&v->kern, x, out, &bad->component, &bad->why);
 }
 
 /* Room for `need` rows; a failure leaves the rows as they were (some blocks grown). */
@@ -263,7 +263,7 @@ int rag_vec_get(const rag_vec *v, const char *id, size_t idlen, float *out) {
   if (v->hk.split)
     (void)row_get(v, slot, out);
   else
-    rag_vec_decode(&v->kern, row_at(v, slot), v->scales ? v->scales[slot] : 1.0f, out);
+    rag_kernel_decode(&v->kern, row_at(v, slot), v->scales ? v->scales[slot] : 1.0f, out);
   return 1;
 }
 
@@ -314,7 +314,7 @@ static float score_slot(rag_vec *v, const float *q, size_t slot) {
 **           <= 2^-6 (|q||x| + |x|^2),  rounding <= g (|q| + |x|)^2
 ** plus an absolute term for subnormal components and underflow, then a
 ** relative margin of 2^-20 for the double arithmetic of the bound itself.
-** No sum overflows: rag_vec_prepare keeps components within 1e15, so every
+** No sum overflows: rag_kernel_prepare keeps components within 1e15, so every
 ** partial sum stays below 65536 (2e15)^2 < 2^118.
 */
 typedef struct bound {
@@ -545,7 +545,7 @@ static void write_index(const void *obj, rag_writer *w) {
     for (i = 0; i < n; i++)
       for (j = 0; j < d; j += m) {
         m = d - j < 256 ? d - j : 256;
-        rag_f32_join(hi_at(v, i) + j, lo_at(v, i) + j, m, buf);
+        rag_kernel_f32_join(hi_at(v, i) + j, lo_at(v, i) + j, m, buf);
         rag_w_put(w, buf, m * sizeof *buf);
       }
   } else {
@@ -568,10 +568,10 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
 /* Rows [0, n) are sound; f32 rows carry their norms (checked in v->row). */
 static int rows_ok(rag_vec *v, size_t n) {
   size_t i;
-  if (!v->hk.split) return rag_rows_ok(&v->kern, v->rows, v->scales, n);
+  if (!v->hk.split) return rag_kernel_rows_ok(&v->kern, v->rows, v->scales, n);
   for (i = 0; i < n; i++) {
     const float *x = (const float *)row_get(v, i, v->row);
-    if (!rag_rows_ok(&v->kern, x, NULL, 1) || v->norms[i] != norm_up(x, v->o.dim)) return 0;
+    if (!rag_kernel_rows_ok(&v->kern, x, NULL, 1) || v->norms[i] != norm_up(x, v->o.dim)) return 0;
   }
   return 1;
 }
@@ -629,7 +629,7 @@ static int read_rows(rag_vec *v, const rag_reader *sec, const char **why) {
   if (v->hk.split) { /* each row checked, then split */
     for (i = 0; i < count; i++) {
       memcpy(v->row, sec[2].p + i * v->kern.rowbytes, v->kern.rowbytes);
-      if (!rag_rows_ok(&v->kern, v->row, NULL, 1)) return rag_corrupt(why, "bad component");
+      if (!rag_kernel_rows_ok(&v->kern, v->row, NULL, 1)) return rag_corrupt(why, "bad component");
       row_put(v, i, v->row);
     }
     return RAG_OK;
