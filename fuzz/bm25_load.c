@@ -16,7 +16,7 @@
 
 #include "rag.h"
 #include "rag_bm25.h"
-#include "rag_hash.h"
+#include "rag_digest.h"
 #include "rag_text.h"
 
 #define HEADER 28
@@ -169,13 +169,13 @@ static void fix_crcs(unsigned char *p, size_t n) {
   size_t off = HEADER, i;
   if (n < HEADER) return;
   put_le(p + 16, n, 8);
-  put_le(p + 24, rag_crc32(0, p, 24), 4);
+  put_le(p + 24, rag_digest_crc32(0, p, 24), 4);
   for (i = 0; i < NSEC; i++) {
     uint64_t len;
     if (n - off < 16) return;
     len = le(p + off + 4, 8);
     if (len > n - off - 16) return;
-    put_le(p + off + 12 + len, rag_crc32(0, p + off, 12 + (size_t)len), 4);
+    put_le(p + off + 12 + len, rag_digest_crc32(0, p + off, 12 + (size_t)len), 4);
     off += 16 + (size_t)len;
   }
 }
@@ -278,12 +278,12 @@ static unsigned char *join(const file *f, size_t *n) {
   must(p != NULL);
   memcpy(p, f->head, HEADER);
   put_le(p + 16, total, 8);
-  put_le(p + 24, rag_crc32(0, p, 24), 4);
+  put_le(p + 24, rag_digest_crc32(0, p, 24), 4);
   for (i = 0; i < NSEC; i++) {
     memcpy(p + off, tags[i], 4);
     put_le(p + off + 4, f->len[i], 8);
     if (f->len[i] > 0) memcpy(p + off + 12, f->sec[i], f->len[i]);
-    put_le(p + off + 12 + f->len[i], rag_crc32(0, p + off, 12 + f->len[i]), 4);
+    put_le(p + off + 12 + f->len[i], rag_digest_crc32(0, p + off, 12 + f->len[i]), 4);
     off += 16 + f->len[i];
   }
   *n = total;

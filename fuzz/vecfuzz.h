@@ -2,7 +2,7 @@
 ** fuzz/vecfuzz.h: what the vector-index harnesses (vec_load, hnsw_load,
 ** hnsw_ops) share: reading the input, a small id space, vectors coded in
 ** the input (with the values that stress the encodings: subnormals, the
-** 1e15 and f16 limits, NaN, infinities), the refusal rag_vec_prepare must
+** 1e15 and f16 limits, NaN, infinities), the refusal rag_kernel_prepare must
 ** give, exact scores in double, the order of hits, and the container of
 ** rag_file.h split into sections and joined back with every length and
 ** CRC recomputed. Not a harness itself: .ci/fuzz builds the .c files only.
@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "rag.h"
-#include "rag_dist.h"
+#include "rag_digest.h"
 #include "rag_file.h"
-#include "rag_hash.h"
+#include "rag_kernel.h"
 
 #define MAXDIM 40
 #define NIDS 48 /* 16 chosen ids, then g00..g31 */
@@ -130,7 +130,7 @@ static inline void make_vector(input *in, size_t dim, float *x) {
   }
 }
 
-/* The vector rag_vec_prepare makes: the same arithmetic, unit under cosine. */
+/* The vector rag_kernel_prepare makes: the same arithmetic, unit under cosine. */
 static inline void prepare_like(const float *x, size_t d, rag_metric m,
                                 float *out) {
   double ss = 0;
@@ -144,7 +144,7 @@ static inline void prepare_like(const float *x, size_t d, rag_metric m,
   }
 }
 
-/* What rag_vec_prepare must say of x: RAG_OK, or RAG_EINVAL, where, why. */
+/* What rag_kernel_prepare must say of x: RAG_OK, or RAG_EINVAL, where, why. */
 static inline int predict(const float *x, size_t d, rag_metric m, rag_dtype t,
                           size_t *comp, const char **why) {
   double ss = 0, inv = 1;
@@ -250,13 +250,13 @@ static inline void fix_crcs(unsigned char *p, size_t n, size_t nsec) {
   size_t off = RAG_FILE_HEADER, i;
   if (n < RAG_FILE_HEADER) return;
   put_le(p + 16, n, 8);
-  put_le(p + 24, rag_crc32(0, p, 24), 4);
+  put_le(p + 24, rag_digest_crc32(0, p, 24), 4);
   for (i = 0; i < nsec; i++) {
     uint64_t len;
     if (n - off < 16) return;
     len = le(p + off + 4, 8);
     if (len > n - off - 16) return;
-    put_le(p + off + 12 + len, rag_crc32(0, p + off, 12 + (size_t)len), 4);
+    put_le(p + off + 12 + len, rag_digest_crc32(0, p + off, 12 + (size_t)len), 4);
     off += 16 + (size_t)len;
   }
 }
@@ -297,12 +297,12 @@ static inline unsigned char *join(const file *f, size_t *n) {
   must(p != NULL);
   memcpy(p, f->head, RAG_FILE_HEADER);
   put_le(p + 16, total, 8);
-  put_le(p + 24, rag_crc32(0, p, 24), 4);
+  put_le(p + 24, rag_digest_crc32(0, p, 24), 4);
   for (i = 0; i < f->nsec; i++) {
     memcpy(p + off, f->tag[i], 4);
     put_le(p + off + 4, f->len[i], 8);
     if (f->len[i] > 0) memcpy(p + off + 12, f->sec[i], f->len[i]);
-    put_le(p + off + 12 + f->len[i], rag_crc32(0, p + off, 12 + f->len[i]), 4);
+    put_le(p + off + 12 + f->len[i], rag_digest_crc32(0, p + off, 12 + f->len[i]), 4);
     off += 16 + f->len[i];
   }
   *n = total;

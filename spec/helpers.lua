@@ -278,4 +278,37 @@ function M.rejects_damage(load, path, flips, seed)
   os.remove(bad)
 end
 
+--- A temporary directory holding a FIFO: returns the directory and the
+-- FIFO's path. A writer that gives up after 5 s is started on the FIFO, so
+-- that a loader which waits in open() for a writer (the bug this guards
+-- against) fails its spec instead of hanging it.
+function M.fifo()
+  local dir = M.tmpname()
+  os.execute("mkdir " .. dir)
+  local fifo = dir .. "/fifo"
+  os.execute("mkfifo " .. fifo)
+  os.execute("(timeout 5 sh -c 'exec 3> " .. fifo .. "; sleep 1' &) >/dev/null 2>&1")
+  return dir, fifo
+end
+
+--- Asserts that load refuses what is not a regular file, at once, with
+-- nil, "fname: 'path': what it is", "io": a directory, /dev/zero and a FIFO.
+function M.rejects_irregular(load, fname)
+  local dir, fifo = M.fifo()
+  local cases = {
+    { dir, "is a directory" },
+    { "/dev/zero", "not a regular file (character device)" },
+    { fifo, "is a fifo" },
+  }
+  for _, c in ipairs(cases) do
+    local t0 = os.time()
+    local ok, msg, code = load(c[1])
+    assert(ok == nil, c[1] .. " loaded")
+    assert(msg == fname .. ": '" .. c[1] .. "': " .. c[2], msg)
+    assert(code == "io", code)
+    assert(os.time() - t0 <= 2, c[1] .. ": the load waited")
+  end
+  os.execute("rm -rf " .. dir)
+end
+
 return M

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "rag.h"
-#include "rag_hash.h"
+#include "rag_digest.h"
 #include "rag_text.h"
 
 #define FNAME "rag.text.normalize"
@@ -57,13 +57,13 @@ static int text_normalize(lua_State *L) {
 
 static int text_hash(lua_State *L) {
   static const char hex[] = "0123456789abcdef";
-  unsigned char digest[RAG_SHA256_LEN];
-  char out[2 * RAG_SHA256_LEN];
+  unsigned char digest[RAG_DIGEST_SHA256_LEN];
+  char out[2 * RAG_DIGEST_SHA256_LEN];
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
-  int rc = rag_hash_sha256(s, len, digest);
+  int rc = rag_digest_sha256(s, len, digest);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.hash", NULL);
-  for (int i = 0; i < RAG_SHA256_LEN; i++) {
+  for (int i = 0; i < RAG_DIGEST_SHA256_LEN; i++) {
     out[2 * i] = hex[digest[i] >> 4];
     out[2 * i + 1] = hex[digest[i] & 15];
   }

@@ -275,7 +275,7 @@ static int tok_new(lua_State *L) {
 /* load(path, pretok, specials [, name]): new over the bytes of a .tiktoken file. */
 static int tok_load(lua_State *L) {
   static const char *fname = "rag.tokenizer.load";
-  const char *path = lrag_checkpath(L, 1, fname);
+  const char *path = lrag_checkpath(L, 1, fname), *why = NULL;
   lrag_box *box;
   unsigned char *data;
   size_t len;
@@ -283,8 +283,8 @@ static int tok_load(lua_State *L) {
   int err, rc, nret;
   check_vocab_args(L, fname, &a);
   box = lrag_box_new(L, ids_fin);
-  rc = rag_file_read(path, &data, &len, &err);
-  if (rc != RAG_OK) return lrag_file_error(L, rc, fname, path, NULL, err);
+  rc = rag_file_read(path, &data, &len, &why, &err);
+  if (rc != RAG_OK) return lrag_file_error(L, rc, fname, path, why, err);
   box->p = data;
   nret = push_tokenizer(L, fname, path, (const char *)data, len, &a);
   lrag_box_free(box);

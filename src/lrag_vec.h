@@ -7,7 +7,7 @@
 #define LRAG_VEC_H
 
 #include "lrag.h"
-#include "rag_dist.h"
+#include "rag_kernel.h"
 #include "rag_vec.h"
 
 /* Reads dim (required), metric, dtype and simd from the opts table at idx. */

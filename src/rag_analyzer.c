@@ -14,6 +14,10 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_fnv.h"
+#include "rag_probe.h"
+#include "rag_text.h"
+#include "rag_utf8.h"
 
 /*
 ** Words longer than this (bytes) are not stemmed: they are identifiers,
@@ -133,26 +137,6 @@ static int classify(int32_t cp) {
   }
 }
 
-/* Decodes one code point of input already known to be valid UTF-8. */
-static size_t decode(const unsigned char *p, int32_t *cp) {
-  unsigned c = p[0];
-  if (c < 0x80) {
-    *cp = (int32_t)c;
-    return 1;
-  }
-  if (c < 0xE0) {
-    *cp = (int32_t)(((c & 0x1Fu) << 6) | (p[1] & 0x3Fu));
-    return 2;
-  }
-  if (c < 0xF0) {
-    *cp = (int32_t)(((c & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu));
-    return 3;
-  }
-  *cp = (int32_t)(((c & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) |
-                  ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu));
-  return 4;
-}
-
 /* The class of the code point at s[i], or C_SEP at the end of input. */
 static int class_at(const unsigned char *s, size_t len, size_t i, int32_t *cp,
                     size_t *k) {
@@ -160,31 +144,8 @@ static int class_at(const unsigned char *s, size_t len, size_t i, int32_t *cp,
     *k = 0;
     return C_SEP;
   }
-  *k = decode(s + i, cp);
+  *k = rag_utf8_decode_valid(s + i, cp);
   return classify(*cp);
-}
-
-/* Offset of the first byte that starts no valid UTF-8 sequence, or len. */
-static size_t first_invalid(const unsigned char *s, size_t len) {
-  size_t i = 0;
-  while (i < len) {
-    utf8proc_int32_t cp;
-    utf8proc_ssize_t n;
-    if (s[i] < 0x80) { /* ASCII eight bytes at a time */
-      uint64_t w;
-      while (len - i >= 8) {
-        memcpy(&w, s + i, 8);
-        if (w & UINT64_C(0x8080808080808080)) break;
-        i += 8;
-      }
-      while (i < len && s[i] < 0x80) i++;
-      continue;
-    }
-    n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i < 4 ? len - i : 4), &cp);
-    if (n <= 0) return i;
-    i += (size_t)n;
-  }
-  return len;
 }
 
 /* {====== The analyzer ======} */
@@ -286,21 +247,31 @@ static int fold_utf8(rag_analyzer *a, const char *t, size_t n, const char **out,
 
 /* {====== Stopwords ======} */
 
-static uint32_t hash_bytes(const char *s, size_t n) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  size_t i;
-  for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
+/* A word sought in the set: its bytes and rag_fnv32 hash. */
+typedef struct stopkey {
+  const stopset *st;
+  const char *t;
+  size_t n;
+  uint32_t h;
+} stopkey;
+
+/* Stops at an empty slot or the one holding the word. */
+static int at_word(const void *ud, size_t i) {
+  const stopkey *k = (const stopkey *)ud;
+  const stopslot *e = &k->st->slots[i];
+  return e->len == 0 ||
+         (e->hash == k->h && e->len == k->n && memcmp(k->st->arena + e->off, k->t, k->n) == 0);
 }
 
-/* Whether t[0..n), whose hash_bytes is h, is in the set. */
+/* The slot holding t[0..n), whose hash is h, or the empty one where it would go. */
+static size_t stop_slot(const stopset *st, const char *t, size_t n, uint32_t h) {
+  stopkey k = {.st = st, .t = t, .n = n, .h = h};
+  return rag_probe(st->mask, h, at_word, &k);
+}
+
+/* Whether t[0..n), whose hash is h, is in the set. */
 static int is_stop(const stopset *st, const char *t, size_t n, uint32_t h) {
-  size_t i;
-  for (i = h & st->mask; st->slots[i].len != 0; i = (i + 1) & st->mask) {
-    const stopslot *e = &st->slots[i];
-    if (e->hash == h && e->len == n && memcmp(st->arena + e->off, t, n) == 0) return 1;
-  }
-  return 0;
+  return st->slots[stop_slot(st, t, n, h)].len != 0;
 }
 
 /* Appends one word (folded when the analyzer folds) to the arena. */
@@ -344,9 +315,9 @@ static int index_stopwords(stopset *st, const size_t *lens, size_t nlens) {
     uint32_t h;
     if (n == 0) continue; /* the arena is NULL when every word is empty */
     w = st->arena + off;
-    h = hash_bytes(w, n);
-    if (is_stop(st, w, n, h)) continue;
-    for (j = h & st->mask; st->slots[j].len != 0; j = (j + 1) & st->mask) continue;
+    h = rag_fnv32(w, n);
+    j = stop_slot(st, w, n, h);
+    if (st->slots[j].len != 0) continue; /* a repeat */
     st->slots[j].off = off;
     st->slots[j].len = n;
     st->slots[j].hash = h;
@@ -501,7 +472,7 @@ enum { T_ASCII = 1, T_UPPER = 2, T_STEM = 4 };
 
 /*
 ** Replaces *t, *n by its stem (unless the stem is empty), through the cache;
-** h is hash_bytes(*t, *n) when *n <= STEM_KEY.
+** h is rag_fnv32(*t, *n) when *n <= STEM_KEY.
 */
 static int stem_term(rag_analyzer *a, const char **t, size_t *n, uint32_t h) {
   stemslot *e = NULL;
@@ -551,7 +522,7 @@ static int put_term(rag_analyzer *a, const unsigned char *s, size_t start,
   }
   drop = a->stop.n > 0 && n >= a->stop.minlen && n <= a->stop.maxlen; /* may be */
   stem = (flags & T_STEM) && a->stemmer != NULL && n <= RAG_ANALYZER_STEM_MAX;
-  if (drop || (stem && n <= STEM_KEY)) h = hash_bytes(t, n);
+  if (drop || (stem && n <= STEM_KEY)) h = rag_fnv32(t, n);
   if (drop && is_stop(&a->stop, t, n, h)) return RAG_OK;
   if (stem && (rc = stem_term(a, &t, &n, h)) != RAG_OK) return rc;
   return emit(ud, t, n, start, stop);
@@ -574,7 +545,7 @@ static int run_word(rag_analyzer *a, const unsigned char *s, size_t len,
       cls = ascii_class[c];
       k = 1;
     } else {
-      k = decode(s + i, &cp);
+      k = rag_utf8_decode_valid(s + i, &cp);
       cls = classify(cp);
     }
     if (cls == C_LETTER) {
@@ -641,7 +612,7 @@ static int run_cjk(rag_analyzer *a, const unsigned char *s, size_t len,
 int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
                      rag_term_fn emit, void *ud, size_t *errpos) {
   const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0, bad = first_invalid(s, len);
+  size_t i = 0, bad = rag_text_first_invalid(s, len);
   if (bad < len) {
     *errpos = bad + 1;
     return RAG_EENCODING;
@@ -654,7 +625,7 @@ int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
       cls = ascii_class[s[i]];
       k = 1;
     } else {
-      k = decode(s + i, &cp);
+      k = rag_utf8_decode_valid(s + i, &cp);
       cls = classify(cp);
     }
     if (cls == C_LETTER || cls == C_DIGIT || cls == C_CONN) rc = run_word(a, s, len, &i, emit, ud);

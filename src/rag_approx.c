@@ -7,6 +7,7 @@
 #include "rag_approx.h"
 
 #include "rag.h"
+#include "rag_utf8.h"
 
 /*
 ** Weights in thousandths of a cl100k token, fitted by least squares on the
@@ -93,25 +94,9 @@ static int unit(cuts *c, size_t start, size_t end, unsigned long long w) {
   return RAG_OK;
 }
 
-static int is_cont(unsigned char b) {
-  return (b & 0xc0) == 0x80;
-}
-
-/* Length of the valid UTF-8 sequence led by s[i] (kind K_LEAD2..4), or 0. */
-static size_t seq_len(const unsigned char *s, size_t len, size_t i, int k) {
-  unsigned char b = s[i], lo = 0x80, hi = 0xbf;
-  if (k == K_LEAD2) return i + 1 < len && is_cont(s[i + 1]) ? 2 : 0;
-  if (b == 0xe0) lo = 0xa0;       /* no overlongs */
-  else if (b == 0xed) hi = 0x9f;  /* no surrogates */
-  else if (b == 0xf0) lo = 0x90;  /* no overlongs */
-  else if (b == 0xf4) hi = 0x8f;  /* nothing past U+10FFFF */
-  if (i + 1 >= len || s[i + 1] < lo || s[i + 1] > hi) return 0;
-  if (k == K_LEAD3) return i + 2 < len && is_cont(s[i + 2]) ? 3 : 0;
-  return i + 3 < len && is_cont(s[i + 2]) && is_cont(s[i + 3]) ? 4 : 0;
-}
-
 static int scan(const unsigned char *s, size_t len, cuts *c, size_t *errpos) {
   size_t i = 0, j, n;
+  int32_t cp;
   int rc = RAG_OK;
   *errpos = 0;
   while (i < len && rc == RAG_OK) {
@@ -151,7 +136,7 @@ static int scan(const unsigned char *s, size_t len, cuts *c, size_t *errpos) {
       case K_LEAD2:
       case K_LEAD3:
       case K_LEAD4:
-        if ((n = seq_len(s, len, i, k)) == 0) break;
+        if ((n = rag_utf8_decode(s + i, len - i, &cp)) == 0) break;
         w = k == K_LEAD2 ? W_2BYTE
             : k == K_LEAD4 ? W_4BYTE
             : (s[i] >= 0xe4 && s[i] <= 0xe9) ? W_CJK

@@ -3,7 +3,7 @@
 ** text) go into an inverted index whose postings are varint-coded gaps and
 ** term frequencies; documents can be added, replaced and removed at the cost
 ** of their own size, with N, avgdl and every df kept exact. The index saves
-** to a checksummed file (grammar in rag_bm25.c) and loads from one.
+** to a checksummed file (grammar in rag_bm25_file.c) and loads from one.
 */
 #ifndef RAG_BM25_H
 #define RAG_BM25_H
@@ -13,6 +13,7 @@
 
 #include "rag.h"
 #include "rag_analyzer.h"
+#include "rag_ids.h"
 
 typedef struct rag_bm25 rag_bm25;
 
@@ -80,12 +81,8 @@ void rag_bm25_remove(rag_bm25 *b, const char *id, size_t idlen, int *removed);
 /* The number of live documents. */
 size_t rag_bm25_count(const rag_bm25 *b);
 
-/* An id set for rag_bm25_search: n ids, ids[i] of lens[i] bytes (borrowed). */
-typedef struct rag_bm25_filter {
-  const char *const *ids;
-  const size_t *lens;
-  size_t n;
-} rag_bm25_filter;
+/* An id set for rag_bm25_search: the filter of the vector indexes. */
+typedef rag_id_filter rag_bm25_filter;
 
 /*
 ** Ranks the live documents that contain a query term (restricted to
@@ -167,7 +164,8 @@ int rag_bm25_dump(rag_bm25 *b, unsigned char **buf, size_t *n);
 int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out,
                       const char **why);
 
-/* As rag_bm25_load_mem for the file at `path`; RAG_EIO with *err = errno. */
+/* As rag_bm25_load_mem for the file at `path`; RAG_EIO as rag_file_read
+** says (*err = errno, or 0 with *why when the path is no regular file). */
 int rag_bm25_load(const char *path, rag_bm25 **out, const char **why, int *err);
 
 /*

@@ -18,14 +18,11 @@
 #include "rag_markdown.h"
 #include "rag_sentences.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 #define NONE ((size_t)-1)
 
 /* {====== Measures ======} */
-
-static int is_cont(unsigned char c) {
-  return (c & 0xC0) == 0x80;
-}
 
 static int chars_count(void *ud, const char *s, size_t len, size_t *n) {
   const unsigned char *p = (const unsigned char *)s;
@@ -38,7 +35,7 @@ static int chars_count(void *ud, const char *s, size_t len, size_t *n) {
     cont = (w & ~(w << 1)) & UINT64_C(0x8080808080808080); /* 10xxxxxx */
     k += 8 - (size_t)(((cont >> 7) * UINT64_C(0x0101010101010101)) >> 56);
   }
-  for (; i < len; i++) k += !is_cont(p[i]);
+  for (; i < len; i++) k += !rag_utf8_is_cont(p[i]);
   *n = k;
   return RAG_OK;
 }
@@ -112,7 +109,7 @@ static size_t ws_at(const unsigned char *s, size_t i, size_t end) {
 ** further back than `start`. */
 static size_t ws_before(const unsigned char *s, size_t start, size_t i) {
   size_t j = i - 1;
-  while (j > start && is_cont(s[j])) j--;
+  while (j > start && rag_utf8_is_cont(s[j])) j--;
   return ws_at(s, j, i) == i - j ? i - j : 0;
 }
 
@@ -215,7 +212,7 @@ static int count(ctx *c, size_t a, size_t b, size_t *n) {
   }
   if (c->m->count == chars_count && b - a < 16) { /* short pieces, inline */
     size_t k = 0;
-    for (; a < b; a++) k += !is_cont(c->s[a]);
+    for (; a < b; a++) k += !rag_utf8_is_cont(c->s[a]);
     *n = k;
     return RAG_OK;
   }
@@ -305,7 +302,7 @@ static int cut(ctx *c, size_t a, size_t b, const rag_chunk_sep *sep) {
   int rc = RAG_OK;
   if (sep->kind == RAG_SEP_CHAR) {
     for (i = a + 1; i <= b && rc == RAG_OK; i++)
-      if (i == b || !is_cont(c->s[i])) {
+      if (i == b || !rag_utf8_is_cont(c->s[i])) {
         rc = add(p, last, i);
         last = i;
       }
@@ -469,7 +466,7 @@ static size_t skip_chars(const unsigned char *s, size_t len, size_t i,
                          size_t k) {
   while (k > 0 && i < len) {
     i++;
-    while (i < len && is_cont(s[i])) i++;
+    while (i < len && rag_utf8_is_cont(s[i])) i++;
     k--;
   }
   return i;
@@ -507,7 +504,7 @@ int rag_chunk_fixed(const char *s, size_t len, const rag_chunk_opts *o,
   unit = pos + ne + 1;
   pos[0] = unit[0] = 0;
   for (k = 0; k < ne; k++)
-    if (e[k] == len || (e[k] < len && !is_cont(c.s[e[k]]))) {
+    if (e[k] == len || (e[k] < len && !rag_utf8_is_cont(c.s[e[k]]))) {
       pos[nb] = e[k];
       unit[nb++] = k + 1;
     }

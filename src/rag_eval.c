@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rag_ids.h"
+#include "rag_fnv.h"
+#include "rag_probe.h"
 
 /* {====== Measure names ======} */
 
@@ -73,16 +74,17 @@ typedef struct work {
   size_t mask, nret, nideal, nrel;
 } work;
 
+/* The key of entry i, for rag_probe_find. */
+static const void *entry_key(const void *ud, uint32_t i, size_t *len, uint32_t *hash) {
+  const entry *e = &((const work *)ud)->e[i];
+  *len = e->len;
+  *hash = e->hash;
+  return e->id;
+}
+
 /* The table position of id, or the empty one where it would go. */
 static size_t position(const work *w, const char *id, size_t len, uint32_t h) {
-  size_t p = h & w->mask;
-  for (;; p = (p + 1) & w->mask) {
-    uint32_t t = w->table[p];
-    const entry *e;
-    if (t == 0) return p;
-    e = &w->e[t - 1];
-    if (e->hash == h && e->len == len && memcmp(e->id, id, len) == 0) return p;
-  }
+  return rag_probe_find(w->table, w->mask, id, len, h, entry_key, w);
 }
 
 static int by_grade_desc(const void *a, const void *b) {
@@ -103,7 +105,7 @@ static int prepare(work *w, const rag_eval_query *q, double level) {
   w->mask = cap - 1;
   w->nret = w->nideal = w->nrel = 0;
   for (i = 0; i < q->ndocs; i++) {
-    uint32_t h = rag_ids_hash(q->docs[i], q->doclens[i]);
+    uint32_t h = rag_fnv32(q->docs[i], q->doclens[i]);
     size_t p = position(w, q->docs[i], q->doclens[i], h);
     double g = q->grades[i];
     if (w->table[p] != 0 || !isfinite(g)) return RAG_EINVAL;
@@ -117,7 +119,7 @@ static int prepare(work *w, const rag_eval_query *q, double level) {
     if (g >= level) w->nrel++;
   }
   for (i = 0; i < q->nrun; i++) {
-    uint32_t h = rag_ids_hash(q->run[i], q->runlens[i]);
+    uint32_t h = rag_fnv32(q->run[i], q->runlens[i]);
     size_t p = position(w, q->run[i], q->runlens[i], h);
     entry *e;
     if (w->table[p] == 0) { /* unjudged: grade 0 */

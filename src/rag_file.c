@@ -11,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rag_hash.h"
+#include "rag_digest.h"
 
 /* {====== Writing ======} */
 
 void rag_w_put(rag_writer *w, const void *p, size_t n) {
   if (w->rc != RAG_OK || n == 0) return;
-  w->crc = rag_crc32(w->crc, p, n);
+  w->crc = rag_digest_crc32(w->crc, p, n);
   if (w->f != NULL) {
     if (fwrite(p, 1, n, w->f) != n) {
       w->rc = RAG_EIO;
@@ -166,24 +166,46 @@ int rag_file_save(const char *path, rag_write_fn fn, const void *obj, int *err) 
 
 /* {====== Reading ======} */
 
-int rag_file_read(const char *path, unsigned char **buf, size_t *n, int *err) {
+/* What a path that is no regular file is, for the failure's message. */
+static const char *irregular(mode_t m) {
+  if (S_ISDIR(m)) return "is a directory";
+  if (S_ISFIFO(m)) return "is a fifo";
+  if (S_ISCHR(m)) return "not a regular file (character device)";
+  if (S_ISBLK(m)) return "not a regular file (block device)";
+  if (S_ISSOCK(m)) return "not a regular file (socket)";
+  return "not a regular file";
+}
+
+/* Opens path for reading when it is a regular file: RAG_EIO with *err =
+** errno, or with *why when it is something else. */
+static int open_regular(const char *path, int *fd, struct stat *st, const char **why, int *err) {
+  int flags;
+  /* O_NONBLOCK: the open of a FIFO must not wait for a writer */
+  if ((*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+    *err = errno;
+    return RAG_EIO;
+  }
+  if (fstat(*fd, st) != 0) {
+    *err = errno;
+  } else if (!S_ISREG(st->st_mode)) {
+    *why = irregular(st->st_mode);
+  } else if ((flags = fcntl(*fd, F_GETFL)) == -1 || fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+    *err = errno; /* reads of a regular file block again, as they should */
+  } else {
+    return RAG_OK;
+  }
+  (void)close(*fd);
+  return RAG_EIO;
+}
+
+int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err) {
   struct stat st;
   size_t got = 0;
-  int fd;
+  int fd, rc;
   *buf = NULL;
   *n = 0;
   *err = 0;
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    *err = errno;
-    if (fd >= 0) (void)close(fd);
-    return RAG_EIO;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    (void)close(fd);
-    *err = EISDIR;
-    return RAG_EIO;
-  }
+  if ((rc = open_regular(path, &fd, &st, why, err)) != RAG_OK) return rc;
   *buf = (unsigned char *)rag_malloc((size_t)st.st_size + 1);
   if (*buf == NULL) {
     (void)close(fd);
@@ -198,6 +220,17 @@ int rag_file_read(const char *path, unsigned char **buf, size_t *n, int *err) {
   (void)close(fd);
   *n = got;
   return RAG_OK;
+}
+
+int rag_file_load(const char *path, rag_load_fn load, void *out, const char **why, int *err) {
+  unsigned char *buf;
+  size_t n;
+  int rc;
+  *why = "";
+  if ((rc = rag_file_read(path, &buf, &n, why, err)) != RAG_OK) return rc;
+  rc = load(buf, n, out, why);
+  rag_free(buf);
+  return rc;
 }
 
 uint64_t rag_le(const unsigned char *p, size_t bytes) {
@@ -258,12 +291,6 @@ int rag_r_str(rag_reader *r, const char **s, size_t *n) {
   return 1;
 }
 
-#define CORRUPT(msg)   \
-  do {                 \
-    *why = (msg);      \
-    return RAG_ECORRUPT; \
-  } while (0)
-
 int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8],
                   uint32_t version, const char (*tags)[5], size_t nsections, rag_reader *sec,
                   uint32_t *version_out, const char *badmagic, const char **why) {
@@ -274,28 +301,30 @@ int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8]
     *why = badmagic;
     return RAG_EFORMAT;
   }
-  if (n < RAG_FILE_HEADER) CORRUPT("truncated header");
-  if (rag_crc32(0, p, RAG_FILE_HEADER - 4) != rag_le(p + RAG_FILE_HEADER - 4, 4))
-    CORRUPT("header checksum mismatch");
+  if (n < RAG_FILE_HEADER) return rag_corrupt(why, "truncated header");
+  if (rag_digest_crc32(0, p, RAG_FILE_HEADER - 4) != rag_le(p + RAG_FILE_HEADER - 4, 4))
+    return rag_corrupt(why, "header checksum mismatch");
   v = rag_le(p + 8, 4);
   if (v > version) {
     *why = "written by a newer version of rag";
     return RAG_EVERSION;
   }
-  if (v == 0 || rag_le(p + 12, 4) != nsections) CORRUPT("bad header");
-  if (rag_le(p + 16, 8) != n) CORRUPT(rag_le(p + 16, 8) > n ? "truncated file" : "trailing bytes");
+  if (v == 0 || rag_le(p + 12, 4) != nsections) return rag_corrupt(why, "bad header");
+  if (rag_le(p + 16, 8) != n)
+    return rag_corrupt(why, rag_le(p + 16, 8) > n ? "truncated file" : "trailing bytes");
   for (i = 0; i < nsections; i++) {
     uint64_t len;
-    if (n - off < 16 || memcmp(p + off, tags[i], 4) != 0) CORRUPT("bad section header");
+    if (n - off < 16 || memcmp(p + off, tags[i], 4) != 0)
+      return rag_corrupt(why, "bad section header");
     len = rag_le(p + off + 4, 8);
-    if (len > n - off - 16) CORRUPT("bad section length");
-    if (rag_crc32(0, p + off, 12 + (size_t)len) != rag_le(p + off + 12 + len, 4))
-      CORRUPT("section checksum mismatch");
+    if (len > n - off - 16) return rag_corrupt(why, "bad section length");
+    if (rag_digest_crc32(0, p + off, 12 + (size_t)len) != rag_le(p + off + 12 + len, 4))
+      return rag_corrupt(why, "section checksum mismatch");
     sec[i].p = p + off + 12;
     sec[i].e = sec[i].p + len;
     off += 16 + (size_t)len;
   }
-  if (off != n) CORRUPT("trailing bytes");
+  if (off != n) return rag_corrupt(why, "trailing bytes");
   *version_out = (uint32_t)v;
   return RAG_OK;
 }

@@ -84,8 +84,28 @@ int rag_file_save(const char *path, rag_write_fn fn, const void *obj, int *err);
 
 /* {====== Reading ======} */
 
-/* Reads a regular file whole into a rag_malloc'd buffer. RAG_EIO, RAG_ENOMEM. */
-int rag_file_read(const char *path, unsigned char **buf, size_t *n, int *err);
+/*
+** Reads a regular file whole into a rag_malloc'd buffer. RAG_ENOMEM;
+** RAG_EIO with *err = errno, or with *err = 0 and *why saying what the
+** path is when it is no regular file ("is a directory", "is a fifo",
+** "not a regular file (character device)", ...). Never waits on a FIFO.
+*/
+int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err);
+
+/* Parses the n bytes of a file at p into *out (a typed pointer's address). */
+typedef int (*rag_load_fn)(const unsigned char *p, size_t n, void *out, const char **why);
+
+/*
+** Reads the file at `path` and parses it with `load`: what the indexes'
+** rag_*_load do. RAG_EIO as rag_file_read says, else load's status and *why.
+*/
+int rag_file_load(const char *path, rag_load_fn load, void *out, const char **why, int *err);
+
+/* A loader's verdict on a bad section: sets *why to `msg`, returns RAG_ECORRUPT. */
+static inline int rag_corrupt(const char **why, const char *msg) {
+  *why = msg;
+  return RAG_ECORRUPT;
+}
 
 typedef struct rag_reader {
   const unsigned char *p, *e;

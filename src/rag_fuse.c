@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rag_fnv.h"
 #include "rag_ids.h"
+#include "rag_probe.h"
 
 #define NONE UINT32_MAX
 
@@ -20,8 +22,17 @@ typedef struct docs {
   uint32_t *hash; /* per document */
   uint32_t *table; /* document + 1; 0 empty */
   rag_fused *tmp;  /* the sort's scratch */
+  const rag_fused *out; /* the documents */
   size_t mask, n;
 } docs;
+
+/* The key of document i, for rag_probe_find. */
+static const void *doc_key(const void *ud, uint32_t i, size_t *len, uint32_t *hash) {
+  const docs *d = (const docs *)ud;
+  *len = d->out[i].len;
+  *hash = d->hash[i];
+  return d->out[i].id;
+}
 
 static size_t total_of(const rag_fuse_list *l, size_t nl, int *overflow) {
   size_t t = 0, i;
@@ -53,27 +64,23 @@ static int intern(const rag_fuse_list *l, size_t nl, size_t total, rag_fused *ou
   memset(d->table, 0, cap * sizeof(uint32_t));
   d->mask = cap - 1;
   d->n = 0;
+  d->out = out;
   for (i = 0; i < nl; i++) {
     for (j = 0; j < l[i].n; j++, e++) {
       const char *id = l[i].ids[j];
       size_t len = l[i].lens[j];
-      uint32_t h = rag_ids_hash(id, len), s;
-      size_t p = h & d->mask;
-      for (;;) {
-        uint32_t t = d->table[p];
-        if (t == 0) {
-          s = (uint32_t)d->n++;
-          d->table[p] = s + 1;
-          d->hash[s] = h;
-          mark[s] = 0;
-          out[s].id = id;
-          out[s].len = len;
-          out[s].score = 0;
-          break;
-        }
-        s = t - 1;
-        if (d->hash[s] == h && out[s].len == len && memcmp(out[s].id, id, len) == 0) break;
-        p = (p + 1) & d->mask;
+      uint32_t h = rag_fnv32(id, len), s;
+      size_t p = rag_probe_find(d->table, d->mask, id, len, h, doc_key, d);
+      if (d->table[p] != 0) {
+        s = d->table[p] - 1;
+      } else {
+        s = (uint32_t)d->n++;
+        d->table[p] = s + 1;
+        d->hash[s] = h;
+        mark[s] = 0;
+        out[s].id = id;
+        out[s].len = len;
+        out[s].score = 0;
       }
       d->slot[e] = mark[s] == i + 1 ? NONE : s;
       mark[s] = (uint32_t)(i + 1);

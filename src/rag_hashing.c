@@ -14,7 +14,9 @@
 
 #include "rag.h"
 #include "rag_analyzer.h"
+#include "rag_fnv.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 /* The same bits on every CPU: no fused multiply-add in the norm. */
 #if defined(__clang__)
@@ -34,8 +36,6 @@
 **           division), sign = bit 63 of h set ? -1 : +1.
 ** The domain byte keeps the word "abc" apart from the n-gram "abc".
 */
-#define FNV_BASIS UINT64_C(0xcbf29ce484222325)
-#define FNV_PRIME UINT64_C(0x100000001b3)
 
 enum { DOMAIN_WORD = 1, DOMAIN_NGRAM = 2, DOMAIN_EMPTY = 3 };
 
@@ -61,29 +61,14 @@ struct rag_hashing {
 
 /* {====== Hashing ======} */
 
-static inline uint64_t absorb_byte(uint64_t h, unsigned c) {
-  return (h ^ c) * FNV_PRIME;
-}
-
-/* The UTF-8 encoding of a code point above U+007F. */
-static uint64_t absorb_utf8(uint64_t h, uint32_t c) {
-  if (c < 0x800) {
-    h = absorb_byte(h, 0xC0 | (c >> 6));
-  } else {
-    if (c < 0x10000) {
-      h = absorb_byte(h, 0xE0 | (c >> 12));
-    } else {
-      h = absorb_byte(h, 0xF0 | (c >> 18));
-      h = absorb_byte(h, 0x80 | ((c >> 12) & 0x3F));
-    }
-    h = absorb_byte(h, 0x80 | ((c >> 6) & 0x3F));
-  }
-  return absorb_byte(h, 0x80 | (c & 0x3F));
-}
-
 /* Absorbs the UTF-8 encoding of one code point. */
 static inline uint64_t absorb_cp(uint64_t h, int32_t cp) {
-  return (uint32_t)cp < 0x80 ? absorb_byte(h, (uint32_t)cp) : absorb_utf8(h, (uint32_t)cp);
+  unsigned char b[4];
+  size_t n, i;
+  if ((uint32_t)cp < 0x80) return rag_fnv64_byte(h, (unsigned char)cp);
+  n = rag_utf8_encode((uint32_t)cp, b);
+  for (i = 0; i < n; i++) h = rag_fnv64_byte(h, b[i]);
+  return h;
 }
 
 static uint64_t fmix64(uint64_t h) {
@@ -296,10 +281,10 @@ int rag_hashing_new(const rag_hashing_opts *o, rag_hashing **out) {
   p->w[DOMAIN_EMPTY][0] = 1;
   p->w[0][0] = 0;
   for (d = 0; d < 4; d++) {
-    uint64_t h = FNV_BASIS;
+    uint64_t h = RAG_FNV64_BASIS;
     p->w[d][1] = -p->w[d][0];
-    for (i = 0; i < 4; i++) h = absorb_byte(h, (o->seed >> (8 * i)) & 0xFF);
-    p->start[d] = absorb_byte(h, d);
+    for (i = 0; i < 4; i++) h = rag_fnv64_byte(h, (unsigned char)(o->seed >> (8 * i)));
+    p->start[d] = rag_fnv64_byte(h, (unsigned char)d);
   }
   *out = p;
   return RAG_OK;

@@ -20,12 +20,14 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_fnv.h"
+#include "rag_probe.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 #define NONE UINT32_MAX
 #define UNK_PENALTY 10.0    /* tokenizers' K_UNK_PENALTY for Unigram */
 #define MAX_ID 0x7fffffffu  /* ids beyond this are refused */
-#define FNV_INIT 2166136261u
 
 /* {====== Growable arrays ======} */
 
@@ -107,47 +109,15 @@ static int is_punct(uint32_t c) {
   return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
 }
 
-static size_t u8len(unsigned char b) {
-  return b < 0x80 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
-}
-
-/* Decodes one code point of valid UTF-8; returns its length. */
-static size_t u8dec(const unsigned char *s, uint32_t *c) {
-  size_t n = u8len(s[0]), i;
-  uint32_t v = n == 1 ? s[0] : (uint32_t)(s[0] & (0x7f >> n));
-  for (i = 1; i < n; i++) v = v << 6 | (s[i] & 0x3f);
-  *c = v;
-  return n;
-}
-
-static size_t u8enc(uint32_t c, char *o) {
-  if (c < 0x80) {
-    o[0] = (char)c;
-    return 1;
-  }
-  if (c < 0x800) {
-    o[0] = (char)(0xc0 | c >> 6);
-    o[1] = (char)(0x80 | (c & 0x3f));
-    return 2;
-  }
-  if (c < 0x10000) {
-    o[0] = (char)(0xe0 | c >> 12);
-    o[1] = (char)(0x80 | (c >> 6 & 0x3f));
-    o[2] = (char)(0x80 | (c & 0x3f));
-    return 3;
-  }
-  o[0] = (char)(0xf0 | c >> 18);
-  o[1] = (char)(0x80 | (c >> 12 & 0x3f));
-  o[2] = (char)(0x80 | (c >> 6 & 0x3f));
-  o[3] = (char)(0x80 | (c & 0x3f));
-  return 4;
-}
-
 static int to_cps(const char *s, size_t n, cpbuf *out) {
   size_t i = 0;
   out->n = 0;
   if (cp_reserve(out, n) != RAG_OK) return RAG_ENOMEM;
-  while (i < n) i += u8dec((const unsigned char *)s + i, &out->p[out->n++]);
+  while (i < n) {
+    int32_t c;
+    i += rag_utf8_decode_valid((const unsigned char *)s + i, &c);
+    out->p[out->n++] = (uint32_t)c;
+  }
   return RAG_OK;
 }
 
@@ -155,7 +125,8 @@ static int to_utf8(const cpbuf *in, bytes *out) {
   size_t i;
   out->n = 0;
   if (in->n > ((size_t)-1) / 4 || by_reserve(out, in->n * 4) != RAG_OK) return RAG_ENOMEM;
-  for (i = 0; i < in->n; i++) out->n += u8enc(in->p[i], out->p + out->n);
+  for (i = 0; i < in->n; i++)
+    out->n += rag_utf8_encode(in->p[i], (unsigned char *)out->p + out->n);
   return RAG_OK;
 }
 
@@ -165,12 +136,6 @@ static int to_utf8(const cpbuf *in, bytes *out) {
 typedef struct slot {
   uint32_t off, len, id, h;
 } slot;
-
-static uint32_t fnv(uint32_t h, const char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
-  return h;
-}
 
 /* {====== Components ======} */
 
@@ -245,17 +210,38 @@ struct rag_hftok {
   size_t lattice_cap;
 };
 
+/* A string sought in the table: a then b (a prefix and a piece), hash h. */
+typedef struct vkey {
+  const rag_hftok *t;
+  const char *a, *b;
+  size_t alen, blen;
+  uint32_t h;
+} vkey;
+
+/* Stops at a free slot or the one holding the string. */
+static int at_string(const void *ud, size_t i) {
+  const vkey *k = (const vkey *)ud;
+  const slot *s = &k->t->slots[i];
+  const char *p = k->t->pool + s->off;
+  return s->len == 0 || (s->h == k->h && s->len == k->alen + k->blen &&
+                         memcmp(p, k->a, k->alen) == 0 && memcmp(p + k->alen, k->b, k->blen) == 0);
+}
+
+/* The slot holding a then b, whose hash is h, or the free one where it would go. */
+static slot *slot_of(const rag_hftok *t, uint32_t h, const char *a, size_t alen, const char *b,
+                     size_t blen) {
+  vkey k = {.t = t, .a = a, .b = b, .alen = alen, .blen = blen, .h = h};
+  return &t->slots[rag_probe(t->mask, h, at_string, &k)];
+}
+
 static const slot *find(const rag_hftok *t, uint32_t h, const char *a, size_t alen,
                         const char *b, size_t blen) {
-  size_t i = h & t->mask, klen = alen + blen;
-  for (;;) {
-    const slot *s = &t->slots[i];
-    if (s->len == 0) return NULL;
-    if (s->h == h && s->len == klen && memcmp(t->pool + s->off, a, alen) == 0 &&
-        memcmp(t->pool + s->off + alen, b, blen) == 0)
-      return s;
-    i = (i + 1) & t->mask;
-  }
+  const slot *s = slot_of(t, h, a, alen, b, blen);
+  return s->len == 0 ? NULL : s;
+}
+
+static int is_free(const void *ud, size_t i) {
+  return ((const slot *)ud)[i].len == 0;
 }
 
 static int rehash(rag_hftok *t) {
@@ -265,11 +251,8 @@ static int rehash(rag_hftok *t) {
     return RAG_ENOMEM;
   memset(v, 0, n * sizeof *v);
   for (i = 0; i <= t->mask; i++) {
-    slot *s = &t->slots[i];
-    size_t j = s->h & (n - 1);
-    if (s->len == 0) continue;
-    while (v[j].len != 0) j = (j + 1) & (n - 1);
-    v[j] = *s;
+    const slot *s = &t->slots[i];
+    if (s->len != 0) v[rag_probe(n - 1, s->h, is_free, v)] = *s;
   }
   rag_free(t->slots);
   t->slots = v;
@@ -283,20 +266,12 @@ static int rehash(rag_hftok *t) {
 ** string was not a token before.
 */
 static int vocab_add(rag_hftok *t, uint32_t off, uint32_t len, uint32_t id, int *isnew) {
-  uint32_t h = FNV_INIT, k;
+  uint32_t h = RAG_FNV32_BASIS, k;
   *isnew = 0;
   for (k = 1; k <= len; k++) {
-    size_t i;
     slot *s;
-    h = (h ^ (unsigned char)t->pool[off + k - 1]) * 16777619u;
-    i = h & t->mask;
-    for (;;) {
-      s = &t->slots[i];
-      if (s->len == 0 ||
-          (s->h == h && s->len == k && memcmp(t->pool + s->off, t->pool + off, k) == 0))
-        break;
-      i = (i + 1) & t->mask;
-    }
+    h = rag_fnv32_byte(h, (unsigned char)t->pool[off + k - 1]);
+    s = slot_of(t, h, t->pool + off, k, "", 0);
     if (s->len == 0) {
       s->off = off;
       s->len = k;
@@ -304,7 +279,7 @@ static int vocab_add(rag_hftok *t, uint32_t off, uint32_t len, uint32_t id, int 
       s->id = NONE;
       if (++t->nslots_used * 2 > t->mask + 1) {
         if (rehash(t) != RAG_OK) return RAG_ENOMEM;
-        s = (slot *)find(t, h, t->pool + off, k, "", 0);
+        s = slot_of(t, h, t->pool + off, k, "", 0);
       }
     }
     if (k == len) {
@@ -326,8 +301,6 @@ static int fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
   }
   return rc;
 }
-
-#define FORMAT(...) return fail(why, whylen, RAG_EFORMAT, __VA_ARGS__)
 
 static const cJSON *field(const cJSON *o, const char *k) {
   return cJSON_GetObjectItemCaseSensitive(o, k);
@@ -374,7 +347,11 @@ static int str_cps(const cJSON *v, uint32_t **cps, size_t *n) {
   if (s == NULL) return RAG_EFORMAT;
   *cps = (uint32_t *)rag_malloc((len + 1) * sizeof **cps);
   if (*cps == NULL) return RAG_ENOMEM;
-  while (i < len) i += u8dec((const unsigned char *)s + i, &(*cps)[k++]);
+  while (i < len) {
+    int32_t c;
+    i += rag_utf8_decode_valid((const unsigned char *)s + i, &c);
+    (*cps)[k++] = (uint32_t)c;
+  }
   *n = k;
   return RAG_OK;
 }
@@ -425,7 +402,7 @@ static int add_token(rag_hftok *t, const char *s, size_t n, uint32_t id, size_t 
 static const slot *lookup(const rag_hftok *t, const char *s, size_t n) {
   const slot *sl;
   if (n == 0) return NULL;
-  sl = find(t, fnv(FNV_INIT, s, n), "", 0, s, n);
+  sl = find(t, rag_fnv32(s, n), "", 0, s, n);
   return sl != NULL && sl->id != NONE ? sl : NULL;
 }
 
@@ -436,29 +413,31 @@ static int load_wordpiece(rag_hftok *t, const cJSON *m, size_t *lens, int *seen_
   const slot *sl;
   size_t len;
   int rc;
-  if (unk == NULL && !is_null(field(m, "unk_token"))) FORMAT("bad wordpiece unk_token");
+  if (unk == NULL && !is_null(field(m, "unk_token")))
+    return fail(why, whylen, RAG_EFORMAT, "bad wordpiece unk_token");
   if (prefix == NULL && !is_null(field(m, "continuing_subword_prefix")))
-    FORMAT("bad wordpiece continuing_subword_prefix");
+    return fail(why, whylen, RAG_EFORMAT, "bad wordpiece continuing_subword_prefix");
   if (unk == NULL) unk = "[UNK]";
   if (prefix == NULL) prefix = "##";
   t->max_chars = 100;
   if (!is_null(field(m, "max_input_chars_per_word")) &&
       !get_uint(field(m, "max_input_chars_per_word"), 1e15, &t->max_chars))
-    FORMAT("bad wordpiece max_input_chars_per_word");
+    return fail(why, whylen, RAG_EFORMAT, "bad wordpiece max_input_chars_per_word");
   t->nprefix = strlen(prefix);
   if ((t->prefix = (char *)rag_malloc(t->nprefix + 1)) == NULL) return RAG_ENOMEM;
   memcpy(t->prefix, prefix, t->nprefix + 1);
   cJSON_ArrayForEach(e, vocab) {
     size_t id;
-    if (e->string == NULL || !get_uint(e, MAX_ID, &id)) FORMAT("bad wordpiece vocab entry");
+    if (e->string == NULL || !get_uint(e, MAX_ID, &id))
+      return fail(why, whylen, RAG_EFORMAT, "bad wordpiece vocab entry");
     len = strlen(e->string);
     if (rag_text_first_invalid((const unsigned char *)e->string, len) != len)
-      FORMAT("vocabulary token is not valid utf-8");
+      return fail(why, whylen, RAG_EFORMAT, "vocabulary token is not valid utf-8");
     if ((rc = add_token(t, e->string, len, (uint32_t)id, lens, seen_empty)) != RAG_OK) return rc;
   }
   t->nmodel = t->ntokens;
   if ((sl = lookup(t, unk, strlen(unk))) == NULL)
-    FORMAT("unk_token '%s' is not in the vocabulary", unk);
+    return fail(why, whylen, RAG_EFORMAT, "unk_token '%s' is not in the vocabulary", unk);
   t->unk = sl->id;
   t->has_unk_token = 1;
   return RAG_OK;
@@ -470,17 +449,19 @@ static int load_unigram(rag_hftok *t, const cJSON *m, size_t nvocab, size_t *len
   size_t i = 0, unk, len;
   double min = HUGE_VAL;
   int rc, fallback = opt_bool(m, "byte_fallback", 0);
-  if (fallback != 0) FORMAT(fallback < 0 ? "bad unigram byte_fallback" :
-                            "unigram byte_fallback is not supported");
-  if (is_null(field(m, "unk_id"))) FORMAT("unigram models without unk_id are not supported");
+  if (fallback != 0)
+    return fail(why, whylen, RAG_EFORMAT,
+                fallback < 0 ? "bad unigram byte_fallback" : "unigram byte_fallback is not supported");
+  if (is_null(field(m, "unk_id")))
+    return fail(why, whylen, RAG_EFORMAT, "unigram models without unk_id are not supported");
   if (!get_uint(field(m, "unk_id"), MAX_ID, &unk) || unk >= nvocab)
-    FORMAT("bad unigram unk_id");
+    return fail(why, whylen, RAG_EFORMAT, "bad unigram unk_id");
   if ((t->scores = (double *)rag_malloc(nvocab * sizeof *t->scores)) == NULL) return RAG_ENOMEM;
   cJSON_ArrayForEach(e, field(m, "vocab")) {
     const cJSON *piece = cJSON_GetArrayItem(e, 0), *score = cJSON_GetArrayItem(e, 1);
     const char *s = utf8_str(piece, &len);
     if (!cJSON_IsArray(e) || s == NULL || !cJSON_IsNumber(score) || !isfinite(score->valuedouble))
-      FORMAT("bad unigram vocab entry %lu", (unsigned long)i);
+      return fail(why, whylen, RAG_EFORMAT, "bad unigram vocab entry %lu", (unsigned long)i);
     t->scores[i] = score->valuedouble;
     if (t->scores[i] < min) min = t->scores[i];
     if ((rc = add_token(t, s, len, (uint32_t)i, lens, seen_empty)) != RAG_OK) return rc;
@@ -497,14 +478,14 @@ static int load_model(rag_hftok *t, const cJSON *m, char *why, size_t whylen) {
   const cJSON *vocab = field(m, "vocab");
   size_t n = (size_t)cJSON_GetArraySize(vocab), *lens;
   int rc, seen_empty = 0, unigram;
-  if (!cJSON_IsObject(m)) FORMAT("tokenizer.json has no model");
-  if (type == NULL) FORMAT("the tokenizer model has no type");
+  if (!cJSON_IsObject(m)) return fail(why, whylen, RAG_EFORMAT, "tokenizer.json has no model");
+  if (type == NULL) return fail(why, whylen, RAG_EFORMAT, "the tokenizer model has no type");
   unigram = strcmp(type, "Unigram") == 0;
   if (!unigram && strcmp(type, "WordPiece") != 0)
-    FORMAT("unsupported tokenizer model type '%s'", type);
+    return fail(why, whylen, RAG_EFORMAT, "unsupported tokenizer model type '%s'", type);
   if (unigram ? !cJSON_IsArray(vocab) : !cJSON_IsObject(vocab))
-    FORMAT("bad %s vocab", unigram ? "unigram" : "wordpiece");
-  if (n == 0) FORMAT("empty vocabulary");
+    return fail(why, whylen, RAG_EFORMAT, "bad %s vocab", unigram ? "unigram" : "wordpiece");
+  if (n == 0) return fail(why, whylen, RAG_EFORMAT, "empty vocabulary");
   t->model = unigram ? UNIGRAM : WORDPIECE;
   if ((t->slots = (slot *)rag_malloc(1024 * sizeof *t->slots)) == NULL) return RAG_ENOMEM;
   memset(t->slots, 0, 1024 * sizeof *t->slots);
@@ -517,7 +498,7 @@ static int load_model(rag_hftok *t, const cJSON *m, char *why, size_t whylen) {
     t->median = t->ntokens > 0 ? lens[t->ntokens / 2] : 1;
   }
   rag_free(lens);
-  if (rc == RAG_ETOOBIG) FORMAT("vocabulary too large");
+  if (rc == RAG_ETOOBIG) return fail(why, whylen, RAG_EFORMAT, "vocabulary too large");
   return rc;
 }
 
@@ -532,28 +513,24 @@ static normop *add_norm(rag_hftok *t, nkind kind) {
   return &v[t->nnorm++];
 }
 
-#define ADD(kind)                                          \
-  do {                                                     \
-    if ((op = add_norm(t, (kind))) == NULL) return RAG_ENOMEM; \
-  } while (0)
-
 static int load_bert_norm(rag_hftok *t, const cJSON *n, char *why, size_t whylen) {
   normop *op;
   int clean = opt_bool(n, "clean_text", 1), chinese = opt_bool(n, "handle_chinese_chars", 1);
   int lower = opt_bool(n, "lowercase", 1), accents = opt_bool(n, "strip_accents", -2);
-  if (clean < 0 || chinese < 0 || lower < 0 || accents == -1) FORMAT("bad BertNormalizer option");
+  if (clean < 0 || chinese < 0 || lower < 0 || accents == -1)
+    return fail(why, whylen, RAG_EFORMAT, "bad BertNormalizer option");
   if (accents == -2) accents = lower; /* null: follows lowercase */
   if (clean || chinese) {
-    ADD(N_CLEAN);
+    if ((op = add_norm(t, N_CLEAN)) == NULL) return RAG_ENOMEM;
     op->clean = (unsigned char)clean;
     op->chinese = (unsigned char)chinese;
   }
   if (accents) {
-    ADD(N_NF);
+    if ((op = add_norm(t, N_NF)) == NULL) return RAG_ENOMEM;
     op->nf = UTF8PROC_DECOMPOSE;
-    ADD(N_DROPMN);
+    if ((op = add_norm(t, N_DROPMN)) == NULL) return RAG_ENOMEM;
   }
-  if (lower) ADD(N_LOWER);
+  if (lower && (op = add_norm(t, N_LOWER)) == NULL) return RAG_ENOMEM;
   return RAG_OK;
 }
 
@@ -563,21 +540,37 @@ static int load_replace(rag_hftok *t, const cJSON *n, char *why, size_t whylen) 
   normop *op;
   int rc;
   if (str != NULL) {
-    ADD(N_REPLACE);
+    if ((op = add_norm(t, N_REPLACE)) == NULL) return RAG_ENOMEM;
     if ((rc = str_cps(str, &op->pat, &op->npat)) != RAG_OK || op->npat == 0) {
       if (rc == RAG_ENOMEM) return rc;
-      FORMAT("bad Replace pattern");
+      return fail(why, whylen, RAG_EFORMAT, "bad Replace pattern");
     }
   } else if (cJSON_IsString(re)) {
     if (strcmp(re->valuestring, "\\s+") != 0)
-      FORMAT("unsupported Replace regex '%s'", re->valuestring);
-    ADD(N_SPACES);
+      return fail(why, whylen, RAG_EFORMAT, "unsupported Replace regex '%s'", re->valuestring);
+    if ((op = add_norm(t, N_SPACES)) == NULL) return RAG_ENOMEM;
   } else {
-    FORMAT("bad Replace pattern");
+    return fail(why, whylen, RAG_EFORMAT, "bad Replace pattern");
   }
   if ((rc = str_cps(field(n, "content"), &op->rep, &op->nrep)) != RAG_OK) {
     if (rc == RAG_ENOMEM) return rc;
-    FORMAT("bad Replace content");
+    return fail(why, whylen, RAG_EFORMAT, "bad Replace content");
+  }
+  return RAG_OK;
+}
+
+/* Loads one normalizer or pre-tokenizer (and whatever it holds). */
+typedef int (*load_fn)(rag_hftok *t, const cJSON *n, char *why, size_t whylen);
+
+/* A Sequence: each of `list`'s items in order; `what` names them in errors. */
+static int load_seq(rag_hftok *t, const cJSON *list, load_fn load, const char *what, char *why,
+                    size_t whylen) {
+  const cJSON *e;
+  if (!cJSON_IsArray(list)) return fail(why, whylen, RAG_EFORMAT, "bad %s Sequence", what);
+  cJSON_ArrayForEach(e, list) {
+    int rc;
+    if (is_null(e)) return fail(why, whylen, RAG_EFORMAT, "bad %s Sequence", what);
+    if ((rc = load(t, e, why, whylen)) != RAG_OK) return rc;
   }
   return RAG_OK;
 }
@@ -596,39 +589,31 @@ static int load_norm(rag_hftok *t, const cJSON *n, char *why, size_t whylen) {
   normop *op;
   size_t i;
   if (is_null(n)) return RAG_OK;
-  if (type == NULL) FORMAT("bad normalizer");
-  if (strcmp(type, "Sequence") == 0) {
-    const cJSON *e, *list = field(n, "normalizers");
-    if (!cJSON_IsArray(list)) FORMAT("bad normalizer Sequence");
-    cJSON_ArrayForEach(e, list) {
-      int rc;
-      if (is_null(e)) FORMAT("bad normalizer Sequence");
-      if ((rc = load_norm(t, e, why, whylen)) != RAG_OK) return rc;
-    }
-    return RAG_OK;
-  }
+  if (type == NULL) return fail(why, whylen, RAG_EFORMAT, "bad normalizer");
+  if (strcmp(type, "Sequence") == 0)
+    return load_seq(t, field(n, "normalizers"), load_norm, "normalizer", why, whylen);
   if (strcmp(type, "BertNormalizer") == 0) return load_bert_norm(t, n, why, whylen);
   if (strcmp(type, "Replace") == 0) return load_replace(t, n, why, whylen);
   if (strcmp(type, "Strip") == 0) {
     int left = opt_bool(n, "strip_left", 1), right = opt_bool(n, "strip_right", 1);
-    if (left < 0 || right < 0) FORMAT("bad Strip option");
-    ADD(N_STRIP);
+    if (left < 0 || right < 0) return fail(why, whylen, RAG_EFORMAT, "bad Strip option");
+    if ((op = add_norm(t, N_STRIP)) == NULL) return RAG_ENOMEM;
     op->left = (unsigned char)left;
     op->right = (unsigned char)right;
     return RAG_OK;
   }
   if (strcmp(type, "Lowercase") == 0) {
-    ADD(N_LOWER);
+    if ((op = add_norm(t, N_LOWER)) == NULL) return RAG_ENOMEM;
     return RAG_OK;
   }
   for (i = 0; i < sizeof forms / sizeof forms[0]; i++) {
     if (strcmp(type, forms[i].name) == 0) {
-      ADD(N_NF);
+      if ((op = add_norm(t, N_NF)) == NULL) return RAG_ENOMEM;
       op->nf = forms[i].options;
       return RAG_OK;
     }
   }
-  FORMAT("unsupported normalizer '%s'", type);
+  return fail(why, whylen, RAG_EFORMAT, "unsupported normalizer '%s'", type);
 }
 
 /* Unicode normal form `options` of in into out, through UTF-8 (utf8proc). */
@@ -755,17 +740,9 @@ static int load_pre(rag_hftok *t, const cJSON *p, char *why, size_t whylen) {
   const char *type = opt_str(p, "type");
   preop *v, *op;
   if (is_null(p)) return RAG_OK;
-  if (type == NULL) FORMAT("bad pre_tokenizer");
-  if (strcmp(type, "Sequence") == 0) {
-    const cJSON *e, *list = field(p, "pretokenizers");
-    if (!cJSON_IsArray(list)) FORMAT("bad pre_tokenizer Sequence");
-    cJSON_ArrayForEach(e, list) {
-      int rc;
-      if (is_null(e)) FORMAT("bad pre_tokenizer Sequence");
-      if ((rc = load_pre(t, e, why, whylen)) != RAG_OK) return rc;
-    }
-    return RAG_OK;
-  }
+  if (type == NULL) return fail(why, whylen, RAG_EFORMAT, "bad pre_tokenizer");
+  if (strcmp(type, "Sequence") == 0)
+    return load_seq(t, field(p, "pretokenizers"), load_pre, "pre_tokenizer", why, whylen);
   if ((v = (preop *)rag_realloc(t->pre, (t->npre + 1) * sizeof *v)) == NULL) return RAG_ENOMEM;
   t->pre = v;
   op = &v[t->npre];
@@ -782,8 +759,8 @@ static int load_pre(rag_hftok *t, const cJSON *p, char *why, size_t whylen) {
     if (rep == NULL) rep = "\xe2\x96\x81"; /* U+2581 */
     n = strlen(rep);
     if (n == 0 || n > 4 || rag_text_first_invalid((const unsigned char *)rep, n) != n ||
-        u8len((unsigned char)rep[0]) != n || split < 0 || prefix < 0)
-      FORMAT("bad Metaspace options");
+        rag_utf8_lead_len((unsigned char)rep[0]) != n || split < 0 || prefix < 0)
+      return fail(why, whylen, RAG_EFORMAT, "bad Metaspace options");
     memcpy(op->rep, rep, n);
     op->nrep = n;
     op->split = (unsigned char)split;
@@ -792,10 +769,10 @@ static int load_pre(rag_hftok *t, const cJSON *p, char *why, size_t whylen) {
     } else if (strcmp(scheme, "always") == 0 || strcmp(scheme, "never") == 0) {
       op->prepend = scheme[0] == 'a';
     } else {
-      FORMAT("unsupported Metaspace prepend_scheme '%s'", scheme);
+      return fail(why, whylen, RAG_EFORMAT, "unsupported Metaspace prepend_scheme '%s'", scheme);
     }
   } else {
-    FORMAT("unsupported pre_tokenizer '%s'", type);
+    return fail(why, whylen, RAG_EFORMAT, "unsupported pre_tokenizer '%s'", type);
   }
   t->npre++;
   return RAG_OK;
@@ -808,8 +785,8 @@ static int split_words(const bytes *txt, const spans *sp, spans *out, int punct)
   for (k = 0; k < sp->n; k++) {
     size_t p = sp->p[k].off, e = p + sp->p[k].len, word = p;
     while (p < e) {
-      uint32_t c;
-      size_t n = u8dec((const unsigned char *)txt->p + p, &c);
+      int32_t c;
+      size_t n = rag_utf8_decode_valid((const unsigned char *)txt->p + p, &c);
       if (is_ws(c) || (punct && is_punct(c))) {
         if (sp_push(out, word, p - word) != RAG_OK) return RAG_ENOMEM;
         if (!is_ws(c) && sp_push(out, p, n) != RAG_OK) return RAG_ENOMEM;
@@ -851,7 +828,7 @@ static int metaspace(const preop *o, const bytes *txt, const spans *sp, bytes *o
       if (sp_push(out, begin, otx->n - begin) != RAG_OK) return RAG_ENOMEM;
       continue;
     }
-    for (word = i = begin; i < otx->n; i += u8len((unsigned char)otx->p[i])) {
+    for (word = i = begin; i < otx->n; i += rag_utf8_lead_len((unsigned char)otx->p[i])) {
       if (i > word && otx->n - i >= o->nrep && memcmp(otx->p + i, o->rep, o->nrep) == 0) {
         if (sp_push(out, word, i - word) != RAG_OK) return RAG_ENOMEM;
         word = i;
@@ -867,20 +844,20 @@ static int metaspace(const preop *o, const bytes *txt, const spans *sp, bytes *o
 /* Greedy longest match from the left; a word with no full cover is one unk. */
 static int wordpiece(rag_hftok *t, const char *w, size_t n) {
   size_t start = 0, mark = t->ids.n, nchars = 0, i;
-  for (i = 0; i < n; i += u8len((unsigned char)w[i])) nchars++;
+  for (i = 0; i < n; i += rag_utf8_lead_len((unsigned char)w[i])) nchars++;
   if (nchars > t->max_chars) return id_push(&t->ids, t->unk);
   while (start < n) {
-    uint32_t h = FNV_INIT, best = NONE;
+    uint32_t h = RAG_FNV32_BASIS, best = NONE;
     size_t end, bestend = start, alen = 0;
     const char *a = "";
     if (start > 0) {
       a = t->prefix;
       alen = t->nprefix;
-      h = fnv(h, a, alen);
+      h = rag_fnv32_more(h, a, alen);
     }
     for (end = start + 1; end <= n; end++) {
       const slot *s;
-      h = (h ^ (unsigned char)w[end - 1]) * 16777619u;
+      h = rag_fnv32_byte(h, (unsigned char)w[end - 1]);
       if ((s = find(t, h, a, alen, w + start, end - start)) == NULL) break;
       if (s->id != NONE) {
         best = s->id;
@@ -945,12 +922,12 @@ static int unigram(rag_hftok *t, const char *w, size_t n) {
   }
   for (pos = 0; pos < n;) {
     double base = score[pos], c;
-    size_t mblen = u8len((unsigned char)w[pos]);
-    uint32_t h = FNV_INIT;
+    size_t mblen = rag_utf8_lead_len((unsigned char)w[pos]);
+    uint32_t h = RAG_FNV32_BASIS;
     int single = 0;
     for (k = 1; k <= t->maxlen && k <= n - pos; k++) {
       const slot *s;
-      h = (h ^ (unsigned char)w[pos + k - 1]) * 16777619u;
+      h = rag_fnv32_byte(h, (unsigned char)w[pos + k - 1]);
       if ((s = find(t, h, "", 0, w + pos, k)) == NULL) break;
       if (s->id == NONE) continue;
       c = t->scores[s->id] + base;
@@ -1050,16 +1027,16 @@ static int split_added(rag_hftok *t, const addset *set, const char *s, size_t n,
   int rc;
   while ((a = next_added(t, set, s, n, &i)) != NULL) {
     size_t start = i, stop = i + a->len;
-    uint32_t c;
+    int32_t c;
     while (a->lstrip && start > from) { /* whitespace before the token joins it */
       size_t p = start - 1;
-      while (p > 0 && ((unsigned char)s[p] & 0xc0) == 0x80) p--;
-      u8dec((const unsigned char *)s + p, &c);
+      while (p > 0 && rag_utf8_is_cont((unsigned char)s[p])) p--;
+      rag_utf8_decode_valid((const unsigned char *)s + p, &c);
       if (!is_ws(c)) break;
       start = p;
     }
     while (a->rstrip && stop < n) {
-      size_t len = u8dec((const unsigned char *)s + stop, &c);
+      size_t len = rag_utf8_decode_valid((const unsigned char *)s + stop, &c);
       if (!is_ws(c)) break;
       stop += len;
     }
@@ -1124,12 +1101,13 @@ static int load_added(rag_hftok *t, const cJSON *list, char *why, size_t whylen)
   const cJSON *e;
   size_t n = (size_t)cJSON_GetArraySize(list), nnew = 0, total = 0, id = 0, len = 0;
   if (is_null(list)) return RAG_OK;
-  if (!cJSON_IsArray(list)) FORMAT("bad added_tokens");
+  if (!cJSON_IsArray(list)) return fail(why, whylen, RAG_EFORMAT, "bad added_tokens");
   cJSON_ArrayForEach(e, list) {
     const char *c = utf8_str(field(e, "content"), &len);
     if (c == NULL || len == 0 || !get_uint(field(e, "id"), MAX_ID, &id))
-      FORMAT("bad added token");
-    if (len > 0xffffffffu / 8 - total) FORMAT("added tokens too large");
+      return fail(why, whylen, RAG_EFORMAT, "bad added token");
+    if (len > 0xffffffffu / 8 - total)
+      return fail(why, whylen, RAG_EFORMAT, "added tokens too large");
     total += 8 * len + 8; /* room for normalizing */
   }
   t->raw.v = (added *)rag_malloc((n + 1) * sizeof(added));
@@ -1146,8 +1124,9 @@ static int load_added(rag_hftok *t, const cJSON *list, char *why, size_t whylen)
     added *a;
     get_uint(field(e, "id"), MAX_ID, &id);
     if (special < 0 || single < 0 || lstrip < 0 || rstrip < 0 || normd < 0)
-      FORMAT("bad added token '%s'", c);
-    if (single) FORMAT("added token '%s': single_word is not supported", c);
+      return fail(why, whylen, RAG_EFORMAT, "bad added token '%s'", c);
+    if (single)
+      return fail(why, whylen, RAG_EFORMAT, "added token '%s': single_word is not supported", c);
     want = added_id(t, list, e, c, len, &nnew);
     if (want != id)
       return fail(why, whylen, RAG_ECORRUPT, "added token '%s' has id %lu, not %lu", c,
@@ -1166,7 +1145,7 @@ static int load_added(rag_hftok *t, const cJSON *list, char *why, size_t whylen)
           (rc = to_utf8(out, &t->nu8)) != RAG_OK)
         return rc;
       if (t->nu8.n == 0 || t->nu8.n > total - t->naddpool)
-        FORMAT("added token '%s' normalizes to nothing", c);
+        return fail(why, whylen, RAG_EFORMAT, "added token '%s' normalizes to nothing", c);
       c = t->nu8.p;
       len = t->nu8.n;
     }
@@ -1183,11 +1162,12 @@ static int load_limits(rag_hftok *t, const cJSON *root, char *why, size_t whylen
   const cJSON *tr = field(root, "truncation"), *pad = field(root, "padding");
   if (!is_null(tr)) {
     const char *dir = opt_str(tr, "direction"), *strategy = opt_str(tr, "strategy");
-    if (!get_uint(field(tr, "max_length"), 1e15, &t->trunc)) FORMAT("bad truncation");
+    if (!get_uint(field(tr, "max_length"), 1e15, &t->trunc))
+      return fail(why, whylen, RAG_EFORMAT, "bad truncation");
     if (dir != NULL && strcmp(dir, "Right") != 0 && strcmp(dir, "Left") != 0)
-      FORMAT("bad truncation direction");
+      return fail(why, whylen, RAG_EFORMAT, "bad truncation direction");
     if (strategy != NULL && strcmp(strategy, "OnlySecond") == 0)
-      FORMAT("unsupported truncation strategy '%s'", strategy);
+      return fail(why, whylen, RAG_EFORMAT, "unsupported truncation strategy '%s'", strategy);
     t->has_trunc = 1;
     t->trunc_left = dir != NULL && strcmp(dir, "Left") == 0;
   }
@@ -1195,7 +1175,7 @@ static int load_limits(rag_hftok *t, const cJSON *root, char *why, size_t whylen
     const char *strategy = opt_str(pad, "strategy");
     if (strategy == NULL || strcmp(strategy, "BatchLongest") != 0 ||
         !is_null(field(pad, "pad_to_multiple_of")))
-      FORMAT("unsupported padding (only BatchLongest)");
+      return fail(why, whylen, RAG_EFORMAT, "unsupported padding (only BatchLongest)");
   }
   return RAG_OK;
 }
@@ -1208,7 +1188,7 @@ int rag_hftok_new(const char *json, size_t len, rag_hftok **out, char *why, size
   if (whylen > 0) why[0] = '\0';
   if (root == NULL || !cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    FORMAT("not a valid json object");
+    return fail(why, whylen, RAG_EFORMAT, "not a valid json object");
   }
   if ((t = (rag_hftok *)rag_malloc(sizeof *t)) == NULL) {
     cJSON_Delete(root);

@@ -159,7 +159,7 @@ static float dist(const rag_hnsw *h, const float *q, size_t i) {
 static const float *as_query(const rag_hnsw *h, size_t i, float *buf) {
   if (h->kern.dtype == RAG_F32 && !h->kern.split)
     return (const float *)(const void *)row_at(h, i);
-  rag_vec_decode(&h->kern, row_at(h, i), h->scales ? h->scales[i] : 1.0f, buf);
+  rag_kernel_decode(&h->kern, row_at(h, i), h->scales ? h->scales[i] : 1.0f, buf);
   return buf;
 }
 
@@ -456,7 +456,7 @@ static int search_layer(rag_hnsw *h, const float *q, uint32_t ep, float dep, siz
 ** for a query on split rows). Leaves the pool, closest first, in rs[0..rsn).
 */
 static void search_pool(rag_hnsw *h, const float *q, uint32_t ep, size_t ef, unsigned lc,
-                        rag_gather_fn score) {
+                        rag_kernel_gather_fn score) {
   cand *p = h->rs;
   unsigned char *done = h->done;
   size_t n = 1, cur = 0;
@@ -715,11 +715,11 @@ static void maybe_rebuild(rag_hnsw *h) {
 int rag_hnsw_add(rag_hnsw *h, const char *id, size_t idlen, const float *x, rag_vec_bad *bad) {
   uint32_t old;
   float scale;
-  int rc = rag_vec_prepare(&h->kern, x, h->q, &bad->component, &bad->why);
+  int rc = rag_kernel_prepare(&h->kern, x, h->q, &bad->component, &bad->why);
   if (rc != RAG_OK) return rc;
   if (h->nlive == 0 && h->n > 0) reset(h);
   if ((rc = nodes_fit(h, h->n + 1)) != RAG_OK) return rc;
-  rag_vec_encode(&h->kern, h->q, h->rows + h->n * h->kern.rowbytes, &scale);
+  rag_kernel_encode(&h->kern, h->q, h->rows + h->n * h->kern.rowbytes, &scale);
   if (h->scales != NULL) h->scales[h->n] = scale;
   old = rag_ids_find(&h->ids, id, idlen);
   rc = insert_stored(h, id, idlen, old);
@@ -778,7 +778,7 @@ int rag_hnsw_compact(rag_hnsw *h) {
 int rag_hnsw_get(const rag_hnsw *h, const char *id, size_t idlen, float *out) {
   uint32_t s = rag_ids_find(&h->ids, id, idlen);
   if (s == NONE) return 0;
-  rag_vec_decode(&h->kern, row_at(h, s), h->scales ? h->scales[s] : 1.0f, out);
+  rag_kernel_decode(&h->kern, row_at(h, s), h->scales ? h->scales[s] : 1.0f, out);
   return 1;
 }
 
@@ -786,7 +786,6 @@ int rag_hnsw_get(const rag_hnsw *h, const char *id, size_t idlen, float *out) {
 
 /* The filter's live nodes into h->slots and marked in h->allow; their count. */
 static int mark_filter(rag_hnsw *h, const rag_id_filter *f, size_t *na) {
-  size_t i, n = 0;
   if (h->allow == NULL) {
     h->allow = (uint32_t *)rag_malloc((h->cap ? h->cap : 1) * sizeof *h->allow);
     if (h->allow == NULL) return RAG_ENOMEM;
@@ -801,13 +800,7 @@ static int mark_filter(rag_hnsw *h, const rag_id_filter *f, size_t *na) {
     memset(h->allow, 0, h->cap * sizeof *h->allow);
     h->aepoch = 1;
   }
-  for (i = 0; i < f->n; i++) {
-    uint32_t s = rag_ids_find(&h->ids, f->ids[i], f->lens[i]);
-    if (s == NONE || h->allow[s] == h->aepoch) continue;
-    h->allow[s] = h->aepoch;
-    h->slots[n++] = s;
-  }
-  *na = n;
+  *na = rag_ids_mark(&h->ids, f, h->allow, h->aepoch, h->slots);
   return RAG_OK;
 }
 
@@ -816,7 +809,7 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
                     rag_vec_bad *bad) {
   rag_topk t;
   size_t kk = k < h->nlive ? k : h->nlive, i;
-  int rc = rag_vec_prepare(&h->kern, q, h->q, &bad->component, &bad->why), filtered = 0;
+  int rc = rag_kernel_prepare(&h->kern, q, h->q, &bad->component, &bad->why), filtered = 0;
   *hits = NULL;
   *n = 0;
   if (rc != RAG_OK) return rc;
@@ -917,7 +910,7 @@ static void write_index(const void *obj, rag_writer *w) {
       const uint16_t *x = (const uint16_t *)(const void *)row_at(h, i);
       for (j = 0; j < d; j += m) {
         m = d - j < 256 ? d - j : 256;
-        rag_f32_join(x + j, x + d + j, m, buf);
+        rag_kernel_f32_join(x + j, x + d + j, m, buf);
         rag_w_put(w, buf, m * sizeof *buf);
       }
     }
@@ -975,36 +968,29 @@ static const char *check_graph(const rag_hnsw *h, uint32_t *stamp) {
   return NULL;
 }
 
-#define CORRUPT(msg)   \
-  do {                 \
-    *why = (msg);      \
-    rc = RAG_ECORRUPT; \
-    goto done;         \
-  } while (0)
+/* What a load carries from one section to the next. */
+typedef struct loader {
+  rag_hnsw *h;
+  uint64_t rng, entry, rebuilds;
+  unsigned maxlevel;
+  uint64_t upl;    /* u32 of upper links in all */
+  uint32_t *stamp; /* check_graph's scratch */
+} loader;
 
-int rag_hnsw_load_mem(const unsigned char *p, size_t n, rag_hnsw **out, const char **why) {
-  static const char tags[NSECTIONS][5] = {"PARM", "NODE", "ROWS", "SCAL", "LNK0", "LNKU"};
-  rag_reader sec[NSECTIONS], r;
+/* PARM: a new empty graph with the file's options. */
+static int read_params(loader *ld, rag_reader r, const char **why) {
   rag_hnsw_opts o;
-  rag_hnsw *h = NULL;
-  uint64_t dim, M, efc, efs, seed, rng, entry, rebuilds, count, i, bytes = 0, upl = 0;
-  unsigned metric, dtype, maxlevel;
-  uint32_t version, *stamp = NULL;
-  const char *bad;
+  uint64_t dim, M, efc, efs, seed;
+  unsigned metric, dtype;
   int rc;
-  *out = NULL;
-  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
-                     "not an hnsw index (bad magic)", why);
-  if (rc != RAG_OK) return rc;
-  r = sec[0];
   if (!rag_r_uint(&r, 4, &dim) || !rag_r_u8(&r, &metric) || !rag_r_u8(&r, &dtype) ||
       !rag_r_uint(&r, 4, &M) || !rag_r_uint(&r, 4, &efc) || !rag_r_uint(&r, 4, &efs) ||
-      !rag_r_uint(&r, 8, &seed) || !rag_r_uint(&r, 8, &rng) || !rag_r_uint(&r, 4, &entry) ||
-      !rag_r_u8(&r, &maxlevel) || !rag_r_uint(&r, 8, &rebuilds) || r.p != r.e ||
-      maxlevel > MAX_LEVEL) {
-    *why = "bad parameters";
-    return RAG_ECORRUPT;
-  }
+      !rag_r_uint(&r, 8, &seed) || !rag_r_uint(&r, 8, &ld->rng) ||
+      !rag_r_uint(&r, 4, &ld->entry) || !rag_r_u8(&r, &ld->maxlevel) ||
+      !rag_r_uint(&r, 8, &ld->rebuilds) || r.p != r.e || ld->maxlevel > MAX_LEVEL ||
+      dim > RAG_VEC_MAX_DIM || metric >= RAG_NMETRICS || dtype >= RAG_NDTYPES ||
+      M > RAG_HNSW_MAX_M || efc > RAG_HNSW_MAX_EF || efs > RAG_HNSW_MAX_EF)
+    return rag_corrupt(why, "bad parameters");
   rag_hnsw_defaults(&o, (size_t)dim);
   o.metric = (rag_metric)metric;
   o.dtype = (rag_dtype)dtype;
@@ -1012,51 +998,47 @@ int rag_hnsw_load_mem(const unsigned char *p, size_t n, rag_hnsw **out, const ch
   o.ef_construction = (size_t)efc;
   o.ef_search = (size_t)efs;
   o.seed = seed;
-  if (dim > RAG_VEC_MAX_DIM || metric >= RAG_NMETRICS || dtype >= RAG_NDTYPES ||
-      M > RAG_HNSW_MAX_M || efc > RAG_HNSW_MAX_EF || efs > RAG_HNSW_MAX_EF) {
-    *why = "bad parameters";
-    return RAG_ECORRUPT;
-  }
-  rc = rag_hnsw_new(&o, &h);
-  if (rc == RAG_EINVAL) {
-    *why = "bad parameters";
-    return RAG_ECORRUPT;
-  }
+  rc = rag_hnsw_new(&o, &ld->h);
+  if (rc == RAG_EINVAL) return rag_corrupt(why, "bad parameters");
   if (rc != RAG_OK) return rc;
-  h->rng = rng;
-  h->rebuilds = (size_t)rebuilds;
-  r = sec[1];
+  ld->h->rng = ld->rng;
+  ld->h->rebuilds = (size_t)ld->rebuilds;
+  return RAG_OK;
+}
+
+/* NODE: every node's level and id, live ids once; the other sections are
+** as long as the node count and the levels say. */
+static int read_nodes(loader *ld, const rag_reader *sec, const char **why) {
+  rag_hnsw *h = ld->h;
+  rag_reader r = sec[1];
+  uint64_t count, i, bytes = 0;
+  int rc;
   if (!rag_r_varint(&r, &count) || count > (uint64_t)(r.e - r.p) / 2 || count > RAG_IDS_MAX)
-    CORRUPT("bad node count");
+    return rag_corrupt(why, "bad node count");
   if (count * h->kern.rowbytes != (uint64_t)(sec[2].e - sec[2].p) ||
-      (uint64_t)(sec[3].e - sec[3].p) != (dtype == RAG_I8 ? count * 4 : 0) ||
+      (uint64_t)(sec[3].e - sec[3].p) != (h->o.dtype == RAG_I8 ? count * 4 : 0) ||
       count * h->s0 * 4 != (uint64_t)(sec[4].e - sec[4].p))
-    CORRUPT("section size disagrees with the node count");
+    return rag_corrupt(why, "section size disagrees with the node count");
   for (i = 0; i < count; i++) {
     const char *s;
     size_t l;
     unsigned f;
     if (!rag_r_u8(&r, &f) || !rag_r_str(&r, &s, &l) || (f & 0x7fu) > MAX_LEVEL ||
         ((f & DEAD) && l != 0))
-      CORRUPT("bad node");
+      return rag_corrupt(why, "bad node");
     bytes += l;
-    upl += (uint64_t)(f & 0x7fu) * h->su;
+    ld->upl += (uint64_t)(f & 0x7fu) * h->su;
   }
-  if (r.p != r.e) CORRUPT("bad node section");
-  if (upl * 4 != (uint64_t)(sec[5].e - sec[5].p) || upl > UINT32_MAX)
-    CORRUPT("upper links disagree with the levels");
+  if (r.p != r.e) return rag_corrupt(why, "bad node section");
+  if (ld->upl * 4 != (uint64_t)(sec[5].e - sec[5].p) || ld->upl > UINT32_MAX)
+    return rag_corrupt(why, "upper links disagree with the levels");
   if ((rc = rag_ids_reserve(&h->ids, (size_t)count, (size_t)bytes)) != RAG_OK ||
-      (rc = nodes_fit(h, (size_t)count + 1)) != RAG_OK) {
-    if (rc == RAG_ETOOBIG) CORRUPT("too many nodes");
-    goto done;
-  }
-  h->up = (uint32_t *)rag_malloc((size_t)upl * 4 + 4);
-  stamp = (uint32_t *)rag_malloc((size_t)count * 4 + 4);
-  if (h->up == NULL || stamp == NULL) {
-    rc = RAG_ENOMEM;
-    goto done;
-  }
-  h->upcap = (size_t)upl + 1;
+      (rc = nodes_fit(h, (size_t)count + 1)) != RAG_OK)
+    return rc == RAG_ETOOBIG ? rag_corrupt(why, "too many nodes") : rc;
+  h->up = (uint32_t *)rag_malloc((size_t)ld->upl * 4 + 4);
+  ld->stamp = (uint32_t *)rag_malloc((size_t)count * 4 + 4);
+  if (h->up == NULL || ld->stamp == NULL) return RAG_ENOMEM;
+  h->upcap = (size_t)ld->upl + 1;
   r = sec[1];
   (void)rag_r_varint(&r, &count);
   for (i = 0; i < count; i++) {
@@ -1072,52 +1054,71 @@ int rag_hnsw_load_mem(const unsigned char *p, size_t n, rag_hnsw **out, const ch
       rag_ids_push_unlinked(&h->ids);
       continue;
     }
-    if (rag_ids_find(&h->ids, s, l) != NONE) CORRUPT("duplicate id");
+    if (rag_ids_find(&h->ids, s, l) != NONE) return rag_corrupt(why, "duplicate id");
     rag_ids_push(&h->ids, s, l);
     h->nlive++;
   }
   h->n = (size_t)count;
-  if (count > 0) {
+  return RAG_OK;
+}
+
+/* ROWS, SCAL, LNK0 and LNKU for the nodes read: a sound graph of sound rows. */
+static int read_graph(loader *ld, const rag_reader *sec, const char **why) {
+  rag_hnsw *h = ld->h;
+  const char *bad;
+  size_t i;
+  if (h->n > 0) {
     if (h->kern.split) { /* stored plain */
       float scale;
-      for (i = 0; i < count; i++) {
+      for (i = 0; i < h->n; i++) {
         memcpy(h->qe, sec[2].p + i * h->kern.rowbytes, h->kern.rowbytes);
-        rag_vec_encode(&h->kern, h->qe, h->rows + i * h->kern.rowbytes, &scale);
+        rag_kernel_encode(&h->kern, h->qe, h->rows + i * h->kern.rowbytes, &scale);
       }
     } else {
       memcpy(h->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
     }
     memcpy(h->l0, sec[4].p, (size_t)(sec[4].e - sec[4].p));
-    if (h->scales) memcpy(h->scales, sec[3].p, (size_t)count * 4);
+    if (h->scales) memcpy(h->scales, sec[3].p, h->n * 4);
   }
-  if (upl > 0) memcpy(h->up, sec[5].p, (size_t)upl * 4);
-  h->entry = (uint32_t)entry;
-  h->maxlevel = maxlevel;
-  if (entry != NONE && entry >= count) CORRUPT("bad entry");
-  if ((bad = check_graph(h, stamp)) != NULL) CORRUPT(bad);
-  if (!rag_rows_ok(&h->kern, h->rows, h->scales, h->n)) CORRUPT("bad component");
-  rc = RAG_OK;
-done:
-  rag_free(stamp);
-  if (rc != RAG_OK) {
-    rag_hnsw_free(h);
-    return rc;
-  }
-  *out = h;
+  if (ld->upl > 0) memcpy(h->up, sec[5].p, (size_t)ld->upl * 4);
+  h->entry = (uint32_t)ld->entry;
+  h->maxlevel = ld->maxlevel;
+  if (ld->entry != NONE && ld->entry >= h->n) return rag_corrupt(why, "bad entry");
+  if ((bad = check_graph(h, ld->stamp)) != NULL) return rag_corrupt(why, bad);
+  if (!rag_kernel_rows_ok(&h->kern, h->rows, h->scales, h->n))
+    return rag_corrupt(why, "bad component");
   return RAG_OK;
 }
 
-int rag_hnsw_load(const char *path, rag_hnsw **out, const char **why, int *err) {
-  unsigned char *buf;
-  size_t n;
+int rag_hnsw_load_mem(const unsigned char *p, size_t n, rag_hnsw **out, const char **why) {
+  static const char tags[NSECTIONS][5] = {"PARM", "NODE", "ROWS", "SCAL", "LNK0", "LNKU"};
+  rag_reader sec[NSECTIONS];
+  uint32_t version;
+  loader ld;
   int rc;
   *out = NULL;
-  *why = "";
-  rc = rag_file_read(path, &buf, &n, err);
-  if (rc != RAG_OK) return rc;
-  rc = rag_hnsw_load_mem(buf, n, out, why);
-  rag_free(buf);
-  return rc;
+  memset(&ld, 0, sizeof ld);
+  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
+                     "not an hnsw index (bad magic)", why);
+  if (rc == RAG_OK) rc = read_params(&ld, sec[0], why);
+  if (rc == RAG_OK) rc = read_nodes(&ld, sec, why);
+  if (rc == RAG_OK) rc = read_graph(&ld, sec, why);
+  rag_free(ld.stamp);
+  if (rc != RAG_OK) {
+    rag_hnsw_free(ld.h);
+    return rc;
+  }
+  *out = ld.h;
+  return RAG_OK;
+}
+
+static int load_mem(const unsigned char *p, size_t n, void *out, const char **why) {
+  return rag_hnsw_load_mem(p, n, (rag_hnsw **)out, why);
+}
+
+int rag_hnsw_load(const char *path, rag_hnsw **out, const char **why, int *err) {
+  *out = NULL;
+  return rag_file_load(path, load_mem, out, why, err);
 }
 
 int rag_hnsw_check(const rag_hnsw *h) {
@@ -1125,7 +1126,7 @@ int rag_hnsw_check(const rag_hnsw *h) {
   size_t i;
   int ok;
   if (stamp == NULL) return 1; /* nothing can be said */
-  ok = check_graph(h, stamp) == NULL && rag_rows_ok(&h->kern, h->rows, h->scales, h->n);
+  ok = check_graph(h, stamp) == NULL && rag_kernel_rows_ok(&h->kern, h->rows, h->scales, h->n);
   rag_free(stamp);
   for (i = 0; ok && i < h->n; i++) {
     size_t l;

@@ -3,7 +3,7 @@
 ** World graph (Malkov and Yashunin, 2016/2018) with their neighbour-selection
 ** heuristic. Level 0 links of every node sit in one flat block; upper
 ** levels, held by few nodes, in a pool. Rows use the encodings and kernels
-** of rag_dist.h. Removal leaves a tombstone that searches walk through but
+** of rag_kernel.h. Removal leaves a tombstone that searches walk through but
 ** never return; once tombstones outnumber live nodes, the graph is rebuilt
 ** from the live rows. Levels come from a seeded generator, so the same
 ** operations give the same graph. Saves to a checksummed file (grammar in
@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "rag.h"
-#include "rag_dist.h"
 #include "rag_ids.h"
+#include "rag_kernel.h"
 #include "rag_vec.h"
 
 typedef struct rag_hnsw rag_hnsw;

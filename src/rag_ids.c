@@ -1,9 +1,12 @@
 /*
-** rag_ids.c: the id table of the vector indexes (see rag_ids.h).
+** rag_ids.c: the id table of the indexes (see rag_ids.h).
 */
 #include "rag_ids.h"
 
 #include <string.h>
+
+#include "rag_fnv.h"
+#include "rag_probe.h"
 
 #define UNLINKED UINT32_MAX
 
@@ -18,29 +21,23 @@ void rag_ids_free(rag_ids *t) {
   rag_ids_init(t);
 }
 
-uint32_t rag_ids_hash(const char *s, size_t n) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  size_t i;
-  for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
+/* The key of slot e, for rag_probe_find. */
+static const void *id_key(const void *ud, uint32_t e, size_t *len, uint32_t *hash) {
+  const rag_ids *t = (const rag_ids *)ud;
+  *len = t->e[e].len;
+  *hash = t->e[e].hash;
+  return t->pool + t->e[e].off;
 }
 
 /* The table position holding `id`, or the empty one where it would go. */
 static size_t position(const rag_ids *t, const char *id, size_t n, uint32_t h) {
-  size_t i = h & t->mask;
-  for (;; i = (i + 1) & t->mask) {
-    uint32_t v = t->table[i];
-    const rag_ids_entry *e;
-    if (v == 0) return i;
-    e = &t->e[v - 1];
-    if (e->hash == h && e->len == n && memcmp(t->pool + e->off, id, n) == 0) return i;
-  }
+  return rag_probe_find(t->table, t->mask, id, n, h, id_key, t);
 }
 
 uint32_t rag_ids_find(const rag_ids *t, const char *id, size_t n) {
   uint32_t v;
   if (t->table == NULL) return RAG_IDS_NONE;
-  v = t->table[position(t, id, n, rag_ids_hash(id, n))];
+  v = t->table[position(t, id, n, rag_fnv32(id, n))];
   return v == 0 ? RAG_IDS_NONE : v - 1;
 }
 
@@ -48,11 +45,8 @@ static void rehash(rag_ids *t) {
   size_t s;
   memset(t->table, 0, (t->mask + 1) * sizeof *t->table);
   for (s = 0; s < t->n; s++) {
-    size_t i;
     if (t->e[s].len == UNLINKED) continue;
-    i = t->e[s].hash & t->mask;
-    while (t->table[i] != 0) i = (i + 1) & t->mask;
-    t->table[i] = (uint32_t)s + 1;
+    t->table[rag_probe_holding(t->table, t->mask, t->e[s].hash, 0)] = (uint32_t)s + 1;
   }
 }
 
@@ -85,7 +79,7 @@ int rag_ids_reserve(rag_ids *t, size_t more, size_t bytes) {
 }
 
 uint32_t rag_ids_push(rag_ids *t, const char *id, size_t n) {
-  uint32_t slot = (uint32_t)t->n++, h = rag_ids_hash(id, n);
+  uint32_t slot = (uint32_t)t->n++, h = rag_fnv32(id, n);
   rag_ids_entry *e = &t->e[slot];
   e->off = (uint32_t)t->poollen;
   e->len = (uint32_t)n;
@@ -121,9 +115,7 @@ static void delete_at(rag_ids *t, size_t i) {
 
 /* The table position of a linked slot. */
 static size_t position_of(const rag_ids *t, uint32_t slot) {
-  size_t i = t->e[slot].hash & t->mask;
-  while (t->table[i] != slot + 1) i = (i + 1) & t->mask;
-  return i;
+  return rag_probe_holding(t->table, t->mask, t->e[slot].hash, slot + 1);
 }
 
 void rag_ids_unlink(rag_ids *t, uint32_t slot) {
@@ -150,6 +142,21 @@ void rag_ids_truncate(rag_ids *t, size_t n) {
     rag_ids_unlink(t, (uint32_t)t->n - 1);
     t->n--;
   }
+}
+
+void rag_ids_compact(rag_ids *t, uint32_t *map) {
+  size_t s, n = 0;
+  for (s = 0; s < t->n; s++) {
+    if (t->e[s].len == UNLINKED) {
+      map[s] = RAG_IDS_NONE;
+      continue;
+    }
+    map[s] = (uint32_t)n;
+    t->e[n++] = t->e[s];
+  }
+  t->n = n;
+  if (t->table != NULL) rehash(t);
+  rag_ids_tidy(t);
 }
 
 void rag_ids_tidy(rag_ids *t) {
@@ -181,6 +188,19 @@ int rag_ids_cmp(const rag_ids *t, uint32_t a, uint32_t b) {
   int c = memcmp(t->pool + x->off, t->pool + y->off, nx < ny ? nx : ny);
   if (c != 0) return c;
   return nx < ny ? -1 : nx > ny;
+}
+
+size_t rag_ids_mark(const rag_ids *t, const rag_id_filter *f, uint32_t *mark, uint32_t stamp,
+                    uint32_t *slots) {
+  size_t i, n = 0;
+  for (i = 0; i < f->n; i++) {
+    uint32_t s = rag_ids_find(t, f->ids[i], f->lens[i]);
+    if (s == RAG_IDS_NONE || mark[s] == stamp) continue;
+    mark[s] = stamp;
+    if (slots != NULL) slots[n] = s;
+    n++;
+  }
+  return n;
 }
 
 size_t rag_ids_memory(const rag_ids *t) {

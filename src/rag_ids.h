@@ -1,5 +1,6 @@
 /*
-** rag_ids.h: string ids of the vector indexes, mapped to dense slot numbers.
+** rag_ids.h: the string ids of the indexes (BM25's documents, the vector
+** indexes' rows), mapped to dense slot numbers.
 ** The id bytes live in one pool; an open-addressing table (linear probing,
 ** at most half full) finds a slot by id. Adding is split in two so that an
 ** index can reserve everything before it changes anything: rag_ids_reserve
@@ -32,7 +33,6 @@ typedef struct rag_ids {
 void rag_ids_init(rag_ids *t);
 void rag_ids_free(rag_ids *t); /* empties t; it can be initialised again */
 
-uint32_t rag_ids_hash(const char *s, size_t n);
 /* The slot of a linked id, or RAG_IDS_NONE. */
 uint32_t rag_ids_find(const rag_ids *t, const char *id, size_t n);
 /* Room for `more` slots holding `bytes` id bytes in all. RAG_ENOMEM, RAG_ETOOBIG. */
@@ -47,6 +47,12 @@ void rag_ids_unlink(rag_ids *t, uint32_t slot);
 void rag_ids_swap_remove(rag_ids *t, uint32_t slot);
 /* Drops trailing slots so that n remain (those must be unlinked). */
 void rag_ids_truncate(rag_ids *t, size_t n);
+/*
+** Drops every unlinked slot and renumbers the others in order: map[old] is
+** a slot's new number, RAG_IDS_NONE for the dropped (map has a cell per
+** slot). Never fails; the pool is tidied as rag_ids_tidy does.
+*/
+void rag_ids_compact(rag_ids *t, uint32_t *map);
 /* Rewrites the pool without waste when over half of it is; best effort. */
 void rag_ids_tidy(rag_ids *t);
 
@@ -68,6 +74,14 @@ typedef struct rag_id_filter {
   const size_t *lens;
   size_t n;
 } rag_id_filter;
+
+/*
+** The linked slots of f's ids, each once: sets mark[slot] = stamp (mark
+** has a cell per slot, none of them stamp yet) and, when slots is not
+** NULL, appends the slot there (room for f->n). Returns how many.
+*/
+size_t rag_ids_mark(const rag_ids *t, const rag_id_filter *f, uint32_t *mark, uint32_t stamp,
+                    uint32_t *slots);
 
 /* Bytes allocated. */
 size_t rag_ids_memory(const rag_ids *t);

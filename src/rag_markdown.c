@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "rag_utf8.h"
+
 /* {====== Bytes ======} */
 
 static int is_ws(unsigned c) {
@@ -387,7 +389,7 @@ static size_t linkdef(const unsigned char *s, size_t i, size_t end) {
     if (s[j] == '[' || (s[j] == '\\' && j + 1 == end)) return 0;
     if (s[j] == '\\') j++, chars++;
     if (!is_ws(s[j]) && !brk(s, j, end)) blank = 0;
-    if ((s[j] & 0xC0) != 0x80 && !(s[j] == '\n' && s[j - 1] == '\r') && ++chars > 999) return 0;
+    if (!rag_utf8_is_cont(s[j]) && !(s[j] == '\n' && s[j - 1] == '\r') && ++chars > 999) return 0;
   }
   if (j + 1 >= end || s[j + 1] != ':' || blank) return 0;
   j = spnl(s, j + 2, end);

@@ -25,10 +25,11 @@
 #include <cjson/cJSON.h>
 
 #include "rag.h"
-#include "rag_dist.h"
 #include "rag_file.h"
 #include "rag_hftok.h"
+#include "rag_kernel.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 #define MAX_HEADER 100000000u /* the safetensors library's limit */
 
@@ -208,7 +209,7 @@ static double read_f(const unsigned char *p, int dtype) {
         memcpy(&f, &u, 4);
       }
       return f;
-    case F16: return rag_f32_from_f16((uint16_t)rag_le(p, 2));
+    case F16: return rag_kernel_f32_from_f16((uint16_t)rag_le(p, 2));
     case I8: return (double)(signed char)p[0];
     default:
       v = rag_le(p, 8);
@@ -217,16 +218,25 @@ static double read_f(const unsigned char *p, int dtype) {
   }
 }
 
+/* A tensor with an entry per token id (mapping, weights): 1-d, of one of
+** the dtypes `kinds` names (dtype_ok), and long enough. */
+static int per_id(const rag_model2vec *m, const tensor *t, int dtype_ok, const char *kinds,
+                  rag_model2vec_error *e) {
+  if (t->rank != 1 || !dtype_ok)
+    return fail(e, RAG_EFORMAT, "tensor '%s' must be a 1-d %s tensor", t->name, kinds);
+  if (t->shape[0] < m->nids)
+    return fail(e, RAG_ECORRUPT, "tensor '%s' has %lu entries for %lu token ids", t->name,
+                (unsigned long)t->shape[0], (unsigned long)m->nids);
+  return RAG_OK;
+}
+
 static int load_quant(rag_model2vec *m, const tensor *map, const tensor *wts,
                       rag_model2vec_error *e) {
   size_t i;
+  int rc;
   if (map->rank != 0) {
     int i64 = map->dtype == 5;
-    if (map->rank != 1 || (map->dtype != 4 && !i64))
-      return fail(e, RAG_EFORMAT, "tensor 'mapping' must be a 1-d i32 or i64 tensor");
-    if (map->shape[0] < m->nids)
-      return fail(e, RAG_ECORRUPT, "tensor 'mapping' has %lu entries for %lu token ids",
-                  (unsigned long)map->shape[0], (unsigned long)m->nids);
+    if ((rc = per_id(m, map, map->dtype == 4 || i64, "i32 or i64", e)) != RAG_OK) return rc;
     if ((m->mapping = (uint32_t *)rag_malloc(m->nids * sizeof *m->mapping + 1)) == NULL)
       return RAG_ENOMEM;
     for (i = 0; i < m->nids; i++) {
@@ -241,11 +251,8 @@ static int load_quant(rag_model2vec *m, const tensor *map, const tensor *wts,
                 (unsigned long)m->nrows, (unsigned long)m->nids);
   }
   if (wts->rank != 0) {
-    if (wts->rank != 1 || (wts->dtype != F64 && wts->dtype != F32 && wts->dtype != F16))
-      return fail(e, RAG_EFORMAT, "tensor 'weights' must be a 1-d f64, f32 or f16 tensor");
-    if (wts->shape[0] < m->nids)
-      return fail(e, RAG_ECORRUPT, "tensor 'weights' has %lu entries for %lu token ids",
-                  (unsigned long)wts->shape[0], (unsigned long)m->nids);
+    int ok = wts->dtype == F64 || wts->dtype == F32 || wts->dtype == F16;
+    if ((rc = per_id(m, wts, ok, "f64, f32 or f16", e)) != RAG_OK) return rc;
     if ((m->weights = (double *)rag_malloc(m->nids * sizeof *m->weights + 1)) == NULL)
       return RAG_ENOMEM;
     for (i = 0; i < m->nids; i++)
@@ -277,6 +284,7 @@ static int load_tensors(rag_model2vec *m, size_t n, rag_model2vec_error *e) {
 static int read_file(const char *dir, const char *name, unsigned char **buf, size_t *n,
                      rag_model2vec_error *e) {
   size_t dl = strlen(dir), nl = strlen(name);
+  const char *why = "";
   char *path;
   int rc;
   while (dl > 1 && dir[dl - 1] == '/') dl--;
@@ -285,9 +293,9 @@ static int read_file(const char *dir, const char *name, unsigned char **buf, siz
   path[dl] = '/';
   memcpy(path + dl + 1, name, nl + 1);
   e->file = name;
-  rc = rag_file_read(path, buf, n, &e->err);
+  rc = rag_file_read(path, buf, n, &why, &e->err);
   rag_free(path);
-  return rc;
+  return rc == RAG_EIO && e->err == 0 ? fail(e, rc, "%s", why) : rc;
 }
 
 static int load_config(rag_model2vec *m, const char *dir, rag_model2vec_error *e) {
@@ -395,10 +403,7 @@ int rag_model2vec_tokenize(rag_model2vec *m, const char *s, size_t len, size_t m
   }
   if (max_length != RAG_MODEL2VEC_NOLIMIT) { /* model2vec-rs: keep max_length x median chars */
     size_t chars = RAG_MUL_OVERFLOWS(max_length, m->median) ? (size_t)-1 : max_length * m->median;
-    for (i = 0; i < len && chars > 0; chars--) i += ((unsigned char)s[i] >= 0xf0)   ? 4
-                                                     : ((unsigned char)s[i] >= 0xe0) ? 3
-                                                     : ((unsigned char)s[i] >= 0xc0) ? 2
-                                                                                     : 1;
+    for (i = 0; i < len && chars > 0; chars--) i += rag_utf8_lead_len((unsigned char)s[i]);
     len = i;
   }
   if ((rc = rag_hftok_encode(m->tok, s, len, &raw, &nraw)) != RAG_OK) return rc;

@@ -13,6 +13,7 @@
 #include "rag_rerank.h"
 #include "rag_text.h"
 #include "rag_tokenizer.h"
+#include "rag_utf8.h"
 
 /*
 ** How it works. Both split rules of rag_tokenizer (cl100k, o200k) end a
@@ -142,9 +143,9 @@ static int is_alpha(unsigned char b) {
 
 /* A CJK ideograph U+4E00..U+9FA5 (Lo in every Unicode version) at p[0..2]. */
 static int is_han(const unsigned char *p) {
-  unsigned cp;
-  if (p[0] < 0xe4 || p[0] > 0xe9 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) return 0;
-  cp = (unsigned)(p[0] & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6 | (unsigned)(p[2] & 0x3f);
+  int32_t cp;
+  if (p[0] < 0xe4 || p[0] > 0xe9 || !rag_utf8_is_cont(p[1]) || !rag_utf8_is_cont(p[2])) return 0;
+  rag_utf8_decode_valid(p, &cp);
   return cp >= 0x4e00 && cp <= 0x9fa5;
 }
 
@@ -196,7 +197,7 @@ static int boundary(const unsigned char *s, size_t len, size_t i) {
   unsigned char a = s[i - 1], b = s[i], k = after_word[b];
   if (b == ' ') {
     size_t j = i - 1;
-    while (j > 0 && (s[j] & 0xc0) == 0x80) j--;
+    while (j > 0 && rag_utf8_is_cont(s[j])) j--;
     return !ws_at(s, len, j);
   }
   if (a == '\n') return b != '/' && !ws_at(s, len, i);
@@ -519,7 +520,7 @@ static int try_entry(ctx *c, size_t x, size_t cut, const mtext *m, size_t *total
 ** character boundary. */
 static size_t cut_at(const char *s, size_t len, const size_t *ends, size_t p) {
   size_t cut = p == 0 ? 0 : ends[p - 1];
-  while (cut > 0 && cut < len && ((unsigned char)s[cut] & 0xc0) == 0x80) cut--;
+  while (cut > 0 && cut < len && rag_utf8_is_cont((unsigned char)s[cut])) cut--;
   return cut;
 }
 
@@ -556,7 +557,7 @@ static int try_cut(ctx *c, size_t x, size_t bsel, int *ok) {
   if ((rc = probe(c, x, NULL, 0, &base)) != RAG_OK || base >= bsel) return rc;
   plen = bsel - base + 1;
   plen = plen < it->len / RAG_PACK_CUT_BYTES ? plen * RAG_PACK_CUT_BYTES : it->len;
-  while (plen < it->len && ((unsigned char)it->text[plen] & 0xc0) == 0x80) plen++;
+  while (plen < it->len && rag_utf8_is_cont((unsigned char)it->text[plen])) plen++;
   rc = c->o->tok ? rag_tokenizer_ends(c->o->tok, it->text, plen, 0, &ends, &ne, &errpos)
                  : rag_approx_split(it->text, plen, &ends, &ne, &errpos);
   if (rc != RAG_OK || ne == 0) goto done;

@@ -11,6 +11,8 @@
 
 #include <utf8proc.h>
 
+#include "rag_utf8.h"
+
 /* {====== Characters ======} */
 
 enum { B_WORD = 0, B_SPACE, B_TERM }; /* ASCII byte classes */
@@ -27,42 +29,6 @@ static const unsigned char ascii_class[128] = {
 #define T_STRONG 4u    /* 。！？；｡︒: end a sentence with no space */
 #define T_FWSTOP 8u    /* ．: no space needed, but also a decimal point */
 #define T_ELLIPSIS 16u /* … ⋯ */
-
-/*
-** The code point at s[i] (i < len) and its length in bytes, or 0 when no
-** valid sequence starts there. Valid means what utf8proc_iterate accepts:
-** no overlongs, no surrogates, nothing above U+10FFFF.
-*/
-static size_t decode(const unsigned char *s, size_t len, size_t i,
-                     int32_t *cp) {
-  unsigned c = s[i];
-  size_t left = len - i;
-  if (c < 0x80) {
-    *cp = (int32_t)c;
-    return 1;
-  }
-  if (c < 0xC2 || c > 0xF4) return 0;
-  if (c < 0xE0) {
-    if (left < 2 || (s[i + 1] & 0xC0) != 0x80) return 0;
-    *cp = (int32_t)(((c & 0x1F) << 6) | (s[i + 1] & 0x3Fu));
-    return 2;
-  }
-  if (left < 3 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80)
-    return 0;
-  if (c < 0xF0) {
-    if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F))
-      return 0; /* overlong, surrogate */
-    *cp = (int32_t)(((c & 0x0F) << 12) | ((s[i + 1] & 0x3Fu) << 6) |
-                    (s[i + 2] & 0x3Fu));
-    return 3;
-  }
-  if (left < 4 || (s[i + 3] & 0xC0) != 0x80) return 0;
-  if ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
-    return 0; /* overlong, above U+10FFFF */
-  *cp = (int32_t)(((c & 0x07) << 18) | ((s[i + 1] & 0x3Fu) << 12) |
-                  ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu));
-  return 4;
-}
 
 /* Whitespace beyond ASCII: NEL and the categories Zs, Zl and Zp. */
 static int is_wide_space(int32_t cp) {
@@ -171,7 +137,7 @@ static int is_upper(int c) {
 static size_t skip_openers(const unsigned char *s, size_t len, size_t i) {
   int32_t cp;
   size_t k;
-  while (i < len && (k = decode(s, len, i, &cp)) != 0 && is_opener(cp)) i += k;
+  while (i < len && (k = rag_utf8_decode(s + i, len - i, &cp)) != 0 && is_opener(cp)) i += k;
   return i;
 }
 
@@ -193,7 +159,7 @@ static size_t skip_space(const unsigned char *s, size_t len, size_t i,
       i++;
       continue;
     }
-    if ((k = decode(s, len, i, &cp)) == 0 || !is_wide_space(cp)) break;
+    if ((k = rag_utf8_decode(s + i, len - i, &cp)) == 0 || !is_wide_space(cp)) break;
     if (cp == 0x85 || cp == 0x2028) ++*nbreaks;
     if (cp == 0x2029) *nbreaks += 2;
     i += k;
@@ -356,7 +322,7 @@ static int classify(const scan *p, size_t dot) {
     return len <= 3 && (p->word == p->start || p->prevc == ':') ? A_ENUM
                                                                 : A_NORMAL;
   if (memchr(s + b, '.', len) != NULL) return dotted(s + b, len);
-  if ((k = decode(s, dot, b, &cp)) == len) return single(cp);
+  if ((k = rag_utf8_decode(s + b, dot - b, &cp)) == len) return single(cp);
   return lookup(s + b, len);
 }
 
@@ -364,7 +330,7 @@ static int classify(const scan *p, size_t dot) {
 static int next_lower(const unsigned char *s, size_t len, size_t i) {
   int32_t cp;
   i = skip_openers(s, len, i);
-  return i < len && decode(s, len, i, &cp) != 0 && is_lower(cp);
+  return i < len && rag_utf8_decode(s + i, len - i, &cp) != 0 && is_lower(cp);
 }
 
 /* Whether the word at i looks like a number: 12, (3), S1, 4b. */
@@ -380,13 +346,13 @@ static int next_starter(const unsigned char *s, size_t len, size_t i) {
   size_t e, n;
   int32_t cp;
   i = skip_openers(s, len, i);
-  if (i < len && s[i] >= 0x80) return decode(s, len, i, &cp) && is_cjk(cp);
+  if (i < len && s[i] >= 0x80) return rag_utf8_decode(s + i, len - i, &cp) && is_cjk(cp);
   for (e = i; e < len && e - i <= MAXWORD && is_alpha(s[e]); e++) {
   }
   n = e - i;
   if (n == 0 || n > MAXWORD) return 0;
   if (e < len && (s[e] == '.' || s[e] == '\'' ||
-                  (s[e] >= 0x80 && decode(s, len, e, &cp) && is_letter(cp))))
+                  (s[e] >= 0x80 && rag_utf8_decode(s + e, len - e, &cp) && is_letter(cp))))
     return 0; /* an initial, a contraction or a longer word */
   buf[0] = buf[n + 1] = ' ';
   memcpy(buf + 1, s + i, n);
@@ -400,7 +366,7 @@ static int ends_spaced(const scan *p, unsigned kinds, size_t i, size_t j,
   const unsigned char *s = p->s;
   int32_t cp;
   if (kinds & T_STRONG) return 1;
-  if (decode(s, p->len, next, &cp) != 0 && term_kind(cp) != 0)
+  if (rag_utf8_decode(s + next, p->len - next, &cp) != 0 && term_kind(cp) != 0)
     return 0; /* a spaced ellipsis ". . ." ends at its last dot */
   if (next_lower(s, p->len, next)) return 0;
   if (kinds != T_DOT || (j > i + 1 && s[i + 1] == '.')) return 1;
@@ -431,11 +397,11 @@ static size_t citation_end(const scan *p, size_t dot) {
   while (e < len && e - dot <= 12 &&
          (is_digit(s[e]) || s[e] == ',' || s[e] == '-'))
     e++;
-  if (e == len || !is_digit(s[e - 1]) || decode(s, len, e, &cp) == 0 ||
+  if (e == len || !is_digit(s[e - 1]) || rag_utf8_decode(s + e, len - e, &cp) == 0 ||
       !is_space(cp))
     return 0;
   next = skip_space(s, len, e, &nbreaks);
-  if (next == len || nbreaks >= 2 || decode(s, len, next, &cp) == 0 ||
+  if (next == len || nbreaks >= 2 || rag_utf8_decode(s + next, len - next, &cp) == 0 ||
       !is_letter(cp) || is_lower(cp) || classify(p, dot) != A_NORMAL)
     return 0;
   return e;
@@ -459,19 +425,19 @@ static int terminator(scan *p, size_t *pi) {
   unsigned kinds = 0, kind;
   int cjk_before = p->cjk, closed = 0, nbreaks, end;
   int32_t cp;
-  while (j < len && (k = decode(s, len, j, &cp)) != 0 &&
+  while (j < len && (k = rag_utf8_decode(s + j, len - j, &cp)) != 0 &&
          (kind = term_kind(cp)) != 0) {
     kinds |= kind;
     j += k;
   }
-  while (j < len && (k = decode(s, len, j, &cp)) != 0 && is_closer(cp)) {
+  while (j < len && (k = rag_utf8_decode(s + j, len - j, &cp)) != 0 && is_closer(cp)) {
     closed = 1;
     j += k;
   }
   begin(p, i);
   p->end = *pi = j;
   p->cjk = 0;
-  if (j == len || decode(s, len, j, &cp) == 0) return RAG_OK;
+  if (j == len || rag_utf8_decode(s + j, len - j, &cp) == 0) return RAG_OK;
   if (is_space(cp)) {
     next = skip_space(s, len, j, &nbreaks);
     if (next == len || nbreaks >= 2)
@@ -520,7 +486,7 @@ int rag_sentences_split(const char *s, size_t len, rag_span **out, size_t *n,
       p.prevc = p.s[p.end - 1]; /* one space between words: space() inline */
       p.word = ++i;
       p.cjk = 0;
-    } else if ((k = decode(p.s, len, i, &cp)) == 0) {
+    } else if ((k = rag_utf8_decode(p.s + i, len - i, &cp)) == 0) {
       *errpos = i + 1;
       rc = RAG_EENCODING;
     } else if (is_space(cp)) {

@@ -11,27 +11,27 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_utf8.h"
 
 #define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
 
-/* Bytes of the first invalid sequence's start, or len when all is valid. */
 size_t rag_text_first_invalid(const unsigned char *s, size_t len) {
   size_t i = 0;
   while (i < len) {
-    utf8proc_int32_t cp;
-    utf8proc_ssize_t n;
-    uint64_t w;
-    if (i + 8 <= len && (memcpy(&w, s + i, 8), (w & UINT64_C(0x8080808080808080)) == 0)) {
-      i += 8; /* eight ASCII bytes */
+    int32_t cp;
+    size_t n;
+    if (s[i] < 0x80) { /* ASCII eight bytes at a time */
+      uint64_t w;
+      while (len - i >= 8) {
+        memcpy(&w, s + i, 8);
+        if (w & UINT64_C(0x8080808080808080)) break;
+        i += 8;
+      }
+      while (i < len && s[i] < 0x80) i++;
       continue;
     }
-    if (s[i] < 0x80) {
-      i++;
-      continue;
-    }
-    n = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &cp);
-    if (n <= 0) return i;
-    i += (size_t)n;
+    if ((n = rag_utf8_decode(s + i, len - i, &cp)) == 0) return i;
+    i += n;
   }
   return len;
 }
@@ -45,16 +45,16 @@ static int repair(const unsigned char *s, size_t len, size_t bad, char **out,
   if ((p = (char *)rag_malloc(len * 3 + 1)) == NULL) return RAG_ENOMEM;
   memcpy(p, s, bad);
   while (i < len) {
-    utf8proc_int32_t cp;
-    utf8proc_ssize_t k = s[i] < 0x80 ? 1 : utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &cp);
-    if (k <= 0) {
+    int32_t cp;
+    size_t k = rag_utf8_decode(s + i, len - i, &cp);
+    if (k == 0) {
       memcpy(p + n, REPLACEMENT, 3);
       n += 3;
       i++;
     } else {
-      memcpy(p + n, s + i, (size_t)k);
-      n += (size_t)k;
-      i += (size_t)k;
+      memcpy(p + n, s + i, k);
+      n += k;
+      i += k;
     }
   }
   p[n] = '\0';
@@ -78,38 +78,38 @@ static size_t clean(const unsigned char *s, size_t len, char *p) {
   size_t i = 0, n = 0, keep = 0; /* keep: length up to the last non-space */
   int spaces = 0, newlines = 0;
   while (i < len) {
-    utf8proc_int32_t cp;
-    utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(len - i), &cp);
-    if (k <= 0) k = 1, cp = 0xFFFD; /* cannot happen: input was checked */
+    int32_t cp = 0xFFFD;
+    size_t k = rag_utf8_decode(s + i, len - i, &cp);
+    if (k == 0) k = 1; /* cannot happen: input was checked */
     if (cp == '\r') {
       cp = '\n';
       if (i + 1 < len && s[i + 1] == '\n') k = 2;
     }
     if (cp != '\n' && cp != '\t' && utf8proc_category(cp) == UTF8PROC_CATEGORY_CC) {
-      i += (size_t)k;
+      i += k;
       continue;
     }
     if (cp == ' ' && spaces > 0) {
-      i += (size_t)k;
+      i += k;
       continue;
     }
     if (cp == '\n' && newlines >= 2) {
-      i += (size_t)k;
+      i += k;
       continue;
     }
     spaces = cp == ' ' ? spaces + 1 : 0;
     newlines = cp == '\n' ? newlines + 1 : (cp == ' ' || cp == '\t' ? newlines : 0);
     if (n == 0 && is_space(cp)) { /* leading whitespace */
-      i += (size_t)k;
+      i += k;
       continue;
     }
     if (cp == '\n') p[n++] = '\n';
     else {
-      memcpy(p + n, s + i, (size_t)k);
-      n += (size_t)k;
+      memcpy(p + n, s + i, k);
+      n += k;
     }
     if (!is_space(cp)) keep = n;
-    i += (size_t)k;
+    i += k;
   }
   p[keep] = '\0';
   return keep;

@@ -12,7 +12,9 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_probe.h"
 #include "rag_text.h"
+#include "rag_utf8.h"
 
 #define NO_RANK UINT32_MAX
 #define SMALL_PIECE 128 /* longer pieces merge with a heap, not quadratic scans */
@@ -53,16 +55,34 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n) {
   return h;
 }
 
+/* A token sought in the table: its bytes. */
+typedef struct tkey {
+  const rag_tokenizer *t;
+  const unsigned char *p;
+  size_t n;
+} tkey;
+
+/* Stops at an empty slot or the one holding the token. */
+static int at_token(const void *ud, size_t i) {
+  const tkey *k = (const tkey *)ud;
+  uint32_t r = k->t->slots[i];
+  const token *x;
+  if (r == 0) return 1;
+  x = &k->t->tokens[r - 1];
+  return x->len == k->n && memcmp(k->t->arena + x->off, k->p, k->n) == 0;
+}
+
+/* The slot holding the n bytes at p, or the empty one where they would go. */
+static size_t token_slot(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  tkey k = {.t = t, .p = p, .n = n};
+  return rag_probe(t->mask, (uint32_t)hash_bytes(p, n), at_token, &k);
+}
+
 static uint32_t lookup(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  uint32_t i, r;
+  uint32_t r;
   if (n > t->maxlen) return NO_RANK;
-  i = (uint32_t)hash_bytes(p, n) & t->mask;
-  while ((r = t->slots[i]) != 0) {
-    const token *k = &t->tokens[r - 1];
-    if (k->len == n && memcmp(t->arena + k->off, p, n) == 0) return r - 1;
-    i = (i + 1) & t->mask;
-  }
-  return NO_RANK;
+  r = t->slots[token_slot(t, p, n)];
+  return r == 0 ? NO_RANK : r - 1;
 }
 
 /* --- loading ------------------------------------------------------------ */
@@ -116,13 +136,8 @@ static int parse_line(const unsigned char *s, size_t n, size_t *b64len, uint32_t
 
 static int insert(rag_tokenizer *t, uint32_t rank) {
   const token *k = &t->tokens[rank];
-  uint32_t i = (uint32_t)hash_bytes(t->arena + k->off, k->len) & t->mask, r;
-  while ((r = t->slots[i]) != 0) {
-    const token *o = &t->tokens[r - 1];
-    if (o->len == k->len && memcmp(t->arena + o->off, t->arena + k->off, k->len) == 0)
-      return 0; /* duplicate token */
-    i = (i + 1) & t->mask;
-  }
+  size_t i = token_slot(t, t->arena + k->off, k->len);
+  if (t->slots[i] != 0) return 0; /* duplicate token */
   t->slots[i] = rank + 1;
   return 1;
 }
@@ -307,23 +322,12 @@ static const unsigned char ascii_class[128] = {
 
 /* Class of the (valid) UTF-8 character at s[i]; its length in *n. */
 static unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
-  unsigned char b = s[i];
   int32_t c;
-  if (b < 0x80) {
+  if (s[i] < 0x80) {
     *n = 1;
-    return ascii_class[b];
+    return ascii_class[s[i]];
   }
-  if (b < 0xe0) {
-    *n = 2;
-    c = (int32_t)(b & 0x1f) << 6 | (s[i + 1] & 0x3f);
-  } else if (b < 0xf0) {
-    *n = 3;
-    c = (int32_t)(b & 0x0f) << 12 | (int32_t)(s[i + 1] & 0x3f) << 6 | (s[i + 2] & 0x3f);
-  } else {
-    *n = 4;
-    c = (int32_t)(b & 0x07) << 18 | (int32_t)(s[i + 1] & 0x3f) << 12 |
-        (int32_t)(s[i + 2] & 0x3f) << 6 | (s[i + 3] & 0x3f);
-  }
+  *n = rag_utf8_decode_valid(s + i, &c);
   return class_of_cp(c);
 }
 
@@ -344,7 +348,7 @@ static size_t scan_not(const unsigned char *s, size_t len, size_t i, unsigned av
 
 static size_t prev_char(const unsigned char *s, size_t i) {
   do i--;
-  while (i > 0 && (s[i] & 0xc0) == 0x80);
+  while (i > 0 && rag_utf8_is_cont(s[i]));
   return i;
 }
 

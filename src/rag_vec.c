@@ -71,7 +71,7 @@ struct rag_vec {
   size_t hcap;
   uint32_t *allow;      /* filter: the allowed slots */
   size_t acap;
-  unsigned char *seen;  /* filter: slot marks, count bytes */
+  uint32_t *seen;       /* filter: slot marks, all 0 between searches */
   size_t seencap;
 };
 
@@ -165,18 +165,18 @@ static float norm_up(const float *x, size_t n) {
 static void row_put(rag_vec *v, size_t slot, const float *x) {
   float scale;
   if (!v->hk.split) {
-    rag_vec_encode(&v->kern, x, row_at(v, slot), &scale);
+    rag_kernel_encode(&v->kern, x, row_at(v, slot), &scale);
     if (v->scales != NULL) v->scales[slot] = scale;
     return;
   }
-  rag_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
+  rag_kernel_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
   v->norms[slot] = norm_up(x, v->o.dim);
 }
 
 /* Slot's row as the kernel reads it; f32 rows are rebuilt into buf (dim floats). */
 static const void *row_get(const rag_vec *v, size_t slot, float *buf) {
   if (!v->hk.split) return row_at(v, slot);
-  rag_f32_join(hi_at(v, slot), lo_at(v, slot), v->o.dim, buf);
+  rag_kernel_f32_join(hi_at(v, slot), lo_at(v, slot), v->o.dim, buf);
   return buf;
 }
 
@@ -193,7 +193,7 @@ static int row_fit(rag_vec *v, size_t n) {
 }
 
 static int prepare(const rag_vec *v, const float *x, float *out, rag_vec_bad *bad) {
-  return rag_vec_prepare(&v->kern, x, out, &bad->component, &bad->why);
+  return rag_kernel_prepare(&v->kern, x, out, &bad->component, &bad->why);
 }
 
 /* Room for `need` rows; a failure leaves the rows as they were (some blocks grown). */
@@ -263,7 +263,7 @@ int rag_vec_get(const rag_vec *v, const char *id, size_t idlen, float *out) {
   if (v->hk.split)
     (void)row_get(v, slot, out);
   else
-    rag_vec_decode(&v->kern, row_at(v, slot), v->scales ? v->scales[slot] : 1.0f, out);
+    rag_kernel_decode(&v->kern, row_at(v, slot), v->scales ? v->scales[slot] : 1.0f, out);
   return 1;
 }
 
@@ -314,7 +314,7 @@ static float score_slot(rag_vec *v, const float *q, size_t slot) {
 **           <= 2^-6 (|q||x| + |x|^2),  rounding <= g (|q| + |x|)^2
 ** plus an absolute term for subnormal components and underflow, then a
 ** relative margin of 2^-20 for the double arithmetic of the bound itself.
-** No sum overflows: rag_vec_prepare keeps components within 1e15, so every
+** No sum overflows: rag_kernel_prepare keeps components within 1e15, so every
 ** partial sum stays below 65536 (2e15)^2 < 2^118.
 */
 typedef struct bound {
@@ -409,7 +409,7 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
 
 /* The filter's slots, each once, into v->allow; their count in *na. */
 static int allowed(rag_vec *v, const rag_id_filter *f, size_t *na) {
-  size_t i, n = 0;
+  size_t i, n;
   if (f->n > v->acap) {
     uint32_t *a = (uint32_t *)rag_grow(v->allow, &v->acap, f->n, sizeof *a);
     if (a == NULL) return RAG_ENOMEM;
@@ -417,17 +417,12 @@ static int allowed(rag_vec *v, const rag_id_filter *f, size_t *na) {
   }
   if (v->ids.n > v->seencap) {
     size_t old = v->seencap;
-    unsigned char *s = (unsigned char *)rag_grow(v->seen, &v->seencap, v->ids.n, 1);
+    uint32_t *s = (uint32_t *)rag_grow(v->seen, &v->seencap, v->ids.n, sizeof *s);
     if (s == NULL) return RAG_ENOMEM;
-    memset(s + old, 0, v->seencap - old); /* marks are cleared after each use */
+    memset(s + old, 0, (v->seencap - old) * sizeof *s); /* marks are cleared after each use */
     v->seen = s;
   }
-  for (i = 0; i < f->n; i++) {
-    uint32_t s = rag_ids_find(&v->ids, f->ids[i], f->lens[i]);
-    if (s == RAG_IDS_NONE || v->seen[s]) continue;
-    v->seen[s] = 1;
-    v->allow[n++] = s;
-  }
+  n = rag_ids_mark(&v->ids, f, v->seen, 1, v->allow);
   for (i = 0; i < n; i++) v->seen[v->allow[i]] = 0;
   *na = n;
   return RAG_OK;
@@ -514,7 +509,7 @@ size_t rag_vec_memory(const rag_vec *v) {
          (v->scales ? v->cap * sizeof(float) : 0) + v->o.dim * sizeof(float) +
          v->rowcap * sizeof(float) + v->lbcap * sizeof(double) + v->ccap * sizeof(cand) +
          v->qscap * sizeof(float) + v->bufcap * sizeof(float) + v->hcap * sizeof(rag_hit) +
-         v->acap * sizeof(uint32_t) + v->seencap;
+         v->acap * sizeof(uint32_t) + v->seencap * sizeof(uint32_t);
 }
 
 /* {====== Saving and loading ======} */
@@ -550,7 +545,7 @@ static void write_index(const void *obj, rag_writer *w) {
     for (i = 0; i < n; i++)
       for (j = 0; j < d; j += m) {
         m = d - j < 256 ? d - j : 256;
-        rag_f32_join(hi_at(v, i) + j, lo_at(v, i) + j, m, buf);
+        rag_kernel_f32_join(hi_at(v, i) + j, lo_at(v, i) + j, m, buf);
         rag_w_put(w, buf, m * sizeof *buf);
       }
   } else {
@@ -573,86 +568,91 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
 /* Rows [0, n) are sound; f32 rows carry their norms (checked in v->row). */
 static int rows_ok(rag_vec *v, size_t n) {
   size_t i;
-  if (!v->hk.split) return rag_rows_ok(&v->kern, v->rows, v->scales, n);
+  if (!v->hk.split) return rag_kernel_rows_ok(&v->kern, v->rows, v->scales, n);
   for (i = 0; i < n; i++) {
     const float *x = (const float *)row_get(v, i, v->row);
-    if (!rag_rows_ok(&v->kern, x, NULL, 1) || v->norms[i] != norm_up(x, v->o.dim)) return 0;
+    if (!rag_kernel_rows_ok(&v->kern, x, NULL, 1) || v->norms[i] != norm_up(x, v->o.dim)) return 0;
   }
   return 1;
 }
 
-#define CORRUPT(msg)     \
-  do {                   \
-    *why = (msg);        \
-    rc = RAG_ECORRUPT;   \
-    goto done;           \
-  } while (0)
-
-int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char **why) {
-  static const char tags[NSECTIONS][5] = {"PARM", "IDS ", "ROWS", "SCAL"};
-  rag_reader sec[NSECTIONS], r;
-  rag_vec_opts o;
-  rag_vec *v = NULL;
-  uint64_t dim, count, i, bytes = 0;
+/* PARM: the index's options. */
+static int read_params(rag_reader r, rag_vec_opts *o, const char **why) {
+  uint64_t dim;
   unsigned metric, dtype;
-  uint32_t version;
-  int rc;
-  *out = NULL;
-  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
-                     "not a vector index (bad magic)", why);
-  if (rc != RAG_OK) return rc;
-  r = sec[0];
   if (!rag_r_uint(&r, 4, &dim) || !rag_r_u8(&r, &metric) || !rag_r_u8(&r, &dtype) ||
       r.p != r.e || dim < 1 || dim > RAG_VEC_MAX_DIM || metric >= RAG_NMETRICS ||
-      dtype >= RAG_NDTYPES) {
-    *why = "bad parameters";
-    return RAG_ECORRUPT;
-  }
-  memset(&o, 0, sizeof o);
-  o.dim = (size_t)dim;
-  o.metric = (rag_metric)metric;
-  o.dtype = (rag_dtype)dtype;
-  if ((rc = rag_vec_new(&o, &v)) != RAG_OK) return rc;
-  r = sec[1];
+      dtype >= RAG_NDTYPES)
+    return rag_corrupt(why, "bad parameters");
+  memset(o, 0, sizeof *o);
+  o->dim = (size_t)dim;
+  o->metric = (rag_metric)metric;
+  o->dtype = (rag_dtype)dtype;
+  return RAG_OK;
+}
+
+/* IDS: every id, once; ROWS and SCAL are as long as the id count says. */
+static int read_ids(rag_vec *v, const rag_reader *sec, const char **why) {
+  rag_reader r = sec[1];
+  uint64_t count, i, bytes = 0;
+  int rc;
   if (!rag_r_varint(&r, &count) || count > (uint64_t)(r.e - r.p) || count > RAG_IDS_MAX)
-    CORRUPT("bad id count");
+    return rag_corrupt(why, "bad id count");
   if (count * v->kern.rowbytes != (uint64_t)(sec[2].e - sec[2].p) ||
-      (uint64_t)(sec[3].e - sec[3].p) != (dtype == RAG_I8 ? count * 4 : 0))
-    CORRUPT("row section size disagrees with the id count");
+      (uint64_t)(sec[3].e - sec[3].p) != (v->o.dtype == RAG_I8 ? count * 4 : 0))
+    return rag_corrupt(why, "row section size disagrees with the id count");
   for (i = 0; i < count; i++) { /* the id bytes, to reserve once */
     const char *s;
     size_t l;
-    if (!rag_r_str(&r, &s, &l)) CORRUPT("bad id");
+    if (!rag_r_str(&r, &s, &l)) return rag_corrupt(why, "bad id");
     bytes += l;
   }
-  if (r.p != r.e) CORRUPT("bad id section");
+  if (r.p != r.e) return rag_corrupt(why, "bad id section");
   if ((rc = rag_ids_reserve(&v->ids, (size_t)count, (size_t)bytes)) != RAG_OK ||
-      (rc = rows_fit(v, (size_t)count)) != RAG_OK) {
-    if (rc == RAG_ETOOBIG) CORRUPT("too many ids");
-    goto done;
-  }
+      (rc = rows_fit(v, (size_t)count)) != RAG_OK)
+    return rc == RAG_ETOOBIG ? rag_corrupt(why, "too many ids") : rc;
   r = sec[1];
   (void)rag_r_varint(&r, &count);
   for (i = 0; i < count; i++) {
     const char *s;
     size_t l;
     (void)rag_r_str(&r, &s, &l);
-    if (rag_ids_find(&v->ids, s, l) != RAG_IDS_NONE) CORRUPT("duplicate id");
+    if (rag_ids_find(&v->ids, s, l) != RAG_IDS_NONE) return rag_corrupt(why, "duplicate id");
     rag_ids_push(&v->ids, s, l);
   }
+  return RAG_OK;
+}
+
+/* ROWS and SCAL, for the ids read: every row sound. */
+static int read_rows(rag_vec *v, const rag_reader *sec, const char **why) {
+  size_t count = v->ids.n, i;
   if (v->hk.split) { /* each row checked, then split */
     for (i = 0; i < count; i++) {
       memcpy(v->row, sec[2].p + i * v->kern.rowbytes, v->kern.rowbytes);
-      if (!rag_rows_ok(&v->kern, v->row, NULL, 1)) CORRUPT("bad component");
-      row_put(v, (size_t)i, v->row);
+      if (!rag_kernel_rows_ok(&v->kern, v->row, NULL, 1)) return rag_corrupt(why, "bad component");
+      row_put(v, i, v->row);
     }
-  } else {
-    if (count > 0) memcpy(v->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
-    if (v->scales != NULL && count > 0) memcpy(v->scales, sec[3].p, (size_t)count * 4);
-    if (!rows_ok(v, (size_t)count)) CORRUPT("bad component");
+    return RAG_OK;
   }
-  rc = RAG_OK;
-done:
+  if (count > 0) memcpy(v->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
+  if (v->scales != NULL && count > 0) memcpy(v->scales, sec[3].p, count * 4);
+  return rows_ok(v, count) ? RAG_OK : rag_corrupt(why, "bad component");
+}
+
+int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char **why) {
+  static const char tags[NSECTIONS][5] = {"PARM", "IDS ", "ROWS", "SCAL"};
+  rag_reader sec[NSECTIONS];
+  rag_vec_opts o;
+  rag_vec *v = NULL;
+  uint32_t version;
+  int rc;
+  *out = NULL;
+  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
+                     "not a vector index (bad magic)", why);
+  if (rc == RAG_OK) rc = read_params(sec[0], &o, why);
+  if (rc == RAG_OK) rc = rag_vec_new(&o, &v);
+  if (rc == RAG_OK) rc = read_ids(v, sec, why);
+  if (rc == RAG_OK) rc = read_rows(v, sec, why);
   if (rc != RAG_OK) {
     rag_vec_free(v);
     return rc;
@@ -661,17 +661,13 @@ done:
   return RAG_OK;
 }
 
+static int load_mem(const unsigned char *p, size_t n, void *out, const char **why) {
+  return rag_vec_load_mem(p, n, (rag_vec **)out, why);
+}
+
 int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err) {
-  unsigned char *buf;
-  size_t n;
-  int rc;
   *out = NULL;
-  *why = "";
-  rc = rag_file_read(path, &buf, &n, err);
-  if (rc != RAG_OK) return rc;
-  rc = rag_vec_load_mem(buf, n, out, why);
-  rag_free(buf);
-  return rc;
+  return rag_file_load(path, load_mem, out, why, err);
 }
 
 int rag_vec_check(rag_vec *v) {

@@ -1,7 +1,7 @@
 /*
 ** rag_vec.h: the exact vector index. Rows sit in one contiguous block in
 ** insertion order (a removal moves the last row into the hole), so a
-** search is one pass over memory with the SIMD kernels of rag_dist.h. f32
+** search is one pass over memory with the SIMD kernels of rag_kernel.h. f32
 ** rows are split in two planes, their high and low 16 bits: a search reads
 ** the high plane, half the bytes, and scores exactly only the rows that a
 ** proven error bound cannot rule out, so its hits are the exact ones.
@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "rag.h"
-#include "rag_dist.h"
 #include "rag_ids.h"
+#include "rag_kernel.h"
 
 typedef struct rag_vec rag_vec;
 

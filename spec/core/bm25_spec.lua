@@ -426,6 +426,10 @@ describe("rag.bm25 stats", function()
 end)
 
 describe("rag.bm25 persistence", function()
+  it("refuses a directory, a device and a FIFO at once, with code io", function()
+    helpers.rejects_irregular(bm25.load, "rag.bm25.load")
+  end)
+
   it("round-trips: identical results, stats and later changes", function()
     local docs = corpus(31, 300)
     local b = build(docs, { variant = "bm25l", k1 = 1.7, b = 0.6,

@@ -355,6 +355,10 @@ describe("rag.hnsw misuse", function()
 end)
 
 describe("rag.hnsw persistence", function()
+  it("refuses a directory, a device and a FIFO at once, with code io", function()
+    helpers.rejects_irregular(hnsw.load, "rag.hnsw.load")
+  end)
+
   it("round-trips with tombstones: same results, same bytes, same later growth", function()
     local opts = { dim = DIM, metric = "l2", dtype = "f16", M = 8, seed = 3 }
     local a = build(opts, VS, 2501)

@@ -360,6 +360,10 @@ describe("rag.vec refused vectors", function()
 end)
 
 describe("rag.vec persistence", function()
+  it("refuses a directory, a device and a FIFO at once, with code io", function()
+    helpers.rejects_irregular(vec.load, "rag.vec.load")
+  end)
+
   it("round-trips every metric and dtype: same results, same bytes", function()
     local vs = data.random(8, 80, 13)
     for _, metric in ipairs(METRICS) do

@@ -1,5 +1,5 @@
 /*
-** rag_dist.h: how the vector indexes store a vector and score a query
+** rag_kernel.h: how the vector indexes store a vector and score a query
 ** against it. A row is the stored form of one vector: f32, f16 (IEEE half)
 ** or i8 (symmetric 8-bit with a per-row scale). Queries stay f32, so every
 ** score is asymmetric: exact query, stored row. Scores are higher-is-better:
@@ -7,8 +7,8 @@
 ** negated squared Euclidean distance for "l2". Kernels are chosen once per
 ** index: AVX2 with FMA and F16C where the CPU has them, else portable C.
 */
-#ifndef RAG_DIST_H
-#define RAG_DIST_H
+#ifndef RAG_KERNEL_H
+#define RAG_KERNEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,23 +22,23 @@ typedef enum rag_dtype { RAG_F32 = 0, RAG_F16, RAG_I8, RAG_NDTYPES } rag_dtype;
 
 /* Scores query q against `n` rows of `dim` components at `rows` (stride
 ** rowbytes), with their scales (i8; NULL otherwise), into out[0..n). */
-typedef void (*rag_score_fn)(const float *q, const void *rows, const float *scales, size_t n,
-                             size_t dim, size_t rowbytes, float *out);
+typedef void (*rag_kernel_score_fn)(const float *q, const void *rows, const float *scales,
+                                    size_t n, size_t dim, size_t rowbytes, float *out);
 
 /* Scores one row (scale: its i8 scale, else 1). */
-typedef float (*rag_score1_fn)(const float *q, const void *row, size_t dim, float scale);
+typedef float (*rag_kernel_score1_fn)(const float *q, const void *row, size_t dim, float scale);
 
 /* Scores the m rows idx[0..m) of `rows` (stride rowbytes) into out[0..m). */
-typedef void (*rag_gather_fn)(const float *q, const void *rows, const float *scales,
-                              const uint32_t *idx, size_t m, size_t dim, size_t rowbytes,
-                              float *out);
+typedef void (*rag_kernel_gather_fn)(const float *q, const void *rows, const float *scales,
+                                     const uint32_t *idx, size_t m, size_t dim, size_t rowbytes,
+                                     float *out);
 
 typedef struct rag_kernel {
-  rag_score_fn score;
-  rag_score1_fn one;
-  rag_gather_fn gather; /* exact, as one */
-  rag_gather_fn approx; /* split rows: from the high halves alone; else gather */
-  rag_score_fn approx_rows; /* split rows: approx over runs of high halves; else NULL */
+  rag_kernel_score_fn score;
+  rag_kernel_score1_fn one;
+  rag_kernel_gather_fn gather; /* exact, as one */
+  rag_kernel_gather_fn approx; /* split rows: from the high halves alone; else gather */
+  rag_kernel_score_fn approx_rows; /* split rows: approx over runs of high halves; else NULL */
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;
@@ -77,24 +77,24 @@ static inline float rag_kernel_score1(const rag_kernel *k, const float *q, const
 ** the vector is zero) and *why "nan", "inf" or "zero" (or "range" when a
 ** component does not fit f16).
 */
-int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad,
-                    const char **why);
+int rag_kernel_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad,
+                       const char **why);
 
 /* Stores a prepared vector as a row; *scale gets the i8 scale (1 otherwise). */
-void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale);
+void rag_kernel_encode(const rag_kernel *k, const float *v, void *row, float *scale);
 
 /* A row back to floats (exact for f32 and f16; the dequantised i8 values). */
-void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out);
+void rag_kernel_decode(const rag_kernel *k, const void *row, float scale, float *out);
 
 /* f32 components to and from their high and low 16 bits (split rows, rag_vec's planes). */
-void rag_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo);
-void rag_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out);
+void rag_kernel_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo);
+void rag_kernel_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out);
 
 /* 1 when n stored rows are sound: f32 components finite and within 1e15,
 ** f16 components finite, i8 scales finite and above zero. */
-int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n);
+int rag_kernel_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n);
 
-uint16_t rag_f16_from_f32(float f); /* round to nearest even; overflow gives inf */
-float rag_f32_from_f16(uint16_t h);
+uint16_t rag_kernel_f16_from_f32(float f); /* round to nearest even; overflow gives inf */
+float rag_kernel_f32_from_f16(uint16_t h);
 
 #endif

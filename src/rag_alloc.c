@@ -1,6 +1,8 @@
 /*
-** rag.c: status strings, memory advice and, in RAG_TESTING builds, the
-** fault-injecting allocator behind rag_malloc/rag_realloc.
+** rag_alloc.c: the allocator seam and what goes with it: array growth,
+** cache-line aligned blocks, memory advice, in RAG_TESTING builds the
+** fault-injecting allocator behind rag_malloc/rag_realloc; and the status
+** strings of rag.h.
 */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE */

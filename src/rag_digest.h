@@ -1,26 +1,26 @@
 /*
-** rag_hash.h: content hashes for caches and dedup, computed by OpenSSL's
+** rag_digest.h: content hashes for caches and dedup, computed by OpenSSL's
 ** libcrypto rather than by hand, and the CRC-32 that guards saved files.
 */
-#ifndef RAG_HASH_H
-#define RAG_HASH_H
+#ifndef RAG_DIGEST_H
+#define RAG_DIGEST_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define RAG_SHA256_LEN 32
+#define RAG_DIGEST_SHA256_LEN 32
 
 /*
 ** SHA-256 of `len` bytes at `data` (borrowed) into `out` (caller's 32
 ** bytes). Returns RAG_OK, or RAG_ENOMEM when libcrypto fails.
 */
-int rag_hash_sha256(const void *data, size_t len, unsigned char out[RAG_SHA256_LEN]);
+int rag_digest_sha256(const void *data, size_t len, unsigned char out[RAG_DIGEST_SHA256_LEN]);
 
 /*
 ** Extends `crc` (0 to start) with the CRC-32 of `len` bytes at `data`: the
 ** ISO-HDLC polynomial of zlib, gzip and PNG, so crc32("123456789") is
 ** 0xcbf43926. Pure: no state between calls.
 */
-uint32_t rag_crc32(uint32_t crc, const void *data, size_t len);
+uint32_t rag_digest_crc32(uint32_t crc, const void *data, size_t len);
 
 #endif

@@ -1,9 +1,9 @@
 /*
-** rag_dist.c: vector preparation, row encodings and the scoring kernels,
+** rag_kernel.c: vector preparation, row encodings and the scoring kernels,
 ** portable C and AVX2/FMA/F16C chosen at run time (GCC and Clang's target
 ** attribute, so the rest of the library stays baseline x86-64).
 */
-#include "rag_dist.h"
+#include "rag_kernel.h"
 
 #include <math.h>
 #include <string.h>
@@ -18,7 +18,7 @@
 
 /* {====== Half precision ======} */
 
-uint16_t rag_f16_from_f32(float f) {
+uint16_t rag_kernel_f16_from_f32(float f) {
   uint32_t x, sign, ax, h, rem;
   memcpy(&x, &f, sizeof x);
   sign = (x >> 16) & 0x8000u;
@@ -36,7 +36,7 @@ uint16_t rag_f16_from_f32(float f) {
   return (uint16_t)(sign | h);
 }
 
-float rag_f32_from_f16(uint16_t h) {
+float rag_kernel_f32_from_f16(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
   float f;
   if (e == 0) {
@@ -84,7 +84,7 @@ static float l2_f32(const float *q, const float *x, size_t d) {
 static float dot_f16(const float *q, const uint16_t *x, size_t d) {
   float a = 0;
   size_t i;
-  for (i = 0; i < d; i++) a += q[i] * rag_f32_from_f16(x[i]);
+  for (i = 0; i < d; i++) a += q[i] * rag_kernel_f32_from_f16(x[i]);
   return a;
 }
 
@@ -92,7 +92,7 @@ static float l2_f16(const float *q, const uint16_t *x, size_t d) {
   float a = 0;
   size_t i;
   for (i = 0; i < d; i++) {
-    float t = q[i] - rag_f32_from_f16(x[i]);
+    float t = q[i] - rag_kernel_f32_from_f16(x[i]);
     a += t * t;
   }
   return -a;
@@ -300,9 +300,9 @@ AVX static inline __m256 load_i8(const int8_t *x) {
 
 AVX_KERNEL(v_dot_f32, float, LOADF, DOT_STEP, SAME, t += q[i] * x[i])
 AVX_KERNEL(v_l2_f32, float, LOADF, L2_STEP, NEG, { float e = q[i] - x[i]; t += e * e; })
-AVX_KERNEL(v_dot_f16, uint16_t, load_f16, DOT_STEP, SAME, t += q[i] * rag_f32_from_f16(x[i]))
+AVX_KERNEL(v_dot_f16, uint16_t, load_f16, DOT_STEP, SAME, t += q[i] * rag_kernel_f32_from_f16(x[i]))
 AVX_KERNEL(v_l2_f16, uint16_t, load_f16, L2_STEP, NEG,
-           { float e = q[i] - rag_f32_from_f16(x[i]); t += e * e; })
+           { float e = q[i] - rag_kernel_f32_from_f16(x[i]); t += e * e; })
 AVX_KERNEL(v_dot_i8, int8_t, load_i8, DOT_STEP, TIMES_S, t += q[i] * (float)x[i])
 AVX_KERNEL(v_l2_i8, int8_t, load_i8, L2I8_STEP, NEG, { float e = q[i] - s * (float)x[i]; t += e * e; })
 
@@ -496,7 +496,7 @@ static int cpu_has_avx512(void) {
 
 void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
                      int portable) {
-  static const rag_score_fn plain[RAG_NDTYPES][2] = {
+  static const rag_kernel_score_fn plain[RAG_NDTYPES][2] = {
       {p_dot_f32, p_l2_f32}, {p_dot_f16, p_l2_f16}, {p_dot_i8, p_l2_i8}};
   static const size_t width[RAG_NDTYPES] = {4, 2, 1};
   int l2 = metric == RAG_L2;
@@ -504,9 +504,9 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->metric = metric;
   k->dim = dim;
   k->rowbytes = dim * width[dtype];
-  static const rag_score1_fn plain1[RAG_NDTYPES][2] = {
+  static const rag_kernel_score1_fn plain1[RAG_NDTYPES][2] = {
       {o_dot_f32, o_l2_f32}, {o_dot_f16, o_l2_f16}, {o_dot_i8, o_l2_i8}};
-  static const rag_gather_fn plaing[RAG_NDTYPES][2] = {
+  static const rag_kernel_gather_fn plaing[RAG_NDTYPES][2] = {
       {g_dot_f32, g_l2_f32}, {g_dot_f16, g_l2_f16}, {g_dot_i8, g_l2_i8}};
   k->score = plain[dtype][l2];
   k->one = plain1[dtype][l2];
@@ -516,11 +516,11 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->split = 0;
 #ifdef RAG_X86
   if (!portable && cpu_has_avx2()) {
-    static const rag_score_fn fast[RAG_NDTYPES][2] = {
+    static const rag_kernel_score_fn fast[RAG_NDTYPES][2] = {
         {a_dot_f32, a_l2_f32}, {a_dot_f16, a_l2_f16}, {a_dot_i8, a_l2_i8}};
-    static const rag_score1_fn fast1[RAG_NDTYPES][2] = {
+    static const rag_kernel_score1_fn fast1[RAG_NDTYPES][2] = {
         {b_dot_f32, b_l2_f32}, {b_dot_f16, b_l2_f16}, {b_dot_i8, b_l2_i8}};
-    static const rag_gather_fn fastg[RAG_NDTYPES][2] = {
+    static const rag_kernel_gather_fn fastg[RAG_NDTYPES][2] = {
         {c_dot_f32, c_l2_f32}, {c_dot_f16, c_l2_f16}, {c_dot_i8, c_l2_i8}};
     k->score = fast[dtype][l2];
     k->one = fast1[dtype][l2];
@@ -557,8 +557,8 @@ void rag_kernel_split(rag_kernel *k) {
 #endif
 }
 
-int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad,
-                    const char **why) {
+int rag_kernel_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad,
+                       const char **why) {
   double ss = 0;
   size_t i;
   for (i = 0; i < k->dim; i++) {
@@ -584,7 +584,7 @@ int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad
   }
   if (k->dtype == RAG_F16)
     for (i = 0; i < k->dim; i++)
-      if (fabsf(out[i]) > 65504.0f && (rag_f16_from_f32(out[i]) & 0x7fffu) == 0x7c00u) {
+      if (fabsf(out[i]) > 65504.0f && (rag_kernel_f16_from_f32(out[i]) & 0x7fffu) == 0x7c00u) {
         *bad = i;
         *why = "range";
         return RAG_EINVAL;
@@ -592,16 +592,16 @@ int rag_vec_prepare(const rag_kernel *k, const float *v, float *out, size_t *bad
   return RAG_OK;
 }
 
-void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale) {
+void rag_kernel_encode(const rag_kernel *k, const float *v, void *row, float *scale) {
   size_t i, d = k->dim;
   *scale = 1.0f;
   if (k->split) {
-    rag_f32_split(v, d, (uint16_t *)row, (uint16_t *)row + d);
+    rag_kernel_f32_split(v, d, (uint16_t *)row, (uint16_t *)row + d);
   } else if (k->dtype == RAG_F32) {
     memcpy(row, v, d * sizeof *v);
   } else if (k->dtype == RAG_F16) {
     uint16_t *h = (uint16_t *)row;
-    for (i = 0; i < d; i++) h[i] = rag_f16_from_f32(v[i]);
+    for (i = 0; i < d; i++) h[i] = rag_kernel_f16_from_f32(v[i]);
   } else {
     int8_t *c = (int8_t *)row;
     float m = 0;
@@ -615,22 +615,22 @@ void rag_vec_encode(const rag_kernel *k, const float *v, void *row, float *scale
   }
 }
 
-void rag_vec_decode(const rag_kernel *k, const void *row, float scale, float *out) {
+void rag_kernel_decode(const rag_kernel *k, const void *row, float scale, float *out) {
   size_t i, d = k->dim;
   if (k->split) {
-    rag_f32_join((const uint16_t *)row, (const uint16_t *)row + d, d, out);
+    rag_kernel_f32_join((const uint16_t *)row, (const uint16_t *)row + d, d, out);
   } else if (k->dtype == RAG_F32) {
     memcpy(out, row, d * sizeof *out);
   } else if (k->dtype == RAG_F16) {
     const uint16_t *h = (const uint16_t *)row;
-    for (i = 0; i < d; i++) out[i] = rag_f32_from_f16(h[i]);
+    for (i = 0; i < d; i++) out[i] = rag_kernel_f32_from_f16(h[i]);
   } else {
     const int8_t *c = (const int8_t *)row;
     for (i = 0; i < d; i++) out[i] = scale * (float)c[i];
   }
 }
 
-void rag_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo) {
+void rag_kernel_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo) {
   size_t i;
   for (i = 0; i < n; i++) {
     uint32_t u;
@@ -640,12 +640,12 @@ void rag_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo) {
   }
 }
 
-void rag_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out) {
+void rag_kernel_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out) {
   size_t i;
   for (i = 0; i < n; i++) out[i] = join(hi[i], lo[i]);
 }
 
-int rag_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n) {
+int rag_kernel_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n) {
   size_t i, m = n * k->dim;
   if (k->split) {
     const uint16_t *x = (const uint16_t *)rows;

@@ -1,16 +1,16 @@
 /*
-** rag_hash.c: SHA-256 (FIPS 180-4) through OpenSSL's EVP one-shot digest,
+** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's EVP one-shot digest,
 ** which is thread-safe and keeps no state between calls; CRC-32 by table.
 */
-#include "rag_hash.h"
+#include "rag_digest.h"
 
 #include <openssl/evp.h>
 
 #include "rag.h"
 
-int rag_hash_sha256(const void *data, size_t len, unsigned char out[RAG_SHA256_LEN]) {
+int rag_digest_sha256(const void *data, size_t len, unsigned char out[RAG_DIGEST_SHA256_LEN]) {
   unsigned int n = 0;
-  if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != RAG_SHA256_LEN)
+  if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != RAG_DIGEST_SHA256_LEN)
     return RAG_ENOMEM;
   return RAG_OK;
 }
@@ -63,7 +63,7 @@ static const uint32_t crc_table[256] = {
 
 };
 
-uint32_t rag_crc32(uint32_t crc, const void *data, size_t len) {
+uint32_t rag_digest_crc32(uint32_t crc, const void *data, size_t len) {
   const unsigned char *p = (const unsigned char *)data;
   crc = ~crc;
   while (len--) crc = crc_table[(crc ^ *p++) & 0xffu] ^ (crc >> 8);

@@ -1,0 +1,68 @@
+/*
+** rag_probe.h: linear probing, the one walk of the core's open-addressing
+** tables. A table has a power of two of cells (mask = cells - 1) and is
+** kept at most half full, so every walk meets an empty cell; a key of hash
+** h is looked for from cell h & mask on, wrapping. Header only, so that the
+** walk and its callbacks inline into each lookup.
+*/
+#ifndef RAG_PROBE_H
+#define RAG_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Whether a walk stops at `cell`: it is empty or holds what is sought. */
+typedef int (*rag_probe_fn)(const void *ud, size_t cell);
+
+/* The first cell from h's home on at which stop(ud, cell) holds. */
+static inline size_t rag_probe(size_t mask, uint32_t h, rag_probe_fn stop, const void *ud) {
+  size_t i = h & mask;
+  while (!stop(ud, i)) i = (i + 1) & mask;
+  return i;
+}
+
+/*
+** Most tables are uint32_t cells holding an entry number + 1 (0: empty),
+** keyed by byte strings whose hashes the entries keep. keyof gives entry
+** e's key: its bytes (*len of them) and their hash.
+*/
+typedef const void *(*rag_probe_key_fn)(const void *ud, uint32_t e, size_t *len, uint32_t *hash);
+
+typedef struct rag_probe_key {
+  const uint32_t *cells;
+  const void *s; /* the key sought: n bytes, hash h */
+  size_t n;
+  uint32_t h;
+  rag_probe_key_fn keyof;
+  const void *ud;
+} rag_probe_key;
+
+static inline int rag_probe_at_key(const void *ud, size_t cell) {
+  const rag_probe_key *k = (const rag_probe_key *)ud;
+  uint32_t v = k->cells[cell], h;
+  size_t len;
+  const void *s;
+  if (v == 0) return 1;
+  s = k->keyof(k->ud, v - 1, &len, &h);
+  return h == k->h && len == k->n && memcmp(s, k->s, len) == 0;
+}
+
+/* The cell holding the key of n bytes at s, whose hash is h, or the empty
+** cell where it would go. */
+static inline size_t rag_probe_find(const uint32_t *cells, size_t mask, const void *s, size_t n,
+                                    uint32_t h, rag_probe_key_fn keyof, const void *ud) {
+  rag_probe_key k = {.cells = cells, .s = s, .n = n, .h = h, .keyof = keyof, .ud = ud};
+  return rag_probe(mask, h, rag_probe_at_key, &k);
+}
+
+/* The first cell from h's home on that holds v: with v = 0, the empty cell
+** where a new entry of hash h goes (inserts, rebuilds); else the cell of
+** entry v - 1, which must be there. */
+static inline size_t rag_probe_holding(const uint32_t *cells, size_t mask, uint32_t h, uint32_t v) {
+  size_t i = h & mask;
+  while (cells[i] != v) i = (i + 1) & mask;
+  return i;
+}
+
+#endif
