@@ -98,49 +98,43 @@ static void bad_option(lua_State *L, const char *fname, const char *key, const c
   luaL_error(L, "%s: option '%s' must be %s, got %s", fname, key, what, luaL_typename(L, -1));
 }
 
-/* Raises "fname: option 'key' must be [<what>] in [lo, hi]" (or >= lo, <= hi). */
-static int out_of_range(lua_State *L, const char *fname, const char *key, const char *what,
-                        lua_Number lo, lua_Number hi) {
-  char a[32], b[32]; /* lua_pushfstring has no %g */
+/*
+** opts[key] as a number in [lo, hi], integral when `integer`; `def` when
+** absent. Raises "fname: option 'key' must be [an integer] in [lo, hi]" (or
+** >= lo, <= hi; bounds printed with snprintf: lua_pushfstring has no %g).
+*/
+static lua_Number opt_range(lua_State *L, int idx, const char *fname, const char *key,
+                            lua_Number def, lua_Number lo, lua_Number hi, int integer) {
+  const char *what = integer ? "an integer" : "a number", *sep = integer ? " " : "";
+  char a[32], b[32];
+  lua_Number v;
+  if (!get_option(L, idx, key)) {
+    lua_pop(L, 1);
+    return def;
+  }
+  if (lua_type(L, -1) != LUA_TNUMBER) bad_option(L, fname, key, what);
+  v = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  if (v >= lo && v <= hi && (!integer || v == floor(v))) return v;
   snprintf(a, sizeof a, "%.15g", (double)lo);
   snprintf(b, sizeof b, "%.15g", (double)hi);
-  what = what != NULL ? what : "a number";
   if (lo == -HUGE_VAL && hi == HUGE_VAL)
     return luaL_error(L, "%s: option '%s' must be %s, not NaN", fname, key, what);
   if (hi == HUGE_VAL || hi >= 9007199254740992.0)
     return luaL_error(L, "%s: option '%s' must be %s >= %s", fname, key, what, a);
   if (lo == -HUGE_VAL) return luaL_error(L, "%s: option '%s' must be %s <= %s", fname, key, what, b);
-  if (strcmp(what, "a number") == 0)
-    return luaL_error(L, "%s: option '%s' must be in [%s, %s]", fname, key, a, b);
-  return luaL_error(L, "%s: option '%s' must be %s in [%s, %s]", fname, key, what, a, b);
+  if (!integer) what = ""; /* "must be in [0, 1]" reads better than "a number in" */
+  return luaL_error(L, "%s: option '%s' must be %s%sin [%s, %s]", fname, key, what, sep, a, b);
 }
 
 lua_Integer lrag_optinteger(lua_State *L, int idx, const char *fname, const char *key,
                             lua_Integer def, lua_Number lo, lua_Number hi) {
-  lua_Number v;
-  if (!get_option(L, idx, key)) {
-    lua_pop(L, 1);
-    return def;
-  }
-  if (lua_type(L, -1) != LUA_TNUMBER) bad_option(L, fname, key, "an integer");
-  v = lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  if (v >= lo && v <= hi && v == floor(v)) return (lua_Integer)v;
-  return out_of_range(L, fname, key, "an integer", lo, hi);
+  return (lua_Integer)opt_range(L, idx, fname, key, (lua_Number)def, lo, hi, 1);
 }
 
 lua_Number lrag_optnumber(lua_State *L, int idx, const char *fname, const char *key,
                           lua_Number def, lua_Number lo, lua_Number hi) {
-  lua_Number v;
-  if (!get_option(L, idx, key)) {
-    lua_pop(L, 1);
-    return def;
-  }
-  if (lua_type(L, -1) != LUA_TNUMBER) bad_option(L, fname, key, "a number");
-  v = lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  if (v >= lo && v <= hi) return v;
-  return out_of_range(L, fname, key, NULL, lo, hi);
+  return opt_range(L, idx, fname, key, def, lo, hi, 0);
 }
 
 int lrag_optboolean(lua_State *L, int idx, const char *fname, const char *key, int def) {
