@@ -36,6 +36,14 @@ end
 
 local ENCODINGS = { cl100k_base = true, o200k_base = true, approx = true }
 
+-- The value of a call that returns value | nil, msg, code; stops with status 1 on failure.
+local function must(value, msg)
+  if value == nil and msg then
+    stop(1, msg)
+  end
+  return value
+end
+
 local function read_input(path)
   local f, err
   if path == nil or path == "-" then
@@ -81,11 +89,7 @@ local COMMANDS = {
     synopsis = "rag json [FILE]",
     nargs = 1,
     run = function(_, args)
-      local value, msg = rag.json.decode(read_input(args[1]))
-      if value == nil and msg then
-        stop(1, msg)
-      end
-      print(rag.json.encode(value))
+      print(rag.json.encode(must(rag.json.decode(read_input(args[1])))))
     end,
   },
   tokens = {
@@ -99,30 +103,16 @@ local COMMANDS = {
       end
     end,
     run = function(opts, args)
-      local enc, tok, err = opts.encoding or "cl100k_base"
-      if enc == "approx" then
-        tok = rag.tokenizer.approx()
-      else
-        tok, err = rag.tokenizer.get(enc)
-        if not tok then
-          stop(1, err)
-        end
-      end
-      local n, msg = tok:count(read_input(args[1]))
-      if not n then
-        stop(1, msg)
-      end
-      print(n)
+      local enc = opts.encoding or "cl100k_base"
+      local tok = enc == "approx" and rag.tokenizer.approx() or must(rag.tokenizer.get(enc))
+      print(must(tok:count(read_input(args[1]))))
     end,
   },
   sentences = {
     synopsis = "rag sentences [FILE]",
     nargs = 1,
     run = function(_, args)
-      local list, msg = rag.text.sentences(read_input(args[1]))
-      if not list then
-        stop(1, msg)
-      end
+      local list = must(rag.text.sentences(read_input(args[1])))
       for _, s in ipairs(list) do
         print(("%d\t%d\t%s"):format(s.start, s.stop, (s.text:gsub("%s+", " "))))
       end
