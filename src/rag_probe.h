@@ -29,31 +29,20 @@ static inline size_t rag_probe(size_t mask, uint32_t h, rag_probe_fn stop, const
 */
 typedef const void *(*rag_probe_key_fn)(const void *ud, uint32_t e, size_t *len, uint32_t *hash);
 
-typedef struct rag_probe_key {
-  const uint32_t *cells;
-  const void *s; /* the key sought: n bytes, hash h */
-  size_t n;
-  uint32_t h;
-  rag_probe_key_fn keyof;
-  const void *ud;
-} rag_probe_key;
-
-static inline int rag_probe_at_key(const void *ud, size_t cell) {
-  const rag_probe_key *k = (const rag_probe_key *)ud;
-  uint32_t v = k->cells[cell], h;
-  size_t len;
-  const void *s;
-  if (v == 0) return 1;
-  s = k->keyof(k->ud, v - 1, &len, &h);
-  return h == k->h && len == k->n && memcmp(s, k->s, len) == 0;
-}
-
 /* The cell holding the key of n bytes at s, whose hash is h, or the empty
-** cell where it would go. */
+** cell where it would go. (The walk of rag_probe, written out so that keyof
+** inlines as well.) */
 static inline size_t rag_probe_find(const uint32_t *cells, size_t mask, const void *s, size_t n,
                                     uint32_t h, rag_probe_key_fn keyof, const void *ud) {
-  rag_probe_key k = {.cells = cells, .s = s, .n = n, .h = h, .keyof = keyof, .ud = ud};
-  return rag_probe(mask, h, rag_probe_at_key, &k);
+  size_t i = h & mask;
+  for (;; i = (i + 1) & mask) {
+    uint32_t v = cells[i], eh;
+    size_t len;
+    const void *e;
+    if (v == 0) return i;
+    e = keyof(ud, v - 1, &len, &eh);
+    if (eh == h && len == n && memcmp(e, s, n) == 0) return i;
+  }
 }
 
 /* The first cell from h's home on that holds v: with v = 0, the empty cell
