@@ -53,10 +53,10 @@ struct rag_hashing {
   rag_hashing_opts o;
   uint64_t start[4]; /* FNV state after the seed and each domain byte */
   double w[4][2];    /* each domain's weight, + and - */
-  double *acc;       /* dim signed sums; all 0 between calls (cleared via seen) */
-  uint64_t *seen;    /* a bit per bucket touched by this text; all 0 between calls */
   int32_t *cps;      /* scratch: the folded text */
   size_t ncps;       /* its capacity */
+  uint64_t *seen;    /* a bit per bucket touched by this text; all 0 between calls */
+  double acc[];      /* dim signed sums, then seen's words; all 0 between calls */
 };
 
 /* {====== Hashing ======} */
@@ -258,24 +258,19 @@ static int weight_ok(double w) {
 int rag_hashing_new(const rag_hashing_opts *o, rag_hashing **out) {
   rag_hashing *p;
   unsigned d, i;
+  size_t size;
   *out = NULL;
   if (o->dim < 1 || o->dim > RAG_HASHING_DIM_MAX || (!o->words && !o->ngrams) ||
       o->ngram_min < 1 || o->ngram_min > o->ngram_max || o->ngram_max > RAG_HASHING_NGRAM_MAX ||
       !weight_ok(o->word_weight) || !weight_ok(o->ngram_weight) ||
       (o->tf != RAG_HASHING_TF_SQRT && o->tf != RAG_HASHING_TF_RAW))
     return RAG_EINVAL;
-  if ((p = (rag_hashing *)rag_malloc(sizeof *p)) == NULL) return RAG_ENOMEM;
+  /* the fixed-size scratch shares the object's allocation: one block to free */
+  size = sizeof *p + o->dim * sizeof(double) + (o->dim + 63) / 64 * sizeof(uint64_t);
+  if ((p = (rag_hashing *)rag_malloc(size)) == NULL) return RAG_ENOMEM;
+  memset(p, 0, size);
   p->o = *o;
-  p->cps = NULL;
-  p->ncps = 0;
-  p->acc = (double *)rag_malloc(o->dim * sizeof *p->acc);
-  p->seen = (uint64_t *)rag_malloc((o->dim + 63) / 64 * sizeof *p->seen);
-  if (p->acc == NULL || p->seen == NULL) {
-    rag_hashing_free(p);
-    return RAG_ENOMEM;
-  }
-  memset(p->acc, 0, o->dim * sizeof *p->acc);
-  memset(p->seen, 0, (o->dim + 63) / 64 * sizeof *p->seen);
+  p->seen = (uint64_t *)(void *)(p->acc + o->dim);
   p->w[DOMAIN_WORD][0] = o->word_weight;
   p->w[DOMAIN_NGRAM][0] = o->ngram_weight;
   p->w[DOMAIN_EMPTY][0] = 1;
@@ -292,8 +287,6 @@ int rag_hashing_new(const rag_hashing_opts *o, rag_hashing **out) {
 
 void rag_hashing_free(rag_hashing *h) {
   if (h == NULL) return;
-  rag_free(h->acc);
-  rag_free(h->seen);
   rag_free(h->cps);
   rag_free(h);
 }

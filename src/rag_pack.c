@@ -977,9 +977,10 @@ static int result(ctx *c, const mbuf *fin, size_t total, rag_pack_result *out) {
   for (i = 0; i < c->nlive; i++) nused += c->pass[c->live[i]].nmembers;
   out->text = (char *)zalloc(fin->len + 1, 1);
   out->passages = (rag_pack_passage *)zalloc(c->nlive, sizeof(rag_pack_passage));
-  out->used = (size_t *)zalloc(nused, sizeof(size_t));
-  out->dropped = (size_t *)zalloc(c->n - nused, sizeof(size_t));
-  if (!out->text || !out->passages || !out->used || !out->dropped) return RAG_ENOMEM;
+  /* every item is used or dropped, never both: one array of n holds the two */
+  out->used = (size_t *)zalloc(c->n, sizeof(size_t));
+  if (!out->text || !out->passages || !out->used) return RAG_ENOMEM;
+  out->dropped = out->used + nused;
   if (fin->len > 0) memcpy(out->text, mb_at(fin, 0), fin->len);
   out->len = fin->len;
   out->tokens = total;
@@ -1054,7 +1055,6 @@ void rag_pack_result_free(rag_pack_result *r) {
   if (r == NULL) return;
   rag_free(r->text);
   rag_free(r->passages);
-  rag_free(r->used);
-  rag_free(r->dropped);
+  rag_free(r->used); /* dropped lives in the same block */
   memset(r, 0, sizeof *r);
 }

@@ -73,7 +73,8 @@ typedef struct rag_pack_result {
   size_t len, tokens;          /* tokens: the exact count of text */
   rag_pack_passage *passages;
   size_t npassages;
-  size_t *used, *dropped;      /* item indices: used in text order, dropped by rank */
+  size_t *used, *dropped;      /* item indices: used in text order, dropped by rank;
+                                  dropped points into used's block, freed with it */
   size_t nused, ndropped;
 } rag_pack_result;
 
