@@ -40,8 +40,9 @@ struct rag_tokenizer {
   uint64_t lens[(size_t)1 << LENS_BITS];
   uint64_t lens_long[256][2]; /* the same for 60 to 187 bytes (bit L-60), untagged */
   uint64_t triples[TRIPLE_WORDS]; /* a bit by the hash of each three-byte token */
-  uint64_t *slots;       /* hash >> 32 << 32 | rank + 1, 0 = empty; open addressing */
+  uint32_t *slots;       /* tag | rank + 1, 0 = empty; open addressing */
   uint32_t mask;         /* slots - 1 */
+  uint32_t tags;         /* the bits of a slot above rank + 1: bits of the hash */
   rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
   size_t nspecial;
 };
@@ -65,18 +66,19 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n) {
   return h;
 }
 
-/* The rank of the n bytes at p, or NO_RANK. Slots keep the high half of
-** the hash, so a miss seldom reads a token. */
+/* The rank of the n bytes at p, or NO_RANK. Slots keep some bits of the
+** hash beside the rank, so a miss seldom reads a token. */
 static uint32_t lookup(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  uint64_t h, e;
-  uint32_t i;
+  uint64_t h;
+  uint32_t i, e, tag;
   if (n > t->maxlen) return NO_RANK;
   h = hash_bytes(p, n);
   i = (uint32_t)h & t->mask;
+  tag = (uint32_t)(h >> 32) & t->tags;
   while ((e = t->slots[i]) != 0) {
-    if (e >> 32 == h >> 32) {
-      const token *k = &t->tokens[(uint32_t)e - 1];
-      if (k->len == n && memcmp(t->arena + k->off, p, n) == 0) return (uint32_t)e - 1;
+    if ((e & t->tags) == tag) {
+      const token *k = &t->tokens[(e & ~t->tags) - 1];
+      if (k->len == n && memcmp(t->arena + k->off, p, n) == 0) return (e & ~t->tags) - 1;
     }
     i = (i + 1) & t->mask;
   }
@@ -134,15 +136,15 @@ static int parse_line(const unsigned char *s, size_t n, size_t *b64len, uint32_t
 
 static int insert(rag_tokenizer *t, uint32_t rank) {
   const token *k = &t->tokens[rank];
-  uint64_t h = hash_bytes(t->arena + k->off, k->len), e;
-  uint32_t i = (uint32_t)h & t->mask;
+  uint64_t h = hash_bytes(t->arena + k->off, k->len);
+  uint32_t i = (uint32_t)h & t->mask, e;
   while ((e = t->slots[i]) != 0) {
-    const token *o = &t->tokens[(uint32_t)e - 1];
+    const token *o = &t->tokens[(e & ~t->tags) - 1];
     if (o->len == k->len && memcmp(t->arena + o->off, t->arena + k->off, k->len) == 0)
       return 0; /* duplicate token */
     i = (i + 1) & t->mask;
   }
-  t->slots[i] = h >> 32 << 32 | (rank + 1);
+  t->slots[i] = ((uint32_t)(h >> 32) & t->tags) | (rank + 1);
   return 1;
 }
 
@@ -231,12 +233,13 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
   if (RAG_MUL_OVERFLOWS((size_t)t->nranks, sizeof(token)) || slots > 0x80000000u)
     return RAG_EFORMAT;
   t->tokens = (token *)rag_malloc((size_t)t->nranks * sizeof(token));
-  t->slots = (uint64_t *)rag_malloc(slots * sizeof(uint64_t));
+  t->slots = (uint32_t *)rag_malloc(slots * sizeof(uint32_t));
   t->arena = (unsigned char *)rag_malloc(len + 1);
   if (t->tokens == NULL || t->slots == NULL || t->arena == NULL) return RAG_ENOMEM;
   memset(t->tokens, 0, (size_t)t->nranks * sizeof(token));
-  memset(t->slots, 0, slots * sizeof(uint64_t));
+  memset(t->slots, 0, slots * sizeof(uint32_t));
   t->mask = (uint32_t)(slots - 1);
+  for (t->tags = UINT32_MAX; t->tags != 0 && (t->tags & t->nranks); t->tags <<= 1) continue;
   for (pos = 0, line = 1; pos < len; line++) { /* pass 2: decode, insert */
     size_t start = pos;
     long got;
