@@ -3,7 +3,8 @@
 ** from token bytes to rank over one byte arena; the pre-tokenizer follows
 ** each encoding's regex alternative by alternative, with the same
 ** leftmost-first and backtracking outcome; pieces that are not whole tokens
-** are merged lowest rank first (leftmost on ties), as tiktoken does.
+** are merged lowest rank first (leftmost on ties), as tiktoken does, long
+** ones by a search that reaches the same tokens in linear time.
 */
 #include "rag_tokenizer.h"
 
@@ -17,7 +18,11 @@
 #include "rag_utf8.h"
 
 #define NO_RANK UINT32_MAX
-#define SMALL_PIECE 128 /* longer pieces merge with a heap, not quadratic scans */
+#define SMALL_PIECE 128 /* longer pieces search for fitting tokens (merge_long) */
+#define LENS_BITS 17     /* log2 of the slots of lens */
+#define TRIPLE_WORDS 16384 /* 2^20 bits */
+#define LENS_SHORT 59     /* lens covers tokens of 4 to 59 bytes, lens_long up to LENS_LONG */
+#define LENS_LONG 187
 
 typedef struct token {
   uint32_t off; /* into the arena */
@@ -30,8 +35,16 @@ struct rag_tokenizer {
   token *tokens;         /* indexed by rank */
   uint32_t nranks;
   uint32_t maxlen;       /* longest token in bytes */
-  uint32_t *slots;       /* rank + 1, 0 = empty; open addressing */
+  uint32_t byte_rank[256];
+  uint32_t pair_rank[65536];  /* the rank of each two-byte string, or NO_RANK */
+  /* by the hash of the first 4 bytes: bit L-4 set when a token of L bytes
+  ** starts so, and in the top byte a tag of those 4 bytes (0: shared) */
+  uint64_t lens[(size_t)1 << LENS_BITS];
+  uint64_t lens_long[256][2]; /* the same for 60 to 187 bytes (bit L-60), untagged */
+  uint64_t triples[TRIPLE_WORDS]; /* a bit by the hash of each three-byte token */
+  uint32_t *slots;       /* tag | rank + 1, 0 = empty; open addressing */
   uint32_t mask;         /* slots - 1 */
+  uint32_t tags;         /* the bits of a slot above rank + 1: bits of the hash */
   rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
   size_t nspecial;
 };
@@ -55,34 +68,42 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n) {
   return h;
 }
 
-/* A token sought in the table: its bytes. */
+/* A token sought in the table: its bytes and the tag of their hash. */
 typedef struct tkey {
   const rag_tokenizer *t;
   const unsigned char *p;
   size_t n;
+  uint32_t tag;
 } tkey;
 
-/* Stops at an empty slot or the one holding the token. */
+/* Stops at an empty slot or the one holding the token. Slots keep some
+** bits of the hash beside the rank, so a miss seldom reads a token. */
 static int at_token(const void *ud, size_t i) {
   const tkey *k = (const tkey *)ud;
-  uint32_t r = k->t->slots[i];
+  uint32_t e = k->t->slots[i];
   const token *x;
-  if (r == 0) return 1;
-  x = &k->t->tokens[r - 1];
+  if (e == 0) return 1;
+  if ((e & k->t->tags) != k->tag) return 0;
+  x = &k->t->tokens[(e & ~k->t->tags) - 1];
   return x->len == k->n && memcmp(k->t->arena + x->off, k->p, k->n) == 0;
 }
 
-/* The slot holding the n bytes at p, or the empty one where they would go. */
-static size_t token_slot(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  tkey k = {.t = t, .p = p, .n = n};
-  return rag_probe(t->mask, (uint32_t)hash_bytes(p, n), at_token, &k);
+/* The slot holding the n bytes at p, or the empty one where they would go
+** (*tag: what that slot keeps of their hash). */
+static size_t token_slot(const rag_tokenizer *t, const unsigned char *p, size_t n,
+                         uint32_t *tag) {
+  uint64_t h = hash_bytes(p, n);
+  tkey k = {.t = t, .p = p, .n = n, .tag = (uint32_t)(h >> 32) & t->tags};
+  *tag = k.tag;
+  return rag_probe(t->mask, (uint32_t)h, at_token, &k);
 }
 
+/* The rank of the n bytes at p, or NO_RANK. */
 static uint32_t lookup(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  uint32_t r;
+  uint32_t e, tag;
   if (n > t->maxlen) return NO_RANK;
-  r = t->slots[token_slot(t, p, n)];
-  return r == 0 ? NO_RANK : r - 1;
+  e = t->slots[token_slot(t, p, n, &tag)];
+  return e == 0 ? NO_RANK : (e & ~t->tags) - 1;
 }
 
 /* --- loading ------------------------------------------------------------ */
@@ -136,10 +157,67 @@ static int parse_line(const unsigned char *s, size_t n, size_t *b64len, uint32_t
 
 static int insert(rag_tokenizer *t, uint32_t rank) {
   const token *k = &t->tokens[rank];
-  size_t i = token_slot(t, t->arena + k->off, k->len);
+  uint32_t tag;
+  size_t i = token_slot(t, t->arena + k->off, k->len, &tag);
   if (t->slots[i] != 0) return 0; /* duplicate token */
-  t->slots[i] = rank + 1;
+  t->slots[i] = tag | (rank + 1);
   return 1;
+}
+
+static uint32_t hash3(const unsigned char *p) { /* 20 bits */
+  return ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16) * 0x9e3779b1u >> 12;
+}
+
+static uint64_t hash4(const unsigned char *p) {
+  uint32_t w;
+  memcpy(&w, p, 4);
+  return w * 0x9e3779b97f4a7c15ull;
+}
+
+#define LENS_SLOT(h) ((size_t)((h) >> (64 - LENS_BITS)))
+#define LENS_TAG(h) (((h) >> 39 & 0xff) | 1)
+#define LOW56 0x00ffffffffffffffull
+
+/* Lengths 4..59 of the tokens that may start with the 4 bytes hashed to h:
+** bit L-4. */
+static uint64_t short_lens(const rag_tokenizer *t, uint64_t h) {
+  uint64_t e = t->lens[LENS_SLOT(h)], tag = e >> 56;
+  return tag == 0 || tag == LENS_TAG(h) ? e & LOW56 : 0;
+}
+
+#define LONG_LEN(t, h, n) ((t)->lens_long[(h) >> 56][((n) - 60) >> 6] >> (((n) - 60) & 63) & 1)
+
+#define IS_TRIPLE(t, p) ((t)->triples[hash3(p) >> 6] >> (hash3(p) & 63) & 1)
+
+/* lookup, which first rules out most strings of 3 to 187 bytes by their
+** first bytes and length. */
+static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  if (n == 3 && !IS_TRIPLE(t, p)) return NO_RANK;
+  if (n >= 4 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
+  if (n > LENS_SHORT && n <= LENS_LONG && !LONG_LEN(t, hash4(p), n)) return NO_RANK;
+  return lookup(t, p, n);
+}
+
+/* Which token lengths occur after which first bytes, so that a search for
+** the tokens at a position looks up few strings. */
+static void index_lengths(rag_tokenizer *t) {
+  uint32_t rank;
+  memset(t->pair_rank, 0xff, sizeof t->pair_rank);
+  for (rank = 0; rank < t->nranks; rank++) {
+    const token *k = &t->tokens[rank];
+    const unsigned char *b = t->arena + k->off;
+    if (k->len == 2) t->pair_rank[b[0] << 8 | b[1]] = rank;
+    else if (k->len == 3) t->triples[hash3(b) >> 6] |= 1ull << (hash3(b) & 63);
+    else if (k->len >= 4 && k->len <= LENS_SHORT) {
+      uint64_t h = hash4(b), *e = &t->lens[LENS_SLOT(h)];
+      if (*e == 0) *e = LENS_TAG(h) << 56;
+      else if (*e >> 56 != LENS_TAG(h)) *e &= LOW56; /* several prefixes: no tag */
+      *e |= 1ull << (k->len - 4);
+    } else if (k->len > LENS_SHORT && k->len <= LENS_LONG) {
+      uint64_t h = hash4(b);
+      t->lens_long[h >> 56][(k->len - 60) >> 6] |= 1ull << ((k->len - 60) & 63);
+    }
+  }
 }
 
 /* Splits data into lines (a final newline optional, CRLF accepted). */
@@ -177,6 +255,7 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
   memset(t->tokens, 0, (size_t)t->nranks * sizeof(token));
   memset(t->slots, 0, slots * sizeof(uint32_t));
   t->mask = (uint32_t)(slots - 1);
+  for (t->tags = UINT32_MAX; t->tags != 0 && (t->tags & t->nranks); t->tags <<= 1) continue;
   for (pos = 0, line = 1; pos < len; line++) { /* pass 2: decode, insert */
     size_t start = pos;
     long got;
@@ -199,8 +278,9 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
   }
   for (n = 0; n < 256; n++) { /* every byte must be a token, or BPE can fail */
     unsigned char b = (unsigned char)n;
-    if (lookup(t, &b, 1) == NO_RANK) return RAG_EFORMAT;
+    if ((t->byte_rank[n] = lookup(t, &b, 1)) == NO_RANK) return RAG_EFORMAT;
   }
+  index_lengths(t);
   return RAG_OK;
 }
 
@@ -461,8 +541,25 @@ size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size
 
 /* --- merging ------------------------------------------------------------ */
 
+/*
+** Short pieces run tiktoken's own loop, which is quadratic. Long ones use a
+** property of that loop: a token sequence is the BPE of its bytes exactly
+** when its first token is the BPE of its own bytes and each adjacent pair
+** "fits", i.e. is the BPE of the pair's bytes (then no merge ever crosses a
+** seam). So every prefix of a piece has one encoding, the encoding of a
+** longer prefix extends a shorter one by a token that fits its last token,
+** and a depth-first search from the start of the piece finds the whole
+** encoding: at each position it tries the token that last followed the
+** same token (a good guess on repetitive text), then every token starting
+** there from the longest down, and marks the positions from which the end
+** cannot be reached. Each position tries each of its tokens at most twice
+** and each fit costs one BPE of two tokens' bytes (cached per call), so the
+** time is linear in the piece, and the memory a bit per byte plus one id
+** per token.
+*/
+
 /* Where tokens go: an id array, an array of token end offsets from base,
-** or only a count. */
+** or only a count; and the scratch space of long pieces, kept for one call. */
 enum { KEEP_COUNT, KEEP_IDS, KEEP_ENDS };
 
 typedef struct sink {
@@ -471,7 +568,34 @@ typedef struct sink {
   size_t n, cap;
   int keep;
   const unsigned char *base;
+  uint32_t *stack;       /* the tokens of the long piece so far */
+  size_t nstack;         /* capacity of stack */
+  unsigned char *dead;   /* a bit per position no encoding gets past */
+  size_t ndead;          /* bytes in dead */
+  uint64_t *fits;        /* cached fits, left << 32 | right, bit 63 set if it fits */
+  uint64_t *next;        /* the token last put after a token: left << 32 | right */
+  unsigned bits;         /* log2 of the entries of fits and next */
+  uint32_t *seams;       /* 2 (2 maxlen + 1): boundaries and ranks for fit */
 } sink;
+
+#define NO_LEFT 0x7fffffffu /* no token before: ranks are below this */
+#define GUESSED 0x80000000u /* on the stack: the token was a guess */
+#define FRESH ((size_t)-1)  /* a position not tried yet: guess, then the longest */
+#define ANY ((size_t)-2)    /* the longest token at a position, no guess */
+
+static void sink_init(sink *k, int keep, const char *base) {
+  memset(k, 0, sizeof *k);
+  k->keep = keep;
+  k->base = (const unsigned char *)base;
+}
+
+/* Frees the scratch space (not the result). */
+static void sink_done(sink *k) {
+  rag_free(k->stack);
+  rag_free(k->dead);
+  rag_free(k->fits);
+  rag_free(k->seams);
+}
 
 /* One token: its id and the byte just past it. */
 static int emit(sink *k, uint32_t id, const unsigned char *end) {
@@ -490,14 +614,18 @@ static int emit(sink *k, uint32_t id, const unsigned char *end) {
   return RAG_OK;
 }
 
-/* tiktoken's own loop for short pieces: boundaries b[0..m), pair ranks r. */
-static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
-  uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
-  size_t m = len + 1, i, best;
-  int rc;
+/*
+** tiktoken's merge loop over the n bytes at p: b holds the part boundaries,
+** r the rank of each part with the next. Returns the number of boundaries
+** left, or 0 as soon as a merge would remove the boundary at `seam` (0:
+** none). b and r have room for n + 1 entries.
+*/
+static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size_t seam,
+                  uint32_t *b, uint32_t *r) {
+  size_t m = n + 1, i, best;
   for (i = 0; i < m; i++) {
     b[i] = (uint32_t)i;
-    r[i] = i + 2 < m ? lookup(t, p + i, 2) : NO_RANK;
+    r[i] = i + 2 < m ? t->pair_rank[p[i] << 8 | p[i + 1]] : NO_RANK;
   }
   for (;;) {
     uint32_t min = NO_RANK;
@@ -508,102 +636,172 @@ static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t le
         best = i;
       }
     if (min == NO_RANK) break;
+    if (b[best + 1] == seam) return 0;
     /* parts best and best+1 become one: drop boundary best+1 */
     memmove(b + best + 1, b + best + 2, (m - best - 2) * sizeof b[0]);
     memmove(r + best + 1, r + best + 2, (m - best - 2) * sizeof r[0]);
     m--;
-    r[best] = best + 2 < m ? lookup(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
-    if (best > 0) r[best - 1] = lookup(t, p + b[best - 1], b[best + 1] - b[best - 1]);
+    r[best] = best + 2 < m ? rank_of(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
+    if (best > 0) r[best - 1] = rank_of(t, p + b[best - 1], b[best + 1] - b[best - 1]);
   }
+  return m;
+}
+
+static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
+  size_t m = bpe(t, p, len, 0, b, r), i;
+  int rc;
   for (i = 0; i + 1 < m; i++)
     if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]), p + b[i + 1])) != RAG_OK) return rc;
   return RAG_OK;
 }
 
-/* Long pieces: the same merge order (lowest rank, then leftmost) from a
-** binary heap of candidate pairs over a linked list of parts. Entries whose
-** pair has changed since they were pushed are skipped when popped. */
-typedef struct cand {
-  uint32_t rank, pos;
-} cand;
-
-static int cand_less(cand a, cand b) {
-  return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+/* The longest of the lengths in `mask` (bit j: length j + base) of a token
+** at p, or 0; its rank in *r. */
+static size_t longest_in(const rag_tokenizer *t, const unsigned char *p, uint64_t mask,
+                         size_t base, uint32_t *r) {
+  while (mask != 0) {
+    size_t j = 63 - (size_t)__builtin_clzll(mask);
+    if ((*r = lookup(t, p, j + base)) != NO_RANK) return j + base;
+    mask &= ~(1ull << j);
+  }
+  return 0;
 }
 
-static void heap_push(cand *h, size_t *n, cand c) {
-  size_t i = (*n)++;
-  while (i > 0 && cand_less(c, h[(i - 1) / 2])) {
-    h[i] = h[(i - 1) / 2];
-    i = (i - 1) / 2;
-  }
-  h[i] = c;
+/* Bits 0 .. n-1 of a 64-bit mask. */
+static uint64_t low_bits(size_t n) {
+  return n >= 64 ? UINT64_MAX : (1ull << n) - 1;
 }
 
-static cand heap_pop(cand *h, size_t *n) {
-  cand top = h[0], last = h[--(*n)];
-  size_t i = 0;
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= *n) break;
-    if (c + 1 < *n && cand_less(h[c + 1], h[c])) c++;
-    if (!cand_less(h[c], last)) break;
-    h[i] = h[c];
-    i = c;
+/* The longest token at s[i..len) shorter than `below` bytes: its length
+** (0 if below is 1) and its rank in *r. */
+static size_t longest_at(const rag_tokenizer *t, const unsigned char *s, size_t len, size_t i,
+                         size_t below, uint32_t *r) {
+  const unsigned char *p = s + i;
+  size_t n = len - i, m;
+  if (n >= below) n = below - 1;
+  if (n >= 4) {
+    uint64_t h = hash4(p);
+    const uint64_t *w = t->lens_long[h >> 56];
+    for (m = n < t->maxlen ? n : t->maxlen; m > LENS_LONG; m--) /* very long tokens */
+      if ((*r = lookup(t, p, m)) != NO_RANK) return m;
+    if (n >= 124 && (m = longest_in(t, p, w[1] & low_bits(n - 123), 124, r))) return m;
+    if (n >= 60 && (m = longest_in(t, p, w[0] & low_bits(n - 59), 60, r))) return m;
+    if ((m = longest_in(t, p, short_lens(t, h) & low_bits(n - 3), 4, r))) return m;
   }
-  if (*n > 0) h[i] = last;
-  return top;
+  if (n >= 3 && IS_TRIPLE(t, p) && (*r = lookup(t, p, 3)) != NO_RANK) return 3;
+  if (n >= 2 && (*r = t->pair_rank[p[0] << 8 | p[1]]) != NO_RANK) return 2;
+  if (n >= 1) *r = t->byte_rank[p[0]];
+  return n >= 1;
 }
 
-static int merge_large(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
-  /* per byte position: next part start (len = end), previous, pair rank */
-  uint32_t *next, *prev, *rank;
-  cand *heap;
-  size_t nh = 0, i, bytes;
-  int rc = RAG_OK;
-  if (len > 0x7fffffffu || RAG_MUL_OVERFLOWS(len, 3 * sizeof(uint32_t) + 2 * sizeof(cand)))
-    return RAG_ENOMEM;
-  bytes = len * (3 * sizeof(uint32_t) + 2 * sizeof(cand));
-  next = (uint32_t *)rag_malloc(bytes);
-  if (next == NULL) return RAG_ENOMEM;
-  prev = next + len;
-  rank = prev + len;
-  heap = (cand *)(rank + len); /* at most len initial + 2 per merge (< 2 len) */
-  for (i = 0; i < len; i++) {
-    next[i] = (uint32_t)(i + 1);
-    prev[i] = i > 0 ? (uint32_t)(i - 1) : UINT32_MAX;
-    rank[i] = i + 1 < len ? lookup(t, p + i, 2) : NO_RANK;
-    if (rank[i] != NO_RANK) heap_push(heap, &nh, (cand){rank[i], (uint32_t)i});
+/* Whether token `right` (n bytes at s[i]) may follow token `left` (which
+** ends at i), or start the piece when left is NO_LEFT. */
+static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32_t left,
+                uint32_t right, size_t n, sink *k) {
+  uint64_t key = (uint64_t)left << 32 | right, *slot;
+  size_t a = left == NO_LEFT ? 0 : t->tokens[left].len, m;
+  slot = &k->fits[(key * 0x9e3779b97f4a7c15ull) >> (64 - k->bits)];
+  if ((*slot & ~(1ull << 63)) == key) return (int)(*slot >> 63);
+  m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1);
+  m = m == (a ? 3u : 2u);
+  *slot = key | (uint64_t)m << 63;
+  return (int)m;
+}
+
+/* Scratch space for a long piece of len bytes; the dead bits cleared. */
+static int prepare(const rag_tokenizer *t, size_t len, sink *k) {
+  size_t bytes = len / 8 + 1, seams = 2 * (2 * (size_t)t->maxlen + 1);
+  unsigned bits = 10;
+  while (bits < 16 && ((size_t)1 << bits) < len / 4) bits++;
+  if (k->ndead < bytes) {
+    unsigned char *dead = (unsigned char *)rag_realloc(k->dead, bytes);
+    if (dead == NULL) return RAG_ENOMEM;
+    k->dead = dead;
+    k->ndead = bytes;
   }
-  while (nh > 0) {
-    cand c = heap_pop(heap, &nh);
-    uint32_t a = c.pos, b;
-    if (rank[a] != c.rank || prev[a] == UINT32_MAX - 1) continue; /* stale */
-    b = next[a]; /* absorb part b into a */
-    next[a] = next[b];
-    if (next[b] < len) prev[next[b]] = a;
-    prev[b] = UINT32_MAX - 1; /* b is no longer a part start */
-    rank[b] = NO_RANK;
-    rank[a] = next[a] < len ? lookup(t, p + a, next[next[a]] - a) : NO_RANK;
-    if (rank[a] != NO_RANK) heap_push(heap, &nh, (cand){rank[a], a});
-    if (prev[a] != UINT32_MAX) {
-      uint32_t z = prev[a];
-      rank[z] = lookup(t, p + z, next[a] - z);
-      if (rank[z] != NO_RANK) heap_push(heap, &nh, (cand){rank[z], z});
+  memset(k->dead, 0, bytes);
+  if (k->bits < bits) {
+    uint64_t *fits = (uint64_t *)rag_realloc(k->fits, ((size_t)2 << bits) * sizeof *fits);
+    if (fits == NULL) return RAG_ENOMEM;
+    memset(fits, 0xff, ((size_t)2 << bits) * sizeof *fits);
+    k->fits = fits;
+    k->next = fits + ((size_t)1 << bits);
+    k->bits = bits;
+  }
+  if (k->seams == NULL) {
+    if (RAG_MUL_OVERFLOWS(seams, sizeof(uint32_t))) return RAG_ENOMEM;
+    if ((k->seams = (uint32_t *)rag_malloc(seams * sizeof(uint32_t))) == NULL) return RAG_ENOMEM;
+  }
+  return RAG_OK;
+}
+
+#define IS_DEAD(k, i) ((k)->dead[(i) >> 3] >> ((i) & 7) & 1)
+
+/* The token that last followed `left`, if its bytes are at s[i..len). */
+static uint32_t guess(const rag_tokenizer *t, const unsigned char *s, size_t len, size_t i,
+                      uint32_t left, const sink *k) {
+  uint64_t e = k->next[((uint64_t)left * 0x9e3779b97f4a7c15ull) >> (64 - k->bits)];
+  const token *g;
+  if (e >> 32 != left) return NO_RANK;
+  g = &t->tokens[(uint32_t)e];
+  if (g->len > len - i || memcmp(t->arena + g->off, s + i, g->len) != 0) return NO_RANK;
+  return (uint32_t)e;
+}
+
+/* The encoding of the long piece s[0..len): the search described above.
+** At position i after token `left`, the tokens of `below` bytes or more
+** have been tried. */
+static int merge_long(const rag_tokenizer *t, const unsigned char *s, size_t len, sink *k) {
+  size_t i = 0, below = FRESH, n = 0, m, j;
+  uint32_t r, left = NO_LEFT, flag;
+  int rc = prepare(t, len, k);
+  if (rc != RAG_OK) return rc;
+  while (i < len) {
+    flag = 0;
+    if (below == FRESH) {
+      below = ANY;
+      if ((r = guess(t, s, len, i, left, k)) != NO_RANK) flag = GUESSED;
+    }
+    m = flag ? t->tokens[r].len : longest_at(t, s, len, i, below, &r);
+    if (m == 0) { /* nothing past i reaches the end: back up */
+      if (n == 0) return RAG_EFORMAT; /* cannot happen: the encoding exists */
+      k->dead[i >> 3] |= (unsigned char)(1u << (i & 7));
+      r = k->stack[--n];
+      below = r & GUESSED ? ANY : t->tokens[r].len;
+      i -= t->tokens[r & ~GUESSED].len;
+      left = n ? k->stack[n - 1] & ~GUESSED : NO_LEFT;
+    } else if ((i + m < len && IS_DEAD(k, i + m)) || !fits(t, s, i, left, r, m, k)) {
+      if (!flag) below = m;
+    } else {
+      uint32_t *stack = (uint32_t *)rag_grow(k->stack, &k->nstack, n + 1, sizeof *stack);
+      if (stack == NULL) return RAG_ENOMEM;
+      k->stack = stack;
+      k->stack[n++] = r | flag;
+      k->next[((uint64_t)left * 0x9e3779b97f4a7c15ull) >> (64 - k->bits)] = (uint64_t)left << 32 | r;
+      left = r;
+      i += m;
+      below = FRESH;
     }
   }
-  for (i = 0; i < len && rc == RAG_OK; i = next[i])
-    rc = emit(k, lookup(t, p + i, next[i] - i), p + next[i]);
-  rag_free(next);
-  return rc;
+  if (k->keep == KEEP_COUNT) {
+    k->n += n;
+    return RAG_OK;
+  }
+  for (i = 0, j = 0; j < n; j++) {
+    r = k->stack[j] & ~GUESSED;
+    i += t->tokens[r].len;
+    if ((rc = emit(k, r, s + i)) != RAG_OK) return rc;
+  }
+  return RAG_OK;
 }
 
 static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
-  uint32_t r = lookup(t, p, len);
+  uint32_t r = rank_of(t, p, len);
   if (r != NO_RANK) return emit(k, r, p + len);
   if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
   if (len <= SMALL_PIECE) return merge_small(t, p, len, k);
-  return merge_large(t, p, len, k);
+  return merge_long(t, p, len, k);
 }
 
 static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_t len, sink *k) {
@@ -682,6 +880,7 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
 static int collect(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed, sink *k,
                    size_t *errpos) {
   int rc = run(t, s, len, allowed, k, errpos);
+  sink_done(k);
   if (rc != RAG_OK) {
     rag_free(k->ids);
     rag_free(k->ends);
@@ -694,8 +893,10 @@ static int collect(const rag_tokenizer *t, const char *s, size_t len, uint32_t a
 
 int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                          uint32_t **ids, size_t *n, size_t *errpos) {
-  sink k = {NULL, NULL, 0, 0, KEEP_IDS, (const unsigned char *)s};
-  int rc = collect(t, s, len, allowed, &k, errpos);
+  sink k;
+  int rc;
+  sink_init(&k, KEEP_IDS, s);
+  rc = collect(t, s, len, allowed, &k, errpos);
   *ids = k.ids;
   *n = k.n;
   return rc;
@@ -703,16 +904,20 @@ int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len, uint
 
 int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                         size_t *n, size_t *errpos) {
-  sink k = {NULL, NULL, 0, 0, KEEP_COUNT, (const unsigned char *)s};
-  int rc = collect(t, s, len, allowed, &k, errpos);
+  sink k;
+  int rc;
+  sink_init(&k, KEEP_COUNT, s);
+  rc = collect(t, s, len, allowed, &k, errpos);
   *n = k.n;
   return rc;
 }
 
 int rag_tokenizer_ends(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
                        size_t **ends, size_t *n, size_t *errpos) {
-  sink k = {NULL, NULL, 0, 0, KEEP_ENDS, (const unsigned char *)s};
-  int rc = collect(t, s, len, allowed, &k, errpos);
+  sink k;
+  int rc;
+  sink_init(&k, KEEP_ENDS, s);
+  rc = collect(t, s, len, allowed, &k, errpos);
   *ends = k.ends;
   *n = k.n;
   return rc;

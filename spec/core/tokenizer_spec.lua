@@ -163,6 +163,248 @@ describe("rag.tokenizer encode", function()
   end)
 end)
 
+-- Pieces over 128 bytes are encoded by a linear search (see
+-- src/rag_tokenizer.c), not by tiktoken's merge loop. These compare it with
+-- that loop written here in Lua: plain, quadratic, over the vocabulary's
+-- bytes, with no shared code.
+describe("rag.tokenizer long pieces", function()
+  local HUGE = math.huge
+  local vocab = {}
+
+  -- bytes -> rank for every rank of the named encoding
+  local function ranks_of(name)
+    if not vocab[name] then
+      local tok = tokenizer.get(name)
+      local ranks = {}
+      for r = 0, tok:info().n_ranks - 1 do
+        local ok, bytes = pcall(tok.decode, tok, { r })
+        if ok then
+          ranks[bytes] = r
+        end
+      end
+      vocab[name] = ranks
+    end
+    return vocab[name]
+  end
+
+  -- tiktoken's byte-pair merge of one piece: merge the adjacent pair whose
+  -- bytes form the lowest rank, the leftmost on ties, until none is a token
+  local function reference(ranks, s)
+    local b, r, m = {}, {}, #s + 1 -- part i is s[b[i], b[i+1]); r[i] ranks parts i, i+1
+    local function pair(i)
+      return ranks[s:sub(b[i], b[i + 2] - 1)] or HUGE
+    end
+    for i = 1, m do
+      b[i] = i
+    end
+    for i = 1, m - 2 do
+      r[i] = pair(i)
+    end
+    while true do
+      local best, at = HUGE, 0
+      for i = 1, m - 2 do
+        if r[i] < best then
+          best, at = r[i], i
+        end
+      end
+      if best == HUGE then
+        break
+      end
+      table.remove(b, at + 1)
+      if at + 1 <= #r then
+        table.remove(r, at + 1)
+      end
+      m = m - 1
+      if at + 2 <= m then
+        r[at] = pair(at)
+      else
+        r[at] = nil -- the merged part is the last one
+      end
+      if at > 1 then
+        r[at - 1] = pair(at - 1)
+      end
+    end
+    local ids = {}
+    for i = 1, m - 1 do
+      ids[i] = ranks[s:sub(b[i], b[i + 1] - 1)]
+    end
+    return ids
+  end
+
+  -- a seeded generator that gives the same numbers on every Lua (Park-Miller)
+  local function lcg(seed)
+    local x = seed
+    return function(n)
+      x = x * 16807 % 2147483647
+      return x % n + 1
+    end
+  end
+
+  -- strings each of which is one piece under both encodings' rules:
+  -- lowercase letters and CJK, runs of punctuation and symbols, spaces
+  local alphabets = {
+    { "a", "b" }, { "a", "a", "b" }, { "a", "b", "c" }, { "a", "b", "c", "d" },
+    { "e", "t", "o", "n" }, { "q", "z" }, { "l", "o", "e", "h" },
+    { "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
+      "s", "t", "u", "v", "w", "x", "y", "z" },
+    { "的", "是", "一", "在", "生", "检" }, { "的", "a", "生", "b" }, { "ー", "ン", "ト", "こ" },
+    { "а", "б", "в", "о", "н" }, { "α", "β", "ο", "ν" }, { "é", "e", "ü" },
+    { "-", "=" }, { "!", "?", "." }, { "*", "#", "/", "(", ")" }, { "😀", "🦙", "→", "★" },
+    { " " },
+  }
+
+  local function random_piece(rnd)
+    local alpha = alphabets[rnd(#alphabets)]
+    local n, parts, len = 128 + rnd(1100), {}, 0
+    if rnd(3) == 1 then -- a short unit repeated, then a stray character
+      local unit = {}
+      for i = 1, rnd(6) do
+        unit[i] = alpha[rnd(#alpha)]
+      end
+      unit = table.concat(unit)
+      return unit:rep(math.floor(n / #unit) + 1) .. alpha[rnd(#alpha)]
+    end
+    while len < n do
+      parts[#parts + 1] = alpha[rnd(#alpha)]
+      len = len + #parts[#parts]
+    end
+    return table.concat(parts)
+  end
+
+  it("the Lua merge reproduces tiktoken's ids on the fixtures' single pieces", function()
+    local want = {
+      cl100k_base = { "repeated letter", "repeated pair", "long piece 0", "long piece 4",
+        "long piece 5" },
+      o200k_base = { "repeated letter", "repeated pair" },
+    }
+    for name, cases in pairs(want) do
+      for _, c in ipairs(fixtures.cases) do
+        for _, wanted in ipairs(cases) do
+          if c.name == wanted then
+            assert.same(c[name], reference(ranks_of(name), c.text), name .. " " .. c.name)
+          end
+        end
+      end
+    end
+  end)
+
+  -- base64 of a string, for writing .tiktoken files
+  local function base64(s)
+    local chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    local out = {}
+    for i = 1, #s, 3 do
+      local a, b, c = s:byte(i, i + 2)
+      local n = a * 65536 + (b or 0) * 256 + (c or 0)
+      local quad = {}
+      for k = 1, 4 do
+        local v = math.floor(n / 64 ^ (4 - k)) % 64
+        quad[k] = chars:sub(v + 1, v + 1)
+      end
+      if not b then
+        quad[3] = "="
+      end
+      if not c then
+        quad[4] = "="
+      end
+      out[#out + 1] = table.concat(quad)
+    end
+    return table.concat(out)
+  end
+
+  it("equal the Lua merge with random vocabularies, where BPE cannot reach some tokens", function()
+    local rnd, tmp, unreachable = lcg(7), os.tmpname(), 0
+    for round = 1, 24 do
+      local alpha = ({ "ab", "abc", "abcd" })[rnd(3)]
+      local texts, seen = {}, {}
+      for b = 0, 255 do
+        texts[b + 1] = string.char(b)
+        seen[texts[b + 1]] = true
+      end
+      local longest = round % 4 == 0 and 24 or 8
+      for _ = 1, 40 + rnd(80) do
+        local t = {}
+        for i = 1, 1 + rnd(longest - 1) do
+          local j = rnd(#alpha)
+          t[i] = alpha:sub(j, j)
+        end
+        t = table.concat(t)
+        if not seen[t] then
+          seen[t] = true
+          texts[#texts + 1] = t
+        end
+      end
+      for i = #texts, 258, -1 do -- the longer tokens in random rank order
+        local j = 256 + rnd(i - 256)
+        texts[i], texts[j] = texts[j], texts[i]
+      end
+      local lines, ranks = {}, {}
+      for i, t in ipairs(texts) do
+        lines[i] = base64(t) .. " " .. (i - 1)
+        ranks[t] = i - 1
+      end
+      local f = assert(io.open(tmp, "wb"))
+      f:write(table.concat(lines, "\n"), "\n")
+      f:close()
+      for i = 257, #texts do
+        if #reference(ranks, texts[i]) > 1 then
+          unreachable = unreachable + 1
+        end
+      end
+      local tok = assert(tokenizer.load(tmp, "cl100k_base", { special_tokens = {} }))
+      for _ = 1, 3 do
+        local t = {}
+        for i = 1, 128 + rnd(500) do
+          local j = rnd(#alpha)
+          t[i] = alpha:sub(j, j)
+        end
+        t = table.concat(t)
+        if rnd(2) == 1 then -- repetitive text
+          t = t:sub(1, rnd(7)):rep(200)
+        end
+        assert.same(reference(ranks, t), tok:encode(t), "vocabulary " .. round .. ": " .. t)
+      end
+      tok:close()
+    end
+    os.remove(tmp)
+    assert.is_true(unreachable > 100, unreachable .. " unreachable tokens")
+  end)
+
+  for _, name in ipairs(encodings) do
+    it("equal the Lua merge on random long pieces, " .. name, function()
+      local tok, ranks, rnd = tokenizer.get(name), ranks_of(name), lcg(20240611)
+      for round = 1, 40 do
+        local s = random_piece(rnd)
+        local ids = tok:encode(s)
+        assert.same(reference(ranks, s), ids, name .. " piece " .. round .. ": " .. s:sub(1, 40))
+        assert.equal(#ids, tok:count(s))
+        assert.equal(s, tok:decode(ids))
+      end
+    end)
+
+    it("count a long run of one letter exactly, " .. name, function()
+      local tok, ranks = tokenizer.get(name), ranks_of(name)
+      -- the Lua merge on short runs: each 8 more letters add one token
+      local short = {}
+      for m = 1, 40 do
+        short[m] = #reference(ranks, ("a"):rep(m))
+        if m > 8 then
+          assert.equal(short[m - 8] + 1, short[m])
+        end
+      end
+      assert.same(reference(ranks, ("a"):rep(3001)), tok:encode(("a"):rep(3001)))
+      local n = 2 ^ 24 + 13 -- 16 MB
+      local tail = 8 + n % 8
+      assert.equal((n - tail) / 8 + short[tail], tok:count(("a"):rep(n)))
+      local ids = tok:encode(("a"):rep(n))
+      local a8 = ranks[("a"):rep(8)]
+      assert.equal((n - tail) / 8 + short[tail], #ids)
+      assert.equal(a8, ids[1])
+      assert.equal(a8, ids[#ids - 2])
+      assert.same(reference(ranks, ("a"):rep(n % 8)), { ids[#ids - 1], ids[#ids] })
+    end)
+  end
+end)
+
 describe("rag.tokenizer misuse", function()
   local tok = tokenizer.get("cl100k_base")
 
