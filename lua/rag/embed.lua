@@ -94,6 +94,9 @@ end
 function M.cache(opts)
   local o = check("rag.embed.cache", opts, { dir = { "string" } })
   local self = setmetatable({ mem = {}, n = 0 }, Cache)
+  if o.dir and o.dir:find("\0", 1, true) then -- io.open would open a shorter path
+    error("rag.embed.cache: option 'dir' contains a NUL byte", 2)
+  end
   if o.dir then
     self.path = o.dir .. "/" .. FILE
     local f = io_open(self.path, "rb")

@@ -411,6 +411,15 @@ describe("the embedding cache", function()
     assert.equal(2, assert(rag.embed.cache({ dir = dir })):count())
   end)
 
+  it("refuses a directory with a NUL byte instead of using the shortened one", function()
+    local sub = dir .. "/nul-check"
+    os.execute("rm -rf '" .. sub .. "'")
+    local ok, err = pcall(rag.embed.cache, { dir = sub .. "\0x" })
+    assert.is_false(ok)
+    assert.matches("rag.embed.cache: option 'dir' contains a NUL byte", tostring(err))
+    assert.is_nil(io.open(sub .. "/embeddings.cache", "rb"))
+  end)
+
   it("rejects garbage and reports an unusable directory", function()
     local path = dir .. "/embeddings.cache"
     helpers.write(path, "not a cache at all")
