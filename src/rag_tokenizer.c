@@ -18,11 +18,14 @@
 #include "rag_utf8.h"
 
 #define NO_RANK UINT32_MAX
-#define SMALL_PIECE 128 /* longer pieces search for fitting tokens (merge_long) */
-#define LENS_BITS 17     /* log2 of the slots of lens */
-#define TRIPLE_WORDS 16384 /* 2^20 bits */
-#define LENS_SHORT 59     /* lens covers tokens of 4 to 59 bytes, lens_long up to LENS_LONG */
+/* Pieces up to this many bytes run tiktoken's quadratic loop, which costs
+** less than merge_long there (measured on random letters); longer ones run
+** merge_long, which is linear. */
+#define SMALL_PIECE 128
+#define LENS_BITS 17       /* log2 of the slots of lens */
+#define LENS_SHORT 59      /* lens: tokens of 4 to 59 bytes; lens_long: up to LENS_LONG */
 #define LENS_LONG 187
+#define TRIPLE_WORDS 16384 /* 2^20 bits */
 
 typedef struct token {
   uint32_t off; /* into the arena */
@@ -255,6 +258,7 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
   memset(t->tokens, 0, (size_t)t->nranks * sizeof(token));
   memset(t->slots, 0, slots * sizeof(uint32_t));
   t->mask = (uint32_t)(slots - 1);
+  /* the slot bits no rank + 1 uses (all but 18 for o200k_base) tag the hash */
   for (t->tags = UINT32_MAX; t->tags != 0 && (t->tags & t->nranks); t->tags <<= 1) continue;
   for (pos = 0, line = 1; pos < len; line++) { /* pass 2: decode, insert */
     size_t start = pos;
