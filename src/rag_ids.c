@@ -182,14 +182,6 @@ void rag_ids_tidy(rag_ids *t) {
   t->waste = 0;
 }
 
-int rag_ids_cmp(const rag_ids *t, uint32_t a, uint32_t b) {
-  const rag_ids_entry *x = &t->e[a], *y = &t->e[b];
-  size_t nx = x->len == UNLINKED ? 0 : x->len, ny = y->len == UNLINKED ? 0 : y->len;
-  int c = memcmp(t->pool + x->off, t->pool + y->off, nx < ny ? nx : ny);
-  if (c != 0) return c;
-  return nx < ny ? -1 : nx > ny;
-}
-
 size_t rag_ids_mark(const rag_ids *t, const rag_id_filter *f, uint32_t *mark, uint32_t stamp,
                     uint32_t *slots) {
   size_t i, n = 0;

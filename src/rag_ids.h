@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rag.h"
 
@@ -65,8 +66,15 @@ static inline const char *rag_ids_get(const rag_ids *t, uint32_t slot, size_t *l
   return t->pool + t->e[slot].off;
 }
 
-/* Bytewise order of two linked slots' ids (memcmp, then length). */
-int rag_ids_cmp(const rag_ids *t, uint32_t a, uint32_t b);
+/* Bytewise order of two linked slots' ids (memcmp, then length); inline
+** for the heaps of rag_topk, which call it on every tie. */
+static inline int rag_ids_cmp(const rag_ids *t, uint32_t a, uint32_t b) {
+  size_t nx, ny;
+  const char *x = rag_ids_get(t, a, &nx), *y = rag_ids_get(t, b, &ny);
+  int c = memcmp(x, y, nx < ny ? nx : ny);
+  if (c != 0) return c;
+  return nx < ny ? -1 : nx > ny;
+}
 
 /* A set of ids (borrowed) that a search may return; the rest it skips. */
 typedef struct rag_id_filter {

@@ -15,18 +15,19 @@ static int better(const rag_ids *ids, const rag_hit *x, const rag_hit *y) {
   return rag_ids_cmp(ids, x->id, y->id) < 0;
 }
 
+/* Moves h[i] down to its place; the element moving is kept out of the
+** array until then, so the compiler holds it in registers. */
 static void sift_down(const rag_ids *ids, rag_hit *h, size_t n, size_t i) {
+  rag_hit x = h[i];
   for (;;) {
     size_t c = 2 * i + 1;
-    rag_hit tmp;
-    if (c >= n) return;
+    if (c >= n) break;
     if (c + 1 < n && better(ids, &h[c], &h[c + 1])) c++;
-    if (!better(ids, &h[i], &h[c])) return;
-    tmp = h[i];
+    if (!better(ids, &x, &h[c])) break;
     h[i] = h[c];
-    h[c] = tmp;
     i = c;
   }
+  h[i] = x;
 }
 
 void rag_topk_add(rag_topk *t, uint32_t slot, double score) {
@@ -34,18 +35,13 @@ void rag_topk_add(rag_topk *t, uint32_t slot, double score) {
   x.id = slot;
   x.score = score;
   if (t->k == 0) return;
-  if (t->n < t->k) {
+  if (t->n < t->k) { /* sift x up from the new last place */
     size_t i = t->n++;
-    t->h[i] = x;
-    while (i > 0) {
-      size_t p = (i - 1) / 2;
-      rag_hit tmp;
-      if (!better(t->ids, &t->h[p], &t->h[i])) return;
-      tmp = t->h[i];
-      t->h[i] = t->h[p];
-      t->h[p] = tmp;
-      i = p;
+    while (i > 0 && better(t->ids, &t->h[(i - 1) / 2], &x)) {
+      t->h[i] = t->h[(i - 1) / 2];
+      i = (i - 1) / 2;
     }
+    t->h[i] = x;
   } else if (better(t->ids, &x, &t->h[0])) {
     t->h[0] = x;
     sift_down(t->ids, t->h, t->n, 0);
