@@ -42,7 +42,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty asan fuzz-smoke demo rock lint quality \
-  bench-json bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack fuzz \
+  bench-json bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack bench-icount fuzz \
   check-exports clean
 
 all: $(SO)
@@ -142,6 +142,13 @@ ANN_ARGS ?=
 bench-ann: all
 	@sh .ci/deps python3-hnswlib python3-faiss python3-numpy
 	@$(RUN) $(LUA) bench/ann.lua --peer --remove 0.2 $(ANN_ARGS)
+
+# Instruction counts (callgrind) of a fixed workload per part, for comparing
+# two builds on a busy machine: build/icount.PART.out, read with callgrind_annotate.
+bench-icount: all
+	@for p in bm25 tok chunk vec fusepack; do \
+	  $(RUN) valgrind --tool=callgrind --callgrind-out-file=build/icount.$$p.out \
+	    $(LUA) bench/icount.lua $$p $(DATA) 2>&1 | grep -E 'skipped|refs' | sed "s/^/$$p: /"; done
 
 # rag.fuse.rrf over two 1,000-hit lists (target <= 100 us), score fusion, rerankers
 bench-fuse: all
