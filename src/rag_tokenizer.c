@@ -195,6 +195,7 @@ static uint64_t short_lens(const rag_tokenizer *t, uint64_t h) {
 /* lookup, which first rules out most strings of 3 to 187 bytes by their
 ** first bytes and length. */
 static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  if (n == 2) return t->pair_rank[p[0] << 8 | p[1]];
   if (n == 3 && !IS_TRIPLE(t, p)) return NO_RANK;
   if (n >= 4 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
   if (n > LENS_SHORT && n <= LENS_LONG && !LONG_LEN(t, hash4(p), n)) return NO_RANK;
@@ -557,9 +558,9 @@ size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size
 ** same token (a good guess on repetitive text), then every token starting
 ** there from the longest down, and marks the positions from which the end
 ** cannot be reached. Each position tries each of its tokens at most twice
-** and each fit costs one BPE of two tokens' bytes (cached per call), so the
-** time is linear in the piece, and the memory a bit per byte plus one id
-** per token.
+** and each fit costs at most one BPE of two tokens' bytes (cached per call;
+** short tokens compare their own merges instead), so the time is linear in
+** the piece, and the memory a bit per byte plus one id per token.
 */
 
 /* Where tokens go: an id array, an array of token end offsets from base,
@@ -580,7 +581,21 @@ typedef struct sink {
   uint64_t *next;        /* the token last put after a token: left << 32 | right */
   unsigned bits;         /* log2 of the entries of fits and next */
   uint32_t *seams;       /* 2 (2 maxlen + 1): boundaries and ranks for fit */
+  struct solo *solos;    /* 2^(bits - 2) solos of tokens, by id */
 } sink;
+
+/* The merges of a token's own BPE ("solo"), to check a pair without a BPE
+** of both: merge j joins a pair of rank rank[j], after which the first part
+** has llen[j] bytes and the last part rlen[j]. */
+#define SOLO_MAX 16 /* tokens of up to this many bytes get a solo */
+
+typedef struct solo {
+  uint32_t id;   /* NO_RANK: none */
+  uint8_t n;     /* merges */
+  uint8_t whole; /* the BPE of the token's bytes is the token */
+  uint8_t llen[SOLO_MAX - 1], rlen[SOLO_MAX - 1];
+  uint32_t rank[SOLO_MAX - 1];
+} solo;
 
 #define NO_LEFT 0x7fffffffu /* no token before: ranks are below this */
 #define GUESSED 0x80000000u /* on the stack: the token was a guess */
@@ -599,6 +614,7 @@ static void sink_done(sink *k) {
   rag_free(k->dead);
   rag_free(k->fits);
   rag_free(k->seams);
+  rag_free(k->solos);
 }
 
 /* One token: its id and the byte just past it. */
@@ -622,10 +638,11 @@ static int emit(sink *k, uint32_t id, const unsigned char *end) {
 ** tiktoken's merge loop over the n bytes at p: b holds the part boundaries,
 ** r the rank of each part with the next. Returns the number of boundaries
 ** left, or 0 as soon as a merge would remove the boundary at `seam` (0:
-** none). b and r have room for n + 1 entries.
+** none). b and r have room for n + 1 entries. Records the merges in `rec`
+** unless it is NULL.
 */
 static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size_t seam,
-                  uint32_t *b, uint32_t *r) {
+                  uint32_t *b, uint32_t *r, solo *rec) {
   size_t m = n + 1, i, best;
   for (i = 0; i < m; i++) {
     b[i] = (uint32_t)i;
@@ -645,6 +662,12 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
     memmove(b + best + 1, b + best + 2, (m - best - 2) * sizeof b[0]);
     memmove(r + best + 1, r + best + 2, (m - best - 2) * sizeof r[0]);
     m--;
+    if (rec != NULL) {
+      rec->rank[rec->n] = min;
+      rec->llen[rec->n] = (uint8_t)b[1];
+      rec->rlen[rec->n] = (uint8_t)(n - b[m - 2]);
+      rec->n++;
+    }
     r[best] = best + 2 < m ? rank_of(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
     if (best > 0) r[best - 1] = rank_of(t, p + b[best - 1], b[best + 1] - b[best - 1]);
   }
@@ -653,7 +676,7 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
 
 static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
   uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
-  size_t m = bpe(t, p, len, 0, b, r), i;
+  size_t m = bpe(t, p, len, 0, b, r, NULL), i;
   int rc;
   for (i = 0; i + 1 < m; i++)
     if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]), p + b[i + 1])) != RAG_OK) return rc;
@@ -699,6 +722,48 @@ static size_t longest_at(const rag_tokenizer *t, const unsigned char *s, size_t 
   return n >= 1;
 }
 
+/* The solo of token id (of at most SOLO_MAX bytes), cached per call. */
+static const solo *solo_of(const rag_tokenizer *t, uint32_t id, sink *k) {
+  solo *u = &k->solos[(id * 0x9e3779b1u) >> (32 - (k->bits - 2))];
+  if (u->id != id) {
+    uint32_t b[SOLO_MAX + 1], r[SOLO_MAX + 1];
+    u->id = id;
+    u->n = 0;
+    u->whole = bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u) == 2;
+  }
+  return u;
+}
+
+/*
+** Whether the BPE of tokens u and v, which meet at s, keeps them apart.
+** Until a pair across the seam merges, each side merges as it does alone,
+** the two interleaved by rank (u first on a tie, being to the left); the
+** pair across the seam (u's last part and v's first) merges as soon as its
+** rank is below u's next merge and at most v's next.
+*/
+static int apart(const rag_tokenizer *t, const unsigned char *s, const solo *u, const solo *v) {
+  size_t a = 0, b = 0, rl = 1, ll = 1;
+  uint32_t c = t->pair_rank[s[-1] << 8 | s[0]];
+  for (;;) {
+    uint32_t ku = a < u->n ? u->rank[a] : NO_RANK, kv = b < v->n ? v->rank[b] : NO_RANK;
+    if (c < ku && c <= kv) return 0;
+    if (ku == NO_RANK && kv == NO_RANK) return 1;
+    if (ku <= kv) {
+      if (u->rlen[a] != rl) {
+        rl = u->rlen[a];
+        c = rank_of(t, s - rl, rl + ll);
+      }
+      a++;
+    } else {
+      if (v->llen[b] != ll) {
+        ll = v->llen[b];
+        c = rank_of(t, s - rl, rl + ll);
+      }
+      b++;
+    }
+  }
+}
+
 /* Whether token `right` (n bytes at s[i]) may follow token `left` (which
 ** ends at i), or start the piece when left is NO_LEFT. */
 static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32_t left,
@@ -707,8 +772,13 @@ static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32
   size_t a = left == NO_LEFT ? 0 : t->tokens[left].len, m;
   slot = &k->fits[(key * 0x9e3779b97f4a7c15ull) >> (64 - k->bits)];
   if ((*slot & ~(1ull << 63)) == key) return (int)(*slot >> 63);
-  m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1);
-  m = m == (a ? 3u : 2u);
+  if (a <= SOLO_MAX && n <= SOLO_MAX) {
+    solo v = *solo_of(t, right, k); /* a copy: the left one may take its place */
+    m = v.whole && (a == 0 || apart(t, s + i, solo_of(t, left, k), &v));
+  } else {
+    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL);
+    m = m == (a ? 3u : 2u);
+  }
   *slot = key | (uint64_t)m << 63;
   return (int)m;
 }
@@ -727,10 +797,17 @@ static int prepare(const rag_tokenizer *t, size_t len, sink *k) {
   memset(k->dead, 0, bytes);
   if (k->bits < bits) {
     uint64_t *fits = (uint64_t *)rag_realloc(k->fits, ((size_t)2 << bits) * sizeof *fits);
+    solo *solos;
+    size_t j;
     if (fits == NULL) return RAG_ENOMEM;
     memset(fits, 0xff, ((size_t)2 << bits) * sizeof *fits);
     k->fits = fits;
     k->next = fits + ((size_t)1 << bits);
+    k->bits = 0; /* until solos has its size too */
+    solos = (solo *)rag_realloc(k->solos, ((size_t)1 << (bits - 2)) * sizeof *solos);
+    if (solos == NULL) return RAG_ENOMEM;
+    for (j = 0; j < (size_t)1 << (bits - 2); j++) solos[j].id = NO_RANK;
+    k->solos = solos;
     k->bits = bits;
   }
   if (k->seams == NULL) {
