@@ -55,6 +55,7 @@ build = {
         "src/rag_rerank.c", "src/lrag_rerank.c", "src/rag_eval.c", "src/lrag_eval.c",
         "src/rag_pack.c", "src/lrag_pack.c", "src/rag_hashing.c", "src/lrag_hashing.c",
         "src/rag_hftok.c", "src/rag_model2vec.c", "src/lrag_model2vec.c",
+        "src/rag_store.c", "src/rag_index.c", "src/lrag_index.c", "src/lrag_fs.c",
         "src/rag_digest.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
         "src/rag_text.c", "src/rag_tokenizer.c",
       },

@@ -43,6 +43,8 @@ static const luaL_Reg opens[] = {
   {"http", lrag_open_http},
   {"json", lrag_open_json},
   {"model2vec", lrag_open_model2vec},
+  {"index", lrag_open_index},
+  {"fs", lrag_open_fs},
   {"pack", lrag_open_pack},
   {"rerank", lrag_open_rerank},
   {"text", lrag_open_text},

@@ -29,6 +29,8 @@ int lrag_open_eval(lua_State *L);   /* rag.eval */
 int lrag_open_pack(lua_State *L);   /* rag.pack */
 int lrag_open_hashing(lua_State *L); /* rag.core.hashing (rag.embed.hashing) */
 int lrag_open_model2vec(lua_State *L); /* rag.core.model2vec (rag.embed.model2vec) */
+int lrag_open_index(lua_State *L);     /* rag.core.index (rag.index) */
+int lrag_open_fs(lua_State *L);        /* rag.core.fs: what rag.index's saves need of files */
 
 
 /*
@@ -134,6 +136,12 @@ void *lrag_newobject(lua_State *L, const lrag_class *c, size_t size);
 void *lrag_checkobject(lua_State *L, int idx, const lrag_class *c, const char *fname);
 /* The userdata at idx when it is of class c (open or closed), else NULL. */
 void *lrag_toobject(lua_State *L, int idx, const lrag_class *c);
+/*
+** Takes the core object out of the open userdata at idx, whose metatable
+** is `tname` ("rag.bm25"): returns its pointer, which the caller now owns,
+** and leaves the userdata closed. Raises when it is not one, or closed.
+*/
+void *lrag_takeobject(lua_State *L, int idx, const char *tname, const char *fname);
 
 /* {====== Arguments ======} */
 

@@ -269,6 +269,17 @@ void *lrag_toobject(lua_State *L, int idx, const lrag_class *c) {
   return luaL_testudata(L, idx, c->name);
 }
 
+void *lrag_takeobject(lua_State *L, int idx, const char *tname, const char *fname) {
+  void **u = (void **)luaL_testudata(L, idx, tname), *p;
+  if (u == NULL)
+    luaL_error(L, "%s: argument %d must be a %s, got %s", fname, idx, tname,
+               luaL_typename(L, idx));
+  if (*u == NULL) luaL_error(L, "%s: the %s is closed", fname, tname);
+  p = *u;
+  *u = NULL;
+  return p;
+}
+
 /* {====== Arguments: ids, k, paths, filters, hits ======} */
 
 const char *lrag_checkid(lua_State *L, int idx, const char *fname, size_t *len) {

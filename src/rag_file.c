@@ -164,6 +164,23 @@ int rag_file_save(const char *path, rag_write_fn fn, const void *obj, int *err) 
   return w.rc;
 }
 
+typedef struct raw {
+  const void *p;
+  size_t n;
+} raw;
+
+static void write_raw(const void *obj, rag_writer *w) {
+  const raw *r = (const raw *)obj;
+  rag_w_put(w, r->p, r->n);
+}
+
+int rag_file_write(const char *path, const void *p, size_t n, int *err) {
+  raw r;
+  r.p = p;
+  r.n = n;
+  return rag_file_save(path, write_raw, &r, err);
+}
+
 /* {====== Reading ======} */
 
 /* What a path that is no regular file is, for the failure's message. */

@@ -82,6 +82,9 @@ int rag_file_dump(rag_write_fn fn, const void *obj, unsigned char **buf, size_t 
 */
 int rag_file_save(const char *path, rag_write_fn fn, const void *obj, int *err);
 
+/* Writes n bytes at p to `path` atomically, as rag_file_save does. */
+int rag_file_write(const char *path, const void *p, size_t n, int *err);
+
 /* {====== Reading ======} */
 
 /*

@@ -76,4 +76,9 @@ M.embed = require("rag.embed")
 --- Tokenizers: `get(name)`, `load(path, name)`, `approx()`. See docs/api.md.
 M.tokenizer = require("rag.tokenizer")
 
+--- Document collections: `new(opts)`, `open(dir [, opts])`; methods `add`,
+-- `add_many`, `sync`, `remove`, `get`, `search`, `stats`, `save`, `close`,
+-- `#idx`. See docs/index.md.
+M.index = require("rag.index")
+
 return M

@@ -1,0 +1,704 @@
+--- rag.index: a document collection that keeps chunk texts, BM25 and
+-- vectors in step. Lua does the chunking, embedding, batching and the
+-- manifest of a save; the C core (rag.core.index) keeps the parts and
+-- searches them. See docs/index.md.
+-- @module rag.index
+local core = require("rag.core")
+local opts_check = require("rag.opts").check
+
+local M = {}
+
+local cindex, fs, json = core.index, core.fs, core.json
+local type, pairs, ipairs, tostring, error, select = type, pairs, ipairs, tostring, error, select
+local sort = table.sort
+local clock = os.clock
+
+local FORMAT, FORMAT_VERSION = "rag.index", 1
+local MANIFEST = "manifest.json"
+
+-- The vector index a default ("auto") collection uses: exact below this many
+-- chunks, HNSW from there (see docs/index.md for the measurement).
+M.HNSW_FROM = 20000
+
+local Index = {}
+Index.__index = Index
+
+local SCHEMA = {
+  chunker = { "function|string", default = "recursive" },
+  chunk = { "table" },
+  embedder = { "table|userdata|boolean" },
+  vector = { "string", default = "auto", enum = { "auto", "exact", "hnsw" } },
+  analyzer = { "userdata" },
+  bm25 = { "table" },
+  hnsw = { "table" },
+  metric = { "string", default = "cosine", enum = { "cosine", "dot", "l2" } },
+  batch = { "number", default = 256, int = true, min = 1 },
+}
+
+-- {====== Settings ======}
+
+-- The name of a rag.chunk function, or nil for another function.
+local function chunker_name(fn)
+  for name, f in pairs(core.chunk) do
+    if f == fn then
+      return name
+    end
+  end
+end
+
+-- The tokenizer option of chunk options, as a name for the manifest.
+local function tokenizer_name(tok)
+  if tok == nil then
+    return nil
+  end
+  local ok, info = pcall(function()
+    return tok:info()
+  end)
+  return ok and info and info.name or "custom"
+end
+
+-- What an embedder is, for the manifest: { name, dim, config }.
+local function describe(e)
+  if not e then
+    return nil
+  end
+  local mt = getmetatable(e)
+  local d = { name = (type(e.name) == "string" and e.name) or (mt and mt.__name) or "custom" }
+  if type(e.dim) == "function" then
+    d.dim = e:dim()
+  end
+  if type(e.config) == "function" then
+    d.config = e:config()
+  end
+  return d
+end
+
+-- Equal as JSON (what a manifest holds).
+local function same(a, b)
+  return json.encode(a) == json.encode(b)
+end
+
+-- An embedder rebuilt from the manifest's description, for the offline ones.
+local function rebuild(desc)
+  if desc and desc.name == "rag.hashing" then
+    local embed = require("rag.embed")
+    return embed.hashing(desc.config)
+  end
+end
+
+local function check_embedder(fname, e)
+  if e and type(e.embed) ~= "function" then
+    error(fname .. ": option 'embedder' must have an :embed(texts) method, or be false", 3)
+  end
+end
+
+local function new_parts(fname, o, dim)
+  local b = core.bm25.new(o.bm25_opts)
+  if not dim then
+    return b
+  end
+  local kind = o.vector
+  if kind == "auto" then
+    kind = "exact"
+  end
+  if kind == "exact" then
+    return b, core.vec.new({ dim = dim, metric = o.metric }), "exact"
+  end
+  local h = { dim = dim, metric = o.metric }
+  for k, v in pairs(o.hnsw or {}) do
+    h[k] = v
+  end
+  local ok, v = pcall(core.hnsw.new, h)
+  if not ok then
+    error(fname .. ": " .. tostring(v):gsub("^rag%.hnsw%.new: ", "option hnsw: "), 3)
+  end
+  return b, v, "hnsw"
+end
+
+local function settings(fname, opts)
+  local o = opts_check(fname, opts, SCHEMA, 3)
+  if type(o.chunker) == "string" then
+    local f = core.chunk[o.chunker]
+    if not f then
+      error(fname .. ": unknown chunker '" .. o.chunker .. "'", 3)
+    end
+    o.chunker_name, o.chunker = o.chunker, f
+  else
+    o.chunker_name = chunker_name(o.chunker) or "custom"
+  end
+  local c = {}
+  for k, v in pairs(o.chunk or {}) do
+    c[k] = v
+  end
+  if o.chunker_name == "recursive" and o.chunk == nil then
+    c.size, c.overlap = 512, 64
+  end
+  if c.tokenizer == nil and c.unit ~= "char" then
+    c.tokenizer = require("rag.tokenizer").get("cl100k_base")
+  elseif type(c.tokenizer) == "string" then
+    c.tokenizer = require("rag.tokenizer").get(c.tokenizer)
+  end
+  o.chunk = c
+  if o.embedder == nil then
+    o.embedder = require("rag.embed").default()
+  elseif o.embedder == true then
+    error(fname .. ": option 'embedder' must be an embedder or false", 3)
+  end
+  check_embedder(fname, o.embedder)
+  local b = {}
+  for k, v in pairs(o.bm25 or {}) do
+    b[k] = v
+  end
+  b.analyzer = b.analyzer or o.analyzer
+  o.bm25_opts = b
+  return o
+end
+
+-- The manifest's record of the settings (no functions or userdata).
+local function record(self)
+  local chunk = {}
+  for k, v in pairs(self.o.chunk) do
+    chunk[k] = k == "tokenizer" and tokenizer_name(v) or v
+  end
+  local st = self.c:stats()
+  return {
+    chunker = { name = self.o.chunker_name, options = json.object(chunk) },
+    embedder = self.edesc or false,
+    vector = st.vector,
+    metric = self.o.metric,
+  }
+end
+
+-- {====== Construction ======}
+
+local function wrap(c, o, edesc, readonly)
+  return setmetatable({ c = c, o = o, embedder = o.embedder or nil, edesc = edesc,
+    readonly = readonly or false, gen = 0 }, Index)
+end
+
+--- A new, empty index. See docs/index.md for the options.
+-- @tparam[opt] table opts
+-- @treturn Index
+function M.new(opts)
+  local o = settings("rag.index.new", opts)
+  local edesc = describe(o.embedder)
+  local dim = edesc and edesc.dim
+  local b, v = new_parts("rag.index.new", o, dim)
+  return wrap(cindex.new(b, v), o, edesc)
+end
+
+local function check_open(self, fname, write)
+  if getmetatable(self) ~= Index then
+    error(fname .. ": not an index", 3)
+  end
+  if self.c == nil then
+    error(fname .. ": index is closed", 3)
+  end
+  if write and self.readonly then
+    error(fname .. ": index is read-only", 3)
+  end
+end
+
+-- {====== Adding ======}
+
+-- The document's id as a string; raises on a bad document shape.
+local function doc_key(fname, doc, i)
+  if type(doc) ~= "table" then
+    error(fname .. ": document" .. (i and (" " .. i) or "") .. " must be a table, got "
+      .. type(doc), 4)
+  end
+  local id = doc.id
+  if type(id) == "number" then
+    return tostring(id)
+  elseif type(id) ~= "string" then
+    error(fname .. ": document id must be a string or a number, got " .. type(id), 4)
+  end
+  return id
+end
+
+-- Gives the index its vector part on the first vectors, when the embedder
+-- has no :dim() to size it by at construction.
+local function ensure_vectors(self, dim)
+  if self.c:stats().dim > 0 then
+    return
+  end
+  local _, v = new_parts("rag.index.add", self.o, dim)
+  self.c:attach(v)
+  self.edesc.dim = dim
+end
+
+-- Chunks and (maybe) embeds a batch of documents that changed, then puts them.
+-- items: { { doc=, id=, hash=, existed= } }. Returns true | nil, msg, code.
+local function apply(self, fname, items)
+  local o, texts, plan = self.o, {}, {}
+  if not o.chunker and #items > 0 then
+    error(fname .. ": the index's chunker '" .. tostring(o.chunker_name) .. "' is not a "
+      .. "rag.chunk function; pass it again as rag.index.open(dir, { chunker = f })", 3)
+  end
+  for i, it in ipairs(items) do
+    local chunks, msg, code = o.chunker(it.doc.text, o.chunk)
+    if not chunks then
+      return nil, fname .. ": document '" .. it.id .. "': " .. tostring(msg), code
+    end
+    local t = self.c:texts(it.doc, chunks)
+    plan[i] = { chunks = chunks, first = #texts + 1, n = #t }
+    for _, s in ipairs(t) do
+      texts[#texts + 1] = s
+    end
+  end
+  local vectors
+  if self.embedder and #texts > 0 then
+    local msg, code
+    vectors, msg, code = self.embedder:embed(texts, { packed = true })
+    if not vectors then
+      return nil, msg, code
+    end
+    if #vectors ~= #texts then
+      error(fname .. ": the embedder returned " .. #vectors .. " vectors for " .. #texts
+        .. " texts", 3)
+    end
+    local v1 = vectors[1]
+    ensure_vectors(self, type(v1) == "string" and #v1 // 4 or #v1)
+  end
+  for i, it in ipairs(items) do
+    local p, vs = plan[i], nil
+    if vectors then
+      vs = {}
+      for j = 1, p.n do
+        vs[j] = vectors[p.first + j - 1]
+      end
+    end
+    local ok, msg, code = self.c:put(it.doc, p.chunks, vs, it.hash)
+    if not ok then
+      return nil, msg, code
+    end
+  end
+  return true
+end
+
+--- Adds or replaces a document.
+-- @tparam table doc `{ id, text, source?, title?, meta? }`
+-- @treturn string "added", "updated" or "unchanged" | nil, msg, code
+function Index:add(doc)
+  check_open(self, "rag.index.add", true)
+  local id = doc_key("rag.index.add", doc)
+  local hash, unchanged, existed = self.c:hash(doc)
+  if unchanged then
+    return "unchanged"
+  end
+  local ok, msg, code = apply(self, "rag.index.add", { { doc = doc, id = id, hash = hash } })
+  if not ok then
+    return nil, msg, code
+  end
+  return existed and "updated" or "added"
+end
+
+-- Collects a list or an iterator of documents, sorted by id (the canonical
+-- order); a later document with the same id wins.
+local function collect(fname, docs)
+  local list = {}
+  if type(docs) == "function" then
+    for doc in docs do
+      list[#list + 1] = doc
+    end
+  elseif type(docs) == "table" then
+    for i = 1, #docs do
+      list[i] = docs[i]
+    end
+  else
+    error(fname .. ": documents must be a list or an iterator, got " .. type(docs), 3)
+  end
+  local keyed, last = {}, {}
+  for i, doc in ipairs(list) do
+    local id = doc_key(fname, doc, i)
+    last[id] = i
+    keyed[i] = { id = id, doc = doc, i = i }
+  end
+  local out = {}
+  for _, k in ipairs(keyed) do
+    if last[k.id] == k.i then
+      out[#out + 1] = k
+    end
+  end
+  sort(out, function(a, b)
+    return a.id < b.id
+  end)
+  return out
+end
+
+local ADD_MANY = {
+  progress = { "function" },
+  budget_ms = { "number", above = 0 },
+  batch = { "number", int = true, min = 1 },
+}
+
+-- A stepper over sorted documents: each call does one batch (or, with a
+-- budget, as many documents as fit); returns done, counts | nil, msg, code.
+local function stepper(self, fname, list, o)
+  local counts = { added = 0, updated = 0, unchanged = 0, removed = 0 }
+  local pos, total = 1, #list
+  local batch = o.batch or self.o.batch
+  local function step(budget)
+    local deadline = budget and (clock() + budget / 1000)
+    repeat
+      local items = {}
+      while pos <= total and #items < batch do
+        local k = list[pos]
+        pos = pos + 1
+        local hash, unchanged, existed = self.c:hash(k.doc)
+        if unchanged then
+          counts.unchanged = counts.unchanged + 1
+        else
+          items[#items + 1] = { doc = k.doc, id = k.id, hash = hash, existed = existed }
+        end
+        if budget and #items >= 8 then
+          break
+        end
+      end
+      local ok, msg, code = apply(self, fname, items)
+      if not ok then
+        pos = total + 1
+        return nil, msg, code
+      end
+      for _, it in ipairs(items) do
+        local key = it.existed and "updated" or "added"
+        counts[key] = counts[key] + 1
+      end
+      if o.progress then
+        o.progress(pos - 1, total, counts)
+      end
+    until pos > total or not deadline or clock() >= deadline
+    return pos > total, counts
+  end
+  return step
+end
+
+--- Adds many documents, in id order, embedding in batches.
+-- @param docs a list or an iterator of documents
+-- @tparam[opt] table opts `progress = fn(done, total, counts)`, `budget_ms`, `batch`
+-- @return counts `{ added, updated, unchanged, removed }` | nil, msg, code;
+--   with `budget_ms`, a step function instead (see docs/index.md)
+function Index:add_many(docs, opts)
+  check_open(self, "rag.index.add_many", true)
+  local o = opts_check("rag.index.add_many", opts, ADD_MANY, 2)
+  local list = collect("rag.index.add_many", docs)
+  local step = stepper(self, "rag.index.add_many", list, o)
+  if o.budget_ms then
+    return function()
+      check_open(self, "rag.index.add_many", true)
+      return step(o.budget_ms)
+    end
+  end
+  while true do
+    local done, counts, code = step()
+    if done == nil then
+      return nil, counts, code
+    end
+    if done then
+      return counts
+    end
+  end
+end
+
+--- Makes the index hold exactly the documents of `docs`: adds and updates
+-- what it sees, removes the documents it did not see.
+-- @return counts `{ added, updated, unchanged, removed }` | nil, msg, code
+function Index:sync(docs, opts)
+  check_open(self, "rag.index.sync", true)
+  local o = opts_check("rag.index.sync", opts, { progress = { "function" },
+    batch = { "number", int = true, min = 1 } }, 2)
+  local list = collect("rag.index.sync", docs)
+  local step = stepper(self, "rag.index.sync", list, o)
+  local counts
+  while true do
+    local done, c, code = step()
+    if done == nil then
+      return nil, c, code
+    end
+    if done then
+      counts = c
+      break
+    end
+  end
+  local seen = {}
+  for _, k in ipairs(list) do
+    seen[k.id] = true
+  end
+  local gone = {}
+  for _, id in ipairs(self.c:ids()) do
+    if not seen[id] then
+      gone[#gone + 1] = id
+    end
+  end
+  sort(gone)
+  for _, id in ipairs(gone) do
+    self.c:remove(id)
+  end
+  counts.removed = #gone
+  return counts
+end
+
+--- Removes a document and all its chunks. @treturn boolean whether it was there
+function Index:remove(id)
+  check_open(self, "rag.index.remove", true)
+  return self.c:remove(id)
+end
+
+--- The document `id` as `{ id, text, source, title, meta, chunks }`, or nil.
+function Index:get(id)
+  check_open(self, "rag.index.get")
+  return self.c:get(id)
+end
+
+function Index:__len()
+  check_open(self, "rag.index.__len")
+  return #self.c
+end
+
+--- Counts, sizes and settings. @treturn table
+function Index:stats()
+  check_open(self, "rag.index.stats")
+  local s = self.c:stats()
+  s.generation = self.gen
+  s.readonly = self.readonly
+  s.embedder = self.edesc and self.edesc.name or false
+  s.chunker = self.o.chunker_name
+  s.default_mode = self:default_mode()
+  return s
+end
+
+-- {====== Search ======}
+
+--- The mode a search without `mode` uses: "hybrid" with a semantic
+-- embedder, "bm25" without one or with a lexical one (rag.embed.hashing),
+-- whose vectors drag RRF below BM25 alone (docs/index.md).
+function Index:default_mode()
+  local e = self.edesc
+  if not e or not self.embedder or e.name == "rag.hashing" or self.embedder.lexical then
+    return "bm25"
+  end
+  return "hybrid"
+end
+
+--- Searches the leaf chunks. See docs/index.md for the options.
+-- @return hits | nil, msg, code
+function Index:search(query, opts)
+  check_open(self, "rag.index.search")
+  if type(query) ~= "string" then
+    error("rag.index.search: query must be a string, got " .. type(query), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("rag.index.search: options must be a table, got " .. type(opts), 2)
+  end
+  local mode = opts and opts.mode or self:default_mode()
+  local qv
+  if mode ~= "bm25" and (mode == "hybrid" or mode == "vector") then
+    if not self.embedder then
+      error("rag.index.search: mode '" .. mode .. "' needs the embedder; "
+        .. (self.edesc and "pass it to rag.index.open" or "this index has none"), 2)
+    end
+    local vs, msg, code = self.embedder:embed({ query }, { packed = true })
+    if not vs then
+      return nil, msg, code
+    end
+    qv = vs[1]
+  end
+  return self.c:search(query, opts or {}, mode, qv)
+end
+
+-- {====== Saving and opening ======}
+
+local function join(dir, name)
+  return dir:sub(-1) == "/" and dir .. name or dir .. "/" .. name
+end
+
+local function read_manifest(fname, dir)
+  local path = join(dir, MANIFEST)
+  local f, err = io.open(path, "rb")
+  if not f then
+    return nil, fname .. ": '" .. path .. "': " .. tostring(err):gsub("^[^:]*: ", ""):lower(),
+      "io"
+  end
+  local s = f:read("a")
+  f:close()
+  local m = json.decode(s)
+  if type(m) ~= "table" or m.format ~= FORMAT or type(m.generation) ~= "number"
+      or type(m.files) ~= "table" then
+    return nil, fname .. ": '" .. path .. "': not a rag.index manifest", "format"
+  end
+  if type(m.version) ~= "number" or m.version > FORMAT_VERSION then
+    return nil, fname .. ": '" .. path .. "': written by a newer version of rag", "version"
+  end
+  return m
+end
+
+-- The generation number of the newest manifest in dir (0: none).
+local function current_gen(dir)
+  local m = read_manifest("", dir)
+  return m and m.generation or 0
+end
+
+local PARTS = { store = true, bm25 = true, vectors = true, manifest = true }
+
+-- Removes the files of other generations and stale temporary files.
+local function tidy(dir, keep)
+  local names = fs.list(dir)
+  for _, name in ipairs(names or {}) do
+    local part = name:match("^(%w+)%-%d+%.rag$") or name:match("^(%w+)%-%d+%.rag%.tmp%-")
+      or name:match("^(manifest)%.json%.tmp%-")
+    if PARTS[part] and not keep[name] then
+      os.remove(join(dir, name))
+    end
+  end
+end
+
+--- Saves every part to new files, then the manifest, atomically; old
+-- generations are removed after. @return true | nil, msg, code
+function Index:save(dir)
+  check_open(self, "rag.index.save")
+  if type(dir) ~= "string" then
+    error("rag.index.save: dir must be a string, got " .. type(dir), 2)
+  end
+  local ok, msg, code = fs.mkdir(dir)
+  if not ok then
+    return nil, msg, code
+  end
+  local gen = math.max(self.gen, current_gen(dir)) + 1
+  local names = { store = "store-" .. gen .. ".rag", bm25 = "bm25-" .. gen .. ".rag" }
+  local st = self.c:stats()
+  if st.vector ~= "none" then
+    names.vectors = "vectors-" .. gen .. ".rag"
+  end
+  local paths = {}
+  for part, name in pairs(names) do
+    paths[part] = join(dir, name)
+  end
+  local sums
+  sums, msg, code = self.c:save(paths)
+  if not sums then
+    return nil, msg, code
+  end
+  local files, keep = {}, { [MANIFEST] = true }
+  for part, name in pairs(names) do
+    files[part] = { name = name, size = sums[part].size, crc32 = sums[part].crc32 }
+    keep[name] = true
+  end
+  local m = record(self)
+  m.format, m.version, m.generation, m.library = FORMAT, FORMAT_VERSION, gen, core.version
+  m.files, m.documents, m.chunks = files, st.documents, st.leaves
+  local text = json.encode(m)
+  ok, msg, code = fs.write(join(dir, MANIFEST), text .. "\n")
+  if not ok then
+    return nil, msg, code
+  end
+  self.gen = gen
+  tidy(dir, keep)
+  return true
+end
+
+local OPEN = {
+  readonly = { "boolean", default = false },
+  embedder = { "table|userdata|boolean" },
+  chunker = { "function|string" },
+  chunk = { "table" },
+  batch = { "number", default = 256, int = true, min = 1 },
+}
+
+--- Opens the newest complete generation saved in dir.
+-- @tparam string dir
+-- @tparam[opt] table opts `readonly`, `embedder` (required when the recorded
+--   one is not an offline embedder), `chunker` (a custom chunker again)
+-- @return Index | nil, msg, code
+function M.open(dir, opts)
+  local fname = "rag.index.open"
+  if type(dir) ~= "string" then
+    error(fname .. ": dir must be a string, got " .. type(dir), 2)
+  end
+  local o = opts_check(fname, opts, OPEN, 2)
+  local m, msg, code = read_manifest(fname, dir)
+  if not m then
+    return nil, msg, code
+  end
+  local paths = {}
+  for part, f in pairs(m.files) do
+    if type(f) ~= "table" or type(f.name) ~= "string" or f.name:find("/", 1, true) then
+      return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': bad file entry", "corrupt"
+    end
+    local path = join(dir, f.name)
+    local size, crc = fs.sum(path)
+    if not size then
+      return nil, fname .. ": " .. crc:gsub("^rag%.fs%.sum: ", ""), select(3, fs.sum(path))
+    end
+    if size ~= f.size or crc ~= f.crc32 then
+      return nil, fname .. ": '" .. path .. "': size or checksum differs from the manifest",
+        "corrupt"
+    end
+    paths[part] = path
+  end
+  if not paths.store or not paths.bm25 then
+    return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': a part is missing", "corrupt"
+  end
+  -- the embedder: the one recorded, rebuilt, or the caller's, which must match
+  local edesc = m.embedder or nil
+  local embedder = o.embedder
+  if embedder == nil then
+    embedder = rebuild(edesc) or false
+  elseif embedder then
+    check_embedder(fname, embedder)
+    local d = describe(embedder)
+    if not edesc or d.name ~= edesc.name or (d.dim and edesc.dim and d.dim ~= edesc.dim)
+        or (d.config and edesc.config and not same(d.config, edesc.config)) then
+      error(fname .. ": the embedder " .. d.name .. (d.dim and ("/" .. d.dim) or "")
+        .. " differs from the one the index was built with: "
+        .. (edesc and (edesc.name .. (edesc.dim and ("/" .. edesc.dim) or "")) or "none"), 2)
+    end
+  end
+  local c
+  c, msg, code = cindex.open({ store = paths.store, bm25 = paths.bm25, vectors = paths.vectors,
+    kind = m.vector == "hnsw" and "hnsw" or "exact", map = o.readonly })
+  if not c then
+    return nil, msg, code
+  end
+  local s = {
+    embedder = embedder, metric = m.metric or "cosine", vector = m.vector, batch = o.batch,
+  }
+  local ch = m.chunker or {}
+  if o.chunker then
+    s.chunker = type(o.chunker) == "string" and core.chunk[o.chunker] or o.chunker
+    s.chunker_name = type(o.chunker) == "string" and o.chunker or chunker_name(o.chunker)
+      or "custom"
+  else
+    s.chunker, s.chunker_name = core.chunk[ch.name or ""], ch.name
+  end
+  local copts = {}
+  for k, v in pairs(o.chunk or ch.options or {}) do
+    copts[k] = v
+  end
+  if type(copts.tokenizer) == "string" then
+    local tok = copts.tokenizer
+    copts.tokenizer = require("rag.tokenizer").get(tok)
+  end
+  s.chunk = copts
+  local idx = wrap(c, s, edesc, o.readonly)
+  idx.gen = m.generation
+  return idx
+end
+
+--- Closes the index; idempotent.
+function Index:close()
+  if self.c then
+    self.c:close()
+    self.c = nil
+  end
+end
+
+Index.__close = Index.close
+
+function Index:__tostring()
+  if not self.c then
+    return "rag.index (closed)"
+  end
+  return "rag.index (" .. #self.c .. " documents)"
+end
+
+return M

@@ -1,0 +1,87 @@
+/*
+** lrag_fs.c: rag.core.fs, the few file operations rag.index's saves need
+** and Lua lacks: an atomic write, a directory's names, mkdir, and a file's
+** size and CRC-32. Failures of the world return nil, msg, code.
+*/
+#include "lrag.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "rag.h"
+#include "rag_digest.h"
+#include "rag_file.h"
+
+/* fs.write(path, bytes) -> true | nil, msg, code: temporary file, fsync, rename. */
+static int fs_write(lua_State *L) {
+  const char *path = lrag_checkpath(L, 1, "rag.fs.write");
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  int err = 0, rc = rag_file_write(path, s, n, &err);
+  if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.fs.write", path, NULL, err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* fs.list(dir) -> { name, ... } sorted bytewise, without "." and ".." | nil, msg, code */
+static int fs_list(lua_State *L) {
+  const char *path = lrag_checkpath(L, 1, "rag.fs.list");
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+  if (d == NULL) return lrag_file_error(L, RAG_EIO, "rag.fs.list", path, NULL, errno);
+  lua_newtable(L);
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    lua_pushstring(L, e->d_name); /* may raise on out of memory: then d leaks one handle */
+    lua_rawseti(L, -2, ++n);
+  }
+  (void)closedir(d);
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, -3);
+  lua_call(L, 1, 0);
+  lua_pop(L, 1);
+  return 1;
+}
+
+/* fs.mkdir(dir) -> true (made or already a directory) | nil, msg, code */
+static int fs_mkdir(lua_State *L) {
+  const char *path = lrag_checkpath(L, 1, "rag.fs.mkdir");
+  struct stat st;
+  if (mkdir(path, 0777) != 0) {
+    int e = errno;
+    if (e != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+      return lrag_file_error(L, RAG_EIO, "rag.fs.mkdir", path,
+                             e == EEXIST ? "exists and is not a directory" : NULL,
+                             e == EEXIST ? 0 : e);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* fs.sum(path) -> size, crc32 | nil, msg, code */
+static int fs_sum(lua_State *L) {
+  const char *path = lrag_checkpath(L, 1, "rag.fs.sum");
+  unsigned char *buf;
+  size_t n;
+  const char *why = NULL;
+  int err = 0, rc = rag_file_read(path, &buf, &n, &why, &err);
+  if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.fs.sum", path, why, err);
+  lua_pushinteger(L, (lua_Integer)n);
+  lua_pushinteger(L, (lua_Integer)rag_digest_crc32(0, buf, n));
+  rag_free(buf);
+  return 2;
+}
+
+static const luaL_Reg fs_funcs[] = {
+    {"write", fs_write}, {"list", fs_list}, {"mkdir", fs_mkdir}, {"sum", fs_sum}, {NULL, NULL},
+};
+
+int lrag_open_fs(lua_State *L) {
+  luaL_setfuncs(L, fs_funcs, 0);
+  return 0;
+}

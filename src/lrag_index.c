@@ -1,0 +1,968 @@
+/*
+** lrag_index.c: rag.core.index, the C half of rag.index (lua/rag/index.lua
+** does the chunking, embedding, batches and manifests). new(bm25, vectors)
+** takes over a rag.bm25 and a rag.vec or rag.hnsw; open{...} loads the
+** parts of a save. Methods: hash, texts, put, remove, get, ids, search,
+** stats, save, check, close, #ix.
+*/
+#include "lrag.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lrag_vec.h"
+#include "rag.h"
+#include "rag_digest.h"
+#include "rag_file.h"
+#include "rag_index.h"
+
+#define MT "rag.core.index"
+
+typedef struct lindex {
+  rag_index *ix; /* NULL once closed */
+  void *map;     /* the read-only mapping the store borrows, or NULL */
+  size_t maplen;
+} lindex;
+
+static void index_fin(void *u) {
+  lindex *x = (lindex *)u;
+  rag_index_free(x->ix);
+  if (x->map != NULL) (void)munmap(x->map, x->maplen);
+  x->map = NULL;
+}
+
+static const lrag_class index_class;
+
+static lindex *check_open(lua_State *L, const char *fname) {
+  return (lindex *)lrag_checkobject(L, 1, &index_class, fname);
+}
+
+/* {====== Metadata: Lua tables <-> the encoding of rag_store.h ======} */
+
+typedef struct mkey {
+  const char *s;
+  size_t len;
+  int idx; /* the key's place on the Lua stack's key list */
+} mkey;
+
+static int mkey_cmp(const void *a, const void *b) {
+  const mkey *x = (const mkey *)a, *y = (const mkey *)b;
+  int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+  if (c != 0) return c;
+  return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static void put_varint(lua_State *L, lrag_buf *b, uint64_t v) {
+  unsigned char t[10];
+  lrag_buf_add(L, b, (const char *)t, rag_put_varint(t, v));
+}
+
+static void put_str(lua_State *L, lrag_buf *b, const char *s, size_t n) {
+  put_varint(L, b, n);
+  lrag_buf_add(L, b, s, n);
+}
+
+/* Encodes the value on top of the stack (key names it in errors). */
+static void encode_value(lua_State *L, lrag_buf *b, const char *fname, const char *key) {
+  int t = lua_type(L, -1);
+  size_t n, i;
+  if (t == LUA_TSTRING) {
+    const char *s = lua_tolstring(L, -1, &n);
+    lrag_buf_addc(L, b, RAG_META_STRING);
+    put_str(L, b, s, n);
+  } else if (t == LUA_TNUMBER) {
+    if (lua_isinteger(L, -1)) {
+      int64_t v = (int64_t)lua_tointeger(L, -1);
+      lrag_buf_addc(L, b, RAG_META_INT);
+      put_varint(L, b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+    } else {
+      double d = (double)lua_tonumber(L, -1);
+      unsigned char x[8];
+      uint64_t u;
+      if (!isfinite(d)) luaL_error(L, "%s: meta.%s must be a finite number", fname, key);
+      memcpy(&u, &d, 8);
+      for (i = 0; i < 8; i++) x[i] = (unsigned char)(u >> (8 * i));
+      lrag_buf_addc(L, b, RAG_META_NUMBER);
+      lrag_buf_add(L, b, (const char *)x, 8);
+    }
+  } else if (t == LUA_TBOOLEAN) {
+    lrag_buf_addc(L, b, lua_toboolean(L, -1) ? RAG_META_TRUE : RAG_META_FALSE);
+  } else if (t == LUA_TTABLE) {
+    n = (size_t)lua_rawlen(L, -1);
+    lua_pushnil(L);
+    i = 0;
+    while (lua_next(L, -2)) { /* a list: keys exactly 1..n */
+      lua_pop(L, 1);
+      i++;
+    }
+    if (i != n) luaL_error(L, "%s: meta.%s must be a list of strings", fname, key);
+    lrag_buf_addc(L, b, RAG_META_LIST);
+    put_varint(L, b, n);
+    for (i = 1; i <= n; i++) {
+      const char *s;
+      size_t len;
+      lua_rawgeti(L, -1, (int)i);
+      if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: meta.%s must be a list of strings, item %d is %s", fname, key,
+                   (int)i, luaL_typename(L, -1));
+      s = lua_tolstring(L, -1, &len);
+      put_str(L, b, s, len);
+      lua_pop(L, 1);
+    }
+  } else {
+    luaL_error(L, "%s: meta.%s must be a string, number, boolean or list of strings, got %s",
+               fname, key, luaL_typename(L, -1));
+  }
+}
+
+/* Encodes the meta table at idx (or nothing: nil) into a new buffer left on the stack. */
+static lrag_buf *encode_meta(lua_State *L, int idx, const char *fname) {
+  lrag_buf *b;
+  mkey *keys;
+  size_t n = 0, i;
+  int list;
+  idx = lua_absindex(L, idx);
+  b = lrag_buf_new(L);
+  if (lua_isnil(L, idx)) {
+    lrag_buf_addc(L, b, 0);
+    return b;
+  }
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: document meta must be a table, got %s", fname, luaL_typename(L, idx));
+  lua_newtable(L); /* the keys, anchored */
+  list = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "%s: document meta keys must be strings, got %s", fname,
+                 luaL_typename(L, -1));
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, list, (int)++n);
+  }
+  keys = (mkey *)lua_newuserdatauv(L, (n + 1) * sizeof *keys, 0);
+  for (i = 0; i < n; i++) {
+    lua_rawgeti(L, list, (int)i + 1);
+    keys[i].s = lua_tolstring(L, -1, &keys[i].len);
+    keys[i].idx = (int)i + 1;
+    lua_pop(L, 1);
+  }
+  qsort(keys, n, sizeof *keys, mkey_cmp);
+  put_varint(L, b, n);
+  for (i = 0; i < n; i++) {
+    put_str(L, b, keys[i].s, keys[i].len);
+    lua_rawgeti(L, list, keys[i].idx);
+    lua_rawget(L, idx);
+    encode_value(L, b, fname, keys[i].s);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2); /* keys, list */
+  return b;
+}
+
+static void push_value(lua_State *L, const rag_meta_value *v) {
+  switch (v->type) {
+    case RAG_META_STRING:
+      lua_pushlstring(L, v->s, v->len);
+      break;
+    case RAG_META_INT:
+      lua_pushinteger(L, (lua_Integer)v->i);
+      break;
+    case RAG_META_NUMBER:
+      lua_pushnumber(L, v->num);
+      break;
+    case RAG_META_FALSE:
+    case RAG_META_TRUE:
+      lua_pushboolean(L, v->type == RAG_META_TRUE);
+      break;
+    default: {
+      rag_reader r = v->list;
+      const char *s;
+      size_t n, i = 0;
+      lua_createtable(L, (int)v->len, 0);
+      while (rag_r_str(&r, &s, &n)) {
+        lua_pushlstring(L, s, n);
+        lua_rawseti(L, -2, (int)++i);
+      }
+    }
+  }
+}
+
+static void push_meta(lua_State *L, const rag_store_doc *d) {
+  rag_meta_iter it;
+  const char *k;
+  size_t kl;
+  rag_meta_value v;
+  lua_newtable(L);
+  rag_meta_begin(&it, d->meta, d->metalen);
+  while (rag_meta_next(&it, &k, &kl, &v)) {
+    lua_pushlstring(L, k, kl);
+    push_value(L, &v);
+    lua_rawset(L, -3);
+  }
+}
+
+/* {====== Documents ======} */
+
+/*
+** Reads the document table at idx into *d, its strings anchored by the
+** table; pushes the id (a number's string) and the metadata's buffer.
+*/
+static void read_doc(lua_State *L, int idx, const char *fname, rag_store_doc *d) {
+  static const char *const fields[] = {"id", "text", "source", "title", "meta", NULL};
+  lrag_buf *meta;
+  int t;
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: document must be a table, got %s", fname, luaL_typename(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int i, known = 0;
+    lua_pop(L, 1);
+    for (i = 0; fields[i] != NULL && !known; i++)
+      known = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), fields[i]) == 0;
+    if (!known) {
+      lua_pushfstring(L, "%s: document has an unknown field '%s'", fname,
+                      lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                     : luaL_typename(L, -1));
+      lua_error(L);
+    }
+  }
+  memset(d, 0, sizeof *d);
+  lua_getfield(L, idx, "id"); /* stays on the stack: a number's string is anchored there */
+  t = lua_type(L, -1);
+  if (t != LUA_TSTRING && t != LUA_TNUMBER)
+    luaL_error(L, "%s: document id must be a string or a number, got %s", fname,
+               luaL_typename(L, -1));
+  d->id = lua_tolstring(L, -1, &d->idlen);
+  lua_getfield(L, idx, "text");
+  if (lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "%s: document text must be a string, got %s", fname, luaL_typename(L, -1));
+  d->text = lua_tolstring(L, -1, &d->textlen);
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "source");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "%s: document source must be a string, got %s", fname, luaL_typename(L, -1));
+    d->source = lua_tolstring(L, -1, &d->sourcelen);
+    d->has_source = 1;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "title");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "%s: document title must be a string, got %s", fname, luaL_typename(L, -1));
+    d->title = lua_tolstring(L, -1, &d->titlelen);
+    d->has_title = 1;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "meta");
+  meta = encode_meta(L, -1, fname);
+  lua_remove(L, -2);
+  d->meta = (const unsigned char *)meta->p;
+  d->metalen = meta->len;
+}
+
+/*
+** The content hash of a document: SHA-256 of its text, whether it has a
+** title and the title, and its encoded metadata, each with its length.
+*/
+static void content_hash(lua_State *L, const rag_store_doc *d, unsigned char out[32]) {
+  lrag_buf *b = lrag_buf_new(L);
+  put_str(L, b, d->text, d->textlen);
+  lrag_buf_addc(L, b, (char)d->has_title);
+  put_str(L, b, d->title ? d->title : "", d->titlelen);
+  put_str(L, b, (const char *)d->meta, d->metalen);
+  if (rag_digest_sha256(b->p, b->len, out) != RAG_OK) luaL_error(L, "not enough memory");
+  lua_pop(L, 1);
+}
+
+/*
+** ix:hash(doc) -> hash, unchanged, exists: the document's content hash (32
+** bytes), whether a live document with its id has it, and whether one is live.
+*/
+static int index_hash(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.add");
+  rag_store_doc d;
+  unsigned char h[32];
+  uint32_t slot;
+  read_doc(L, 2, "rag.index.add", &d);
+  content_hash(L, &d, h);
+  slot = rag_store_find(rag_index_store(x->ix), d.id, d.idlen);
+  lua_pushlstring(L, (const char *)h, 32);
+  lua_pushboolean(L, slot != RAG_IDS_NONE &&
+                         memcmp(rag_store_doc_at(rag_index_store(x->ix), slot)->hash, h, 32) == 0);
+  lua_pushboolean(L, slot != RAG_IDS_NONE);
+  return 3;
+}
+
+/* The chunk list at idx (rag.chunk's output) into a userdata of n chunks left on the stack. */
+static rag_store_chunk *read_chunks(lua_State *L, int idx, const char *fname, size_t *n) {
+  rag_store_chunk *c;
+  size_t i;
+  idx = lua_absindex(L, idx);
+  *n = lrag_checklist(L, idx, fname, "chunks must be a list of chunks");
+  c = (rag_store_chunk *)lua_newuserdatauv(L, (*n + 1) * sizeof *c, 0);
+  for (i = 0; i < *n; i++) {
+    lua_Integer v[5] = {0, 0, 0, 0, 0};
+    static const char *const keys[] = {"start", "stop", "tokens"};
+    int k;
+    lua_rawgeti(L, idx, (int)i + 1);
+    if (!lua_istable(L, -1))
+      luaL_error(L, "%s: chunk %d must be a table, got %s", fname, (int)i + 1,
+                 luaL_typename(L, -1));
+    for (k = 0; k < 3; k++) {
+      lua_getfield(L, -1, keys[k]);
+      if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0 || lua_tonumber(L, -1) > UINT32_MAX)
+        luaL_error(L, "%s: chunk %d has no valid '%s'", fname, (int)i + 1, keys[k]);
+      v[k] = (lua_Integer)lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_getfield(L, -1, "meta");
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "parent");
+      v[3] = lua_isnumber(L, -1) ? (lua_Integer)lua_tonumber(L, -1) : 0;
+      lua_getfield(L, -2, "level");
+      v[4] = lua_isnumber(L, -1) ? (lua_Integer)lua_tonumber(L, -1) : 0;
+      lua_pop(L, 2);
+    }
+    lua_pop(L, 2);
+    if (v[3] < 0 || v[3] > (lua_Integer)i || v[4] < 0 || v[4] > UINT32_MAX)
+      luaL_error(L, "%s: chunk %d has a bad parent or level", fname, (int)i + 1);
+    c[i].start = (uint32_t)v[0];
+    c[i].stop = (uint32_t)v[1];
+    c[i].tokens = (uint32_t)v[2];
+    c[i].parent = (uint32_t)v[3];
+    c[i].level = (uint32_t)v[4];
+    c[i].leaf = 0;
+  }
+  return c;
+}
+
+/* Marks leaves of an input chunk list (no chunk names them as parent). */
+static size_t leaves_of(rag_store_chunk *c, size_t n) {
+  size_t i, m = 0;
+  for (i = 0; i < n; i++) c[i].leaf = 1;
+  for (i = 0; i < n; i++)
+    if (c[i].parent > 0) c[c[i].parent - 1].leaf = 0;
+  for (i = 0; i < n; i++) m += c[i].leaf;
+  return m;
+}
+
+/* ix:texts(doc, chunks) -> the texts BM25 and the embedder see, one per leaf chunk. */
+static int index_texts(lua_State *L) {
+  rag_store_doc d;
+  rag_store_chunk *c;
+  size_t n, i, m = 0;
+  (void)check_open(L, "rag.index.add");
+  read_doc(L, 2, "rag.index.add", &d);
+  c = read_chunks(L, 3, "rag.index.add", &n);
+  (void)leaves_of(c, n);
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    luaL_Buffer b;
+    if (!c[i].leaf) continue;
+    if (c[i].start < 1 || c[i].stop < c[i].start || c[i].stop > d.textlen)
+      luaL_error(L, "rag.index.add: chunk %d is out of the text", (int)i + 1);
+    luaL_buffinit(L, &b);
+    if (d.has_title && d.titlelen > 0) {
+      luaL_addlstring(&b, d.title, d.titlelen);
+      luaL_addchar(&b, '\n');
+    }
+    luaL_addlstring(&b, d.text + c[i].start - 1, c[i].stop - c[i].start + 1);
+    luaL_pushresult(&b);
+    lua_rawseti(L, -2, (int)++m);
+  }
+  return 1;
+}
+
+/*
+** ix:put(doc, chunks, vectors, hash) -> true | nil, msg, code: vectors one
+** per leaf chunk (nil without vectors), hash from ix:hash.
+*/
+static int index_put(lua_State *L) {
+  static const char *fname = "rag.index.add";
+  lindex *x = check_open(L, fname);
+  rag_store_doc d;
+  rag_store_chunk *c;
+  size_t n, leaves, dim = rag_index_dim(x->ix), i, hl, errpos = 0;
+  float *vecs = NULL;
+  const char *hash;
+  rag_vec_bad bad;
+  int rc;
+  read_doc(L, 2, fname, &d);
+  c = read_chunks(L, 3, fname, &n);
+  leaves = leaves_of(c, n);
+  hash = luaL_checklstring(L, 5, &hl);
+  if (hl != 32) luaL_error(L, "%s: hash must have 32 bytes", fname);
+  memcpy(d.hash, hash, 32);
+  d.chunks = c;
+  d.nchunks = n;
+  if (dim > 0) {
+    if (lrag_checklist(L, 4, fname, "vectors must be a list of vectors") != leaves)
+      luaL_error(L, "%s: %d vectors for %d leaf chunks", fname, (int)lua_rawlen(L, 4),
+                 (int)leaves);
+    if (RAG_MUL_OVERFLOWS(leaves + 1, dim * sizeof(float))) luaL_error(L, "%s: too large", fname);
+    vecs = (float *)lua_newuserdatauv(L, (leaves + 1) * dim * sizeof(float), 0);
+    for (i = 0; i < leaves; i++) {
+      lua_rawgeti(L, 4, (int)i + 1);
+      lrag_checkvector(L, lua_gettop(L), dim, fname, vecs + i * dim);
+      lua_pop(L, 1);
+    }
+  }
+  bad.why = NULL;
+  bad.component = 0;
+  rc = rag_index_put(x->ix, &d, vecs, &errpos, &bad);
+  if (rc == RAG_EINVAL && bad.why == NULL)
+    return luaL_error(L, "%s: document '%s': a chunk is out of its text", fname, d.id);
+  if (rc == RAG_EINVAL || rc == RAG_ETOOBIG) return lrag_vecerror(L, rc, fname, dim, &bad);
+  if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int index_remove(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.remove");
+  size_t len;
+  const char *id = lrag_checkid(L, 2, "rag.index.remove", &len);
+  int removed;
+  rag_index_remove(x->ix, id, len, &removed);
+  lua_pushboolean(L, removed);
+  return 1;
+}
+
+static void push_doc(lua_State *L, const rag_store_doc *d) {
+  lua_createtable(L, 0, 6);
+  lua_pushlstring(L, d->id, d->idlen);
+  lua_setfield(L, -2, "id");
+  lua_pushlstring(L, d->text, d->textlen);
+  lua_setfield(L, -2, "text");
+  if (d->has_source) {
+    lua_pushlstring(L, d->source, d->sourcelen);
+    lua_setfield(L, -2, "source");
+  }
+  if (d->has_title) {
+    lua_pushlstring(L, d->title, d->titlelen);
+    lua_setfield(L, -2, "title");
+  }
+  push_meta(L, d);
+  lua_setfield(L, -2, "meta");
+  lrag_setint(L, "chunks", (lua_Integer)d->nchunks);
+}
+
+static int index_get(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.get");
+  size_t len;
+  const char *id = lrag_checkid(L, 2, "rag.index.get", &len);
+  rag_store *s = rag_index_store(x->ix);
+  uint32_t slot = rag_store_find(s, id, len);
+  if (slot == RAG_IDS_NONE) return 0;
+  push_doc(L, rag_store_doc_at(s, slot));
+  return 1;
+}
+
+/* ix:ids() -> every live document id, in no particular order. */
+static int index_ids(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.ids");
+  rag_store *s = rag_index_store(x->ix);
+  size_t n = rag_store_count(s), i;
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    const rag_store_doc *d = rag_store_doc_at(s, (uint32_t)i);
+    lua_pushlstring(L, d->id, d->idlen);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
+static int index_len(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.__len");
+  lua_pushinteger(L, (lua_Integer)rag_store_count(rag_index_store(x->ix)));
+  return 1;
+}
+
+static int index_stats(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.stats");
+  rag_index *ix = x->ix;
+  rag_store *s = rag_index_store(ix);
+  size_t mem = rag_store_memory(s);
+  rag_bm25_stats bs;
+  rag_bm25_stats_get(rag_index_bm25(ix), &bs);
+  if (rag_index_vec(ix) != NULL) mem += rag_vec_memory(rag_index_vec(ix));
+  if (rag_index_hnsw(ix) != NULL) {
+    rag_hnsw_stats hs;
+    rag_hnsw_stats_get(rag_index_hnsw(ix), &hs);
+    mem += hs.memory;
+  }
+  mem += bs.memory;
+  lua_createtable(L, 0, 8);
+  lrag_setint(L, "documents", (lua_Integer)rag_store_count(s));
+  lrag_setint(L, "chunks", (lua_Integer)rag_store_chunks(s));
+  lrag_setint(L, "leaves", (lua_Integer)rag_store_leaves(s));
+  lrag_setint(L, "bytes", (lua_Integer)rag_store_bytes(s));
+  lrag_setint(L, "terms", (lua_Integer)bs.terms);
+  lrag_setint(L, "dim", (lua_Integer)rag_index_dim(ix));
+  lrag_setstr(L, "vector", rag_index_vec(ix) ? "exact" : rag_index_hnsw(ix) ? "hnsw" : "none");
+  lrag_setint(L, "memory", (lua_Integer)mem);
+  lrag_setbool(L, "mapped", x->map != NULL);
+  return 1;
+}
+
+/* ix:attach(vectors): a rag.vec or rag.hnsw for an index without vectors or leaf chunks. */
+static int index_attach(lua_State *L) {
+  static const char *fname = "rag.index.attach";
+  lindex *x = check_open(L, fname);
+  rag_vec *v = NULL;
+  rag_hnsw *h = NULL;
+  if (rag_index_dim(x->ix) > 0 || rag_store_leaves(rag_index_store(x->ix)) > 0)
+    luaL_error(L, "%s: the index already has vectors or chunks", fname);
+  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = (rag_vec *)lrag_takeobject(L, 2, "rag.vec", fname);
+  else h = (rag_hnsw *)lrag_takeobject(L, 2, "rag.hnsw", fname);
+  rag_index_attach(x->ix, v, h);
+  return 0;
+}
+
+static int index_check(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.check");
+  lua_pushboolean(L, rag_index_check(x->ix));
+  return 1;
+}
+
+/* {====== Search ======} */
+
+static const char *const mode_names[] = {"hybrid", "bm25", "vector", NULL};
+
+/* One filter condition from the key/value pair on top of the stack. */
+static void read_cond(lua_State *L, const char *fname, rag_filter_cond *c, int vidx) {
+  const char *key = lua_tolstring(L, -2, &c->keylen);
+  int t = lua_type(L, vidx);
+  size_t n, i;
+  rag_filter_value *v;
+  c->key = key;
+  c->range = 0;
+  c->gte = -HUGE_VAL;
+  c->lte = HUGE_VAL;
+  if (t == LUA_TTABLE) {
+    lua_getfield(L, vidx, "gte");
+    lua_getfield(L, vidx, "lte");
+    if (!lua_isnil(L, -1) || !lua_isnil(L, -2)) {
+      lua_pushnil(L);
+      while (lua_next(L, vidx)) {
+        const char *rk = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+        if ((strcmp(rk, "gte") != 0 && strcmp(rk, "lte") != 0) || lua_type(L, -1) != LUA_TNUMBER)
+          luaL_error(L, "%s: filter.%s: a range is { gte = number, lte = number }", fname, key);
+        lua_pop(L, 1);
+      }
+      c->range = 1;
+      if (!lua_isnil(L, -2)) c->gte = (double)lua_tonumber(L, -2);
+      if (!lua_isnil(L, -1)) c->lte = (double)lua_tonumber(L, -1);
+      lua_pop(L, 2);
+      c->any = NULL;
+      c->nany = 0;
+      return;
+    }
+    lua_pop(L, 2);
+    n = (size_t)lua_rawlen(L, vidx);
+    if (n == 0) luaL_error(L, "%s: filter.%s must be a value, a non-empty list or a range", fname, key);
+  } else {
+    n = 1;
+  }
+  v = (rag_filter_value *)lua_newuserdatauv(L, n * sizeof *v, 0); /* left on the stack */
+  for (i = 0; i < n; i++) {
+    int vt;
+    if (t == LUA_TTABLE) lua_rawgeti(L, vidx, (int)i + 1);
+    else lua_pushvalue(L, vidx);
+    vt = lua_type(L, -1);
+    if (vt == LUA_TSTRING) {
+      v[i].type = RAG_META_STRING;
+      v[i].s = lua_tolstring(L, -1, &v[i].len); /* anchored by the filter table */
+    } else if (vt == LUA_TNUMBER) {
+      v[i].type = RAG_META_NUMBER;
+      v[i].num = (double)lua_tonumber(L, -1);
+    } else if (vt == LUA_TBOOLEAN) {
+      v[i].type = lua_toboolean(L, -1) ? RAG_META_TRUE : RAG_META_FALSE;
+    } else {
+      luaL_error(L, "%s: filter.%s: values must be strings, numbers or booleans, got %s", fname,
+                 key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+  }
+  c->any = v;
+  c->nany = n;
+}
+
+/*
+** opts.filter into *f (its arrays in userdata anchored in the table `anchor`);
+** returns f, or NULL without a filter.
+*/
+static rag_store_filter *read_filter(lua_State *L, int opts, const char *fname,
+                                     rag_store_filter *f, rag_id_filter *docs, int anchor) {
+  int tbl, nconds = 0;
+  rag_filter_cond *conds;
+  if (!lrag_opttable(L, opts, fname, "filter")) return NULL;
+  tbl = lua_gettop(L); /* anchored by opts */
+  lua_pushnil(L);
+  while (lua_next(L, tbl)) {
+    if (lua_type(L, -2) != LUA_TSTRING)
+      luaL_error(L, "%s: filter keys must be strings, got %s", fname, luaL_typename(L, -2));
+    lua_pop(L, 1);
+    nconds++;
+  }
+  conds = (rag_filter_cond *)lua_newuserdatauv(L, (size_t)(nconds + 1) * sizeof *conds, 0);
+  lua_rawseti(L, anchor, 2);
+  f->conds = conds;
+  f->nconds = 0;
+  f->docs = NULL;
+  lua_pushnil(L);
+  while (lua_next(L, tbl)) {
+    if (strcmp(lua_tostring(L, -2), "doc_id") == 0) {
+      const char **ids;
+      size_t *lens;
+      int t = lua_type(L, -1);
+      if (t == LUA_TSTRING || t == LUA_TNUMBER) { /* one id: a list of one */
+        lua_createtable(L, 1, 0);
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, 1);
+        lua_replace(L, -2);
+      }
+      docs->n = lrag_checkfilter(L, -1, fname, &ids, &lens);
+      docs->ids = ids;
+      docs->lens = lens;
+      lua_rawseti(L, anchor, 4); /* the arrays and their strings */
+      lua_rawseti(L, anchor, 5);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, anchor, 6);
+      f->docs = docs;
+    } else {
+      int top = lua_gettop(L);
+      read_cond(L, fname, &conds[f->nconds], top);
+      if (conds[f->nconds].nany > 0) { /* anchor the values */
+        lua_rawseti(L, anchor, 10 + (int)f->nconds);
+      }
+      f->nconds++;
+      lua_settop(L, top);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return f;
+}
+
+/* The span's text of a hit. */
+static void push_hit(lua_State *L, rag_index *ix, const rag_index_hit *h) {
+  rag_store *s = rag_index_store(ix);
+  const rag_store_doc *d = rag_store_doc_at(s, h->doc);
+  size_t nl;
+  const char *name = rag_index_chunk_name(ix, h, &nl);
+  if (name == NULL) luaL_error(L, "not enough memory");
+  lua_createtable(L, 0, 11);
+  lua_pushlstring(L, name, nl);
+  lua_setfield(L, -2, "id");
+  lua_pushlstring(L, d->id, d->idlen);
+  lua_setfield(L, -2, "doc_id");
+  lua_pushnumber(L, h->score);
+  lua_setfield(L, -2, "score");
+  lua_pushlstring(L, d->text + h->start - 1, h->stop - h->start + 1);
+  lua_setfield(L, -2, "text");
+  if (d->has_source) {
+    lua_pushlstring(L, d->source, d->sourcelen);
+    lua_setfield(L, -2, "source");
+  }
+  if (d->has_title) {
+    lua_pushlstring(L, d->title, d->titlelen);
+    lua_setfield(L, -2, "title");
+  }
+  push_meta(L, d);
+  lua_setfield(L, -2, "meta");
+  lrag_setint(L, "start", (lua_Integer)h->start);
+  lrag_setint(L, "stop", (lua_Integer)h->stop);
+  lua_createtable(L, 0, 2);
+  if (h->rank_bm25 > 0) lrag_setint(L, "bm25", (lua_Integer)h->rank_bm25);
+  if (h->rank_vec > 0) lrag_setint(L, "vector", (lua_Integer)h->rank_vec);
+  lua_setfield(L, -2, "ranks");
+}
+
+/*
+** ix:search(query, opts, default_mode, qvec) -> hits | nil, msg, code:
+** qvec (a vector, or nil) is the query's embedding when the mode needs it.
+*/
+static int index_search(lua_State *L) {
+  static const char *fname = "rag.index.search";
+  static const char *const allowed[] = {"mode", "k", "fetch_k", "rrf", "weights", "filter",
+                                        "group", "expand", "ef", NULL};
+  lindex *x = check_open(L, fname);
+  rag_index_query q;
+  rag_store_filter sf;
+  rag_id_filter docs;
+  const rag_index_hit *hits;
+  size_t n, i, errpos = 0, dim = rag_index_dim(x->ix);
+  rag_vec_bad bad;
+  int rc, anchor;
+  memset(&q, 0, sizeof q);
+  q.text = luaL_checklstring(L, 2, &q.len);
+  lrag_checkopts(L, 3, fname, allowed);
+  q.mode = (rag_index_mode)luaL_checkoption(L, 4, "hybrid", mode_names);
+  q.mode = (rag_index_mode)lrag_optenum(L, 3, fname, "mode", q.mode, mode_names);
+  q.k = (size_t)lrag_optinteger(L, 3, fname, "k", 10, 1, 1 << 30);
+  q.fetch_k = (size_t)lrag_optinteger(L, 3, fname, "fetch_k", 50, 1, 1 << 30);
+  q.ef = (size_t)lrag_optinteger(L, 3, fname, "ef", 0, 0, 1 << 20);
+  q.rrf_k = 60;
+  q.rrf_base = 1;
+  q.w_bm25 = q.w_vec = 1;
+  if (lrag_opttable(L, 3, fname, "rrf")) {
+    static const char *const rk[] = {"k", "rank_base", NULL};
+    int t = lua_gettop(L);
+    lrag_checkopts(L, t, "rag.index.search: rrf", rk);
+    q.rrf_k = lrag_optnumber(L, t, fname, "k", 60, 0, 1e9);
+    q.rrf_base = lrag_optnumber(L, t, fname, "rank_base", 1, 0, 1e9);
+    if (!(q.rrf_k + q.rrf_base > 0)) luaL_error(L, "%s: rrf k + rank_base must be > 0", fname);
+    lua_pop(L, 1);
+  }
+  if (lrag_opttable(L, 3, fname, "weights")) {
+    static const char *const wk[] = {"bm25", "vector", NULL};
+    int t = lua_gettop(L);
+    lrag_checkopts(L, t, "rag.index.search: weights", wk);
+    q.w_bm25 = lrag_optnumber(L, t, fname, "bm25", 1, 0, 1e9);
+    q.w_vec = lrag_optnumber(L, t, fname, "vector", 1, 0, 1e9);
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, 3, "group");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "doc") != 0)
+      luaL_error(L, "%s: option 'group' must be \"doc\"", fname);
+    q.group = 1;
+  }
+  lua_pop(L, 1);
+  if (lrag_opttable(L, 3, fname, "expand")) {
+    static const char *const ek[] = {"window", "merge", NULL};
+    int t = lua_gettop(L);
+    lrag_checkopts(L, t, "rag.index.search: expand", ek);
+    q.window = (uint32_t)lrag_optinteger(L, t, fname, "window", 0, 0, 1 << 20);
+    q.merge = lrag_optnumber(L, t, fname, "merge", 0, 0, 1);
+    lua_getfield(L, t, "merge");
+    if (!lua_isnil(L, -1) && !(q.merge > 0))
+      luaL_error(L, "%s: expand.merge must be in (0, 1]", fname);
+    lua_pop(L, 2);
+  }
+  lua_newtable(L);
+  anchor = lua_gettop(L);
+  q.filter = read_filter(L, 3, fname, &sf, &docs, anchor);
+  if (q.mode != RAG_INDEX_BM25) {
+    float *v;
+    if (dim == 0)
+      luaL_error(L, "%s: mode '%s' needs vectors, and this index has no embedder", fname,
+                 mode_names[q.mode]);
+    v = (float *)lua_newuserdatauv(L, dim * sizeof(float), 0);
+    lrag_checkvector(L, 5, dim, fname, v);
+    q.vec = v;
+  }
+  rc = rag_index_search(x->ix, &q, &hits, &n, &errpos, &bad);
+  if (rc == RAG_EINVAL) return lrag_vecerror(L, rc, fname, dim, &bad);
+  if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    push_hit(L, x->ix, &hits[i]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
+/* {====== Saving and opening ======} */
+
+/* Size and CRC-32 of a saved file, into the table on top. */
+static int sum_file(lua_State *L, const char *fname, const char *path) {
+  unsigned char *buf;
+  size_t n;
+  const char *why = NULL;
+  int err = 0, rc = rag_file_read(path, &buf, &n, &why, &err);
+  if (rc != RAG_OK) return lrag_file_error(L, rc, fname, path, why, err);
+  lua_createtable(L, 0, 2);
+  lrag_setint(L, "size", (lua_Integer)n);
+  lrag_setint(L, "crc32", (lua_Integer)rag_digest_crc32(0, buf, n));
+  rag_free(buf);
+  return 1;
+}
+
+/*
+** ix:save{ store = path, bm25 = path, vectors = path } -> { part = { size, crc32 } }
+** | nil, msg, code: each part written atomically (rag_file_save), then read back
+** for its size and CRC-32.
+*/
+static int index_save(lua_State *L) {
+  static const char *fname = "rag.index.save";
+  static const char *const parts[] = {"store", "bm25", "vectors"};
+  lindex *x = check_open(L, fname);
+  rag_index *ix = x->ix;
+  int i, out;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_newtable(L);
+  out = lua_gettop(L);
+  for (i = 0; i < 3; i++) {
+    const char *path;
+    int err = 0, rc;
+    lua_getfield(L, 2, parts[i]);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    path = lrag_checkpath(L, -1, fname);
+    if (i == 0) rc = rag_store_save(rag_index_store(ix), path, &err);
+    else if (i == 1) rc = rag_bm25_save(rag_index_bm25(ix), path, &err);
+    else if (rag_index_vec(ix) != NULL) rc = rag_vec_save(rag_index_vec(ix), path, &err);
+    else if (rag_index_hnsw(ix) != NULL) rc = rag_hnsw_save(rag_index_hnsw(ix), path, &err);
+    else luaL_error(L, "%s: this index has no vectors", fname);
+    if (rc != RAG_OK) return lrag_file_error(L, rc, fname, path, NULL, err);
+    if (sum_file(L, fname, path) != 1) return 3;
+    lua_setfield(L, out, parts[i]);
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+static int index_new(lua_State *L) {
+  static const char *fname = "rag.index.new";
+  lindex *x;
+  rag_bm25 *b;
+  rag_vec *v = NULL;
+  rag_hnsw *h = NULL;
+  rag_store *s;
+  int rc;
+  if (luaL_testudata(L, 1, "rag.bm25") == NULL)
+    luaL_error(L, "%s: argument 1 must be a rag.bm25, got %s", fname, luaL_typename(L, 1));
+  if (!lua_isnoneornil(L, 2) && luaL_testudata(L, 2, "rag.vec") == NULL &&
+      luaL_testudata(L, 2, "rag.hnsw") == NULL)
+    luaL_error(L, "%s: argument 2 must be a rag.vec or rag.hnsw, got %s", fname,
+               luaL_typename(L, 2));
+  x = (lindex *)lrag_newobject(L, &index_class, sizeof *x);
+  if ((rc = rag_store_new(&s)) != RAG_OK) return lrag_error(L, rc, fname, NULL);
+  b = (rag_bm25 *)lrag_takeobject(L, 1, "rag.bm25", fname);
+  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = (rag_vec *)lrag_takeobject(L, 2, "rag.vec", fname);
+  else if (!lua_isnoneornil(L, 2)) h = (rag_hnsw *)lrag_takeobject(L, 2, "rag.hnsw", fname);
+  rc = rag_index_new(b, v, h, s, &x->ix);
+  if (rc != RAG_OK) {
+    rag_bm25_free(b);
+    rag_vec_free(v);
+    rag_hnsw_free(h);
+    rag_store_free(s);
+    return lrag_error(L, rc, fname, NULL);
+  }
+  return 1;
+}
+
+/* Maps the file at path read-only; RAG_EIO (*err) when it cannot. */
+static int map_file(const char *path, void **p, size_t *n, const char **why, int *err) {
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  *p = NULL;
+  *n = 0;
+  if (fd < 0) {
+    *err = errno;
+    return RAG_EIO;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *err = S_ISREG(st.st_mode) ? errno : 0;
+    *why = "not a regular file";
+    (void)close(fd);
+    return RAG_EIO;
+  }
+  *n = (size_t)st.st_size;
+  if (*n > 0) {
+    *p = mmap(NULL, *n, PROT_READ, MAP_SHARED, fd, 0);
+    if (*p == MAP_FAILED) {
+      *err = errno;
+      *p = NULL;
+      (void)close(fd);
+      return RAG_EIO;
+    }
+  }
+  (void)close(fd);
+  return RAG_OK;
+}
+
+/*
+** rag.core.index.open{ store = path, bm25 = path, vectors = path|nil,
+** kind = "exact"|"hnsw", map = bool } -> index | nil, msg, code.
+*/
+static int index_open(lua_State *L) {
+  static const char *fname = "rag.index.open";
+  static const char *const kinds[] = {"exact", "hnsw", NULL};
+  lindex *x;
+  rag_bm25 *b = NULL;
+  rag_vec *v = NULL;
+  rag_hnsw *h = NULL;
+  rag_store *s = NULL;
+  const char *why = NULL, *path;
+  int err = 0, rc, kind, map;
+  size_t leaves;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  kind = lrag_optenum(L, 1, fname, "kind", 0, kinds);
+  map = lrag_optboolean(L, 1, fname, "map", 0);
+  x = (lindex *)lrag_newobject(L, &index_class, sizeof *x);
+  lua_getfield(L, 1, "store");
+  path = lrag_checkpath(L, -1, fname);
+  if (map) {
+    rc = map_file(path, &x->map, &x->maplen, &why, &err);
+    if (rc == RAG_OK)
+      rc = rag_store_load_mem((const unsigned char *)x->map, x->maplen, 1, &s, &why);
+  } else {
+    unsigned char *buf = NULL;
+    size_t n = 0;
+    rc = rag_file_read(path, &buf, &n, &why, &err);
+    if (rc == RAG_OK) rc = rag_store_load_mem(buf, n, 0, &s, &why);
+    rag_free(buf);
+  }
+  if (rc != RAG_OK) goto fail;
+  lua_getfield(L, 1, "bm25");
+  path = lrag_checkpath(L, -1, fname);
+  if ((rc = rag_bm25_load(path, &b, &why, &err)) != RAG_OK) goto fail;
+  lua_getfield(L, 1, "vectors");
+  if (!lua_isnil(L, -1)) {
+    path = lrag_checkpath(L, -1, fname);
+    rc = kind == 0 ? rag_vec_load(path, &v, &why, &err) : rag_hnsw_load(path, &h, &why, &err);
+    if (rc != RAG_OK) goto fail;
+  }
+  leaves = rag_store_leaves(s);
+  if (rag_bm25_count(b) != leaves || (v != NULL && rag_vec_count(v) != leaves) ||
+      (h != NULL && rag_hnsw_count(h) != leaves)) {
+    rc = RAG_ECORRUPT;
+    why = "the parts disagree on the number of chunks";
+    goto fail;
+  }
+  if ((rc = rag_index_new(b, v, h, s, &x->ix)) != RAG_OK) goto fail;
+  lua_pushvalue(L, 2); /* the userdata */
+  return 1;
+fail:
+  rag_bm25_free(b);
+  rag_vec_free(v);
+  rag_hnsw_free(h);
+  rag_store_free(s);
+  if (x->map != NULL) (void)munmap(x->map, x->maplen);
+  x->map = NULL;
+  if (rc == RAG_ENOMEM) return lrag_error(L, rc, fname, NULL);
+  return lrag_file_error(L, rc, fname, path, why, err);
+}
+
+static const luaL_Reg index_methods[] = {
+    {"hash", index_hash},   {"texts", index_texts}, {"put", index_put},
+    {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
+    {"search", index_search}, {"stats", index_stats}, {"save", index_save},
+    {"check", index_check}, {"attach", index_attach}, {NULL, NULL},
+};
+
+static const luaL_Reg index_metamethods[] = {{"__len", index_len}, {NULL, NULL}};
+
+static const lrag_class index_class = {MT, "index", index_methods, index_metamethods,
+                                       index_fin};
+
+static const luaL_Reg index_funcs[] = {{"new", index_new}, {"open", index_open}, {NULL, NULL}};
+
+int lrag_open_index(lua_State *L) {
+  lrag_newclass(L, &index_class);
+  luaL_setfuncs(L, index_funcs, 0);
+  return 0;
+}

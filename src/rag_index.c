@@ -1,0 +1,671 @@
+/*
+** rag_index.c: the document index (see rag_index.h). BM25 and the vector
+** index know a leaf chunk by its name "<doc id>#<n>"; the store turns a name
+** back into the document and span with one lookup.
+*/
+#include "rag_index.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rag_fuse.h"
+
+/* One ranked list: names (borrowed from a part, valid during the search) and scores. */
+typedef struct hitlist {
+  const char **ids;
+  size_t *lens;
+  double *scores;
+  size_t n, cap;
+} hitlist;
+
+struct rag_index {
+  rag_bm25 *b;
+  rag_vec *v;
+  rag_hnsw *h;
+  rag_store *s;
+  size_t dim;
+  char *buf; /* a chunk's text or name */
+  size_t bufcap;
+  float *old; /* the vectors of a document being replaced */
+  size_t oldcap;
+  char *names; /* the chunk names a filter allows, end to end */
+  size_t namescap, *noff, noffcap;
+  const char **fids; /* ... and as an id filter */
+  size_t *flens, fcap;
+  uint32_t *mark; /* per document slot: the stamp of the last search that saw it */
+  size_t markcap;
+  uint32_t stamp;
+  unsigned char *leaf; /* which chunks of a document being put are leaves */
+  size_t leafcap;
+  hitlist l[2]; /* BM25, vectors */
+  rag_fused *fused;
+  size_t fusedcap;
+  rag_index_hit *hits;
+  size_t hitscap;
+};
+
+/* Room for n bytes in ix->buf. */
+static int need_buf(rag_index *ix, size_t n) {
+  char *p = (char *)rag_grow(ix->buf, &ix->bufcap, n, 1);
+  if (p == NULL) return RAG_ENOMEM;
+  ix->buf = p;
+  return RAG_OK;
+}
+
+int rag_index_new(rag_bm25 *b, rag_vec *v, rag_hnsw *h, rag_store *s, rag_index **out) {
+  rag_index *ix;
+  size_t i, longest = 64;
+  *out = NULL;
+  ix = (rag_index *)rag_malloc(sizeof *ix);
+  if (ix == NULL) return RAG_ENOMEM;
+  memset(ix, 0, sizeof *ix);
+  ix->b = b;
+  ix->v = v;
+  ix->h = h;
+  ix->s = s;
+  ix->dim = v != NULL ? rag_vec_config(v)->dim : h != NULL ? rag_hnsw_config(h)->dim : 0;
+  for (i = 0; i < rag_store_count(s); i++) { /* room for every name (remove_leaves) */
+    const rag_store_doc *d = rag_store_doc_at(s, (uint32_t)i);
+    if (d->idlen + 11 > longest) longest = d->idlen + 11;
+  }
+  if (need_buf(ix, longest) != RAG_OK) {
+    rag_free(ix);
+    return RAG_ENOMEM;
+  }
+  *out = ix;
+  return RAG_OK;
+}
+
+static void hitlist_free(hitlist *l) {
+  rag_free(l->ids);
+  rag_free(l->lens);
+  rag_free(l->scores);
+}
+
+void rag_index_free(rag_index *ix) {
+  if (ix == NULL) return;
+  rag_bm25_free(ix->b);
+  rag_vec_free(ix->v);
+  rag_hnsw_free(ix->h);
+  rag_store_free(ix->s);
+  rag_free(ix->buf);
+  rag_free(ix->old);
+  rag_free(ix->names);
+  rag_free(ix->noff);
+  rag_free(ix->fids);
+  rag_free(ix->flens);
+  rag_free(ix->mark);
+  rag_free(ix->leaf);
+  hitlist_free(&ix->l[0]);
+  hitlist_free(&ix->l[1]);
+  rag_free(ix->fused);
+  rag_free(ix->hits);
+  rag_free(ix);
+}
+
+void rag_index_attach(rag_index *ix, rag_vec *v, rag_hnsw *h) {
+  ix->v = v;
+  ix->h = h;
+  ix->dim = v != NULL ? rag_vec_config(v)->dim : h != NULL ? rag_hnsw_config(h)->dim : 0;
+}
+
+rag_bm25 *rag_index_bm25(const rag_index *ix) {
+  return ix->b;
+}
+
+rag_vec *rag_index_vec(const rag_index *ix) {
+  return ix->v;
+}
+
+rag_hnsw *rag_index_hnsw(const rag_index *ix) {
+  return ix->h;
+}
+
+rag_store *rag_index_store(const rag_index *ix) {
+  return ix->s;
+}
+
+size_t rag_index_dim(const rag_index *ix) {
+  return ix->dim;
+}
+
+size_t rag_index_text_size(const rag_store_doc *d, const rag_store_chunk *c) {
+  size_t n = (size_t)(c->stop - c->start) + 1;
+  return d->has_title && d->titlelen > 0 ? d->titlelen + 1 + n : n;
+}
+
+size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *buf) {
+  size_t n = (size_t)(c->stop - c->start) + 1, at = 0;
+  if (d->has_title && d->titlelen > 0) {
+    memcpy(buf, d->title, d->titlelen);
+    buf[d->titlelen] = '\n';
+    at = d->titlelen + 1;
+  }
+  memcpy(buf + at, d->text + c->start - 1, n);
+  return at + n;
+}
+
+/* {====== Changes ======} */
+
+static void vec_remove(rag_index *ix, const char *name, size_t len) {
+  int removed;
+  if (ix->v != NULL) rag_vec_remove(ix->v, name, len, &removed);
+  if (ix->h != NULL) rag_hnsw_remove(ix->h, name, len, &removed);
+}
+
+/*
+** Takes d's chunks out of BM25 and the vectors (only its leaves are there;
+** with `all`, every name d could have had). ix->buf always has room for a
+** stored document's names (see rag_index_new and rag_index_put), so this
+** never fails.
+*/
+static void remove_leaves(rag_index *ix, const rag_store_doc *d, int all) {
+  size_t i;
+  for (i = 0; i < d->nchunks; i++) {
+    size_t len;
+    int removed;
+    if (!all && !d->chunks[i].leaf) continue;
+    len = rag_store_chunk_name(ix->buf, d->id, d->idlen, (uint32_t)i + 1);
+    rag_bm25_remove(ix->b, ix->buf, len, &removed);
+    vec_remove(ix, ix->buf, len);
+  }
+}
+
+/* Works out which chunks of an input document are leaves, into ix->leaf. */
+static int find_leaves(rag_index *ix, const rag_store_doc *d) {
+  size_t i;
+  unsigned char *p = (unsigned char *)rag_grow(ix->leaf, &ix->leafcap, d->nchunks + 1, 1);
+  if (p == NULL) return RAG_ENOMEM;
+  ix->leaf = p;
+  memset(p, 1, d->nchunks);
+  for (i = 0; i < d->nchunks; i++)
+    if (d->chunks[i].parent > 0) p[d->chunks[i].parent - 1] = 0;
+  return RAG_OK;
+}
+
+/* Adds d's leaves to BM25 and, from vecs, the vectors; `input`: leaves in ix->leaf. */
+static int add_leaves(rag_index *ix, const rag_store_doc *d, const float *vecs, int input,
+                      size_t *errpos, rag_vec_bad *bad) {
+  size_t i, leaf = 0;
+  for (i = 0; i < d->nchunks; i++) {
+    const rag_store_chunk *c = &d->chunks[i];
+    size_t tl, nl;
+    int rc;
+    if (input ? !ix->leaf[i] : !c->leaf) continue;
+    tl = rag_index_text_size(d, c);
+    if ((rc = need_buf(ix, tl + d->idlen + 11)) != RAG_OK) return rc;
+    nl = rag_store_chunk_name(ix->buf, d->id, d->idlen, (uint32_t)i + 1);
+    (void)rag_index_text(d, c, ix->buf + nl);
+    rc = rag_bm25_add(ix->b, ix->buf, nl, ix->buf + nl, tl, errpos);
+    if (rc == RAG_OK && ix->v != NULL) rc = rag_vec_add(ix->v, ix->buf, nl, vecs + leaf * ix->dim, bad);
+    if (rc == RAG_OK && ix->h != NULL)
+      rc = rag_hnsw_add(ix->h, ix->buf, nl, vecs + leaf * ix->dim, bad);
+    if (rc != RAG_OK) {
+      int removed;
+      rag_bm25_remove(ix->b, ix->buf, nl, &removed);
+      if (rc == RAG_EENCODING && d->has_title && d->titlelen > 0)
+        *errpos = *errpos > d->titlelen + 1 ? *errpos - d->titlelen - 1 : 0;
+      return rc;
+    }
+    leaf++;
+  }
+  return RAG_OK;
+}
+
+/* Keeps a copy of the vectors of d's leaves in ix->old. */
+static int keep_vectors(rag_index *ix, const rag_store_doc *d) {
+  size_t i, leaf = 0, leaves = 0;
+  char *name;
+  for (i = 0; i < d->nchunks; i++) leaves += d->chunks[i].leaf;
+  if (ix->dim == 0 || leaves == 0) return RAG_OK;
+  if (RAG_MUL_OVERFLOWS(leaves, ix->dim)) return RAG_ENOMEM;
+  {
+    float *p = (float *)rag_grow(ix->old, &ix->oldcap, leaves * ix->dim, sizeof(float));
+    if (p == NULL) return RAG_ENOMEM;
+    ix->old = p;
+  }
+  if (need_buf(ix, d->idlen + 11) != RAG_OK) return RAG_ENOMEM;
+  name = ix->buf;
+  for (i = 0; i < d->nchunks; i++) {
+    size_t len;
+    float *out = ix->old + leaf * ix->dim;
+    if (!d->chunks[i].leaf) continue;
+    len = rag_store_chunk_name(name, d->id, d->idlen, (uint32_t)i + 1);
+    if (ix->v != NULL) (void)rag_vec_get(ix->v, name, len, out);
+    if (ix->h != NULL) (void)rag_hnsw_get(ix->h, name, len, out);
+    leaf++;
+  }
+  return RAG_OK;
+}
+
+int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size_t *errpos,
+                  rag_vec_bad *bad) {
+  uint32_t slot;
+  const rag_store_doc *old = NULL;
+  int rc;
+  *errpos = 0;
+  if ((rc = rag_store_check_doc(d)) != RAG_OK) return rc;
+  if (ix->dim > 0 && vecs == NULL) return RAG_EINVAL;
+  if ((rc = need_buf(ix, d->idlen + 11)) != RAG_OK || (rc = find_leaves(ix, d)) != RAG_OK)
+    return rc;
+  slot = rag_store_find(ix->s, d->id, d->idlen);
+  if (slot != RAG_IDS_NONE) {
+    old = rag_store_doc_at(ix->s, slot);
+    if ((rc = keep_vectors(ix, old)) != RAG_OK) return rc;
+    remove_leaves(ix, old, 0);
+  }
+  rc = add_leaves(ix, d, vecs, 1, errpos, bad);
+  if (rc == RAG_OK) rc = rag_store_put(ix->s, d);
+  if (rc == RAG_OK) return RAG_OK;
+  remove_leaves(ix, d, 1); /* the new leaves out again, then the old ones back */
+  if (old != NULL) {
+    size_t pos;
+    rag_vec_bad b2;
+    if (add_leaves(ix, old, ix->old, 0, &pos, &b2) != RAG_OK) {
+      int removed;
+      remove_leaves(ix, old, 0);
+      rag_store_remove(ix->s, d->id, d->idlen, &removed);
+    }
+  }
+  return rc;
+}
+
+void rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed) {
+  uint32_t slot = rag_store_find(ix->s, id, len);
+  *removed = 0;
+  if (slot == RAG_IDS_NONE) return;
+  remove_leaves(ix, rag_store_doc_at(ix->s, slot), 0);
+  rag_store_remove(ix->s, id, len, removed);
+}
+
+/* {====== Searching ======} */
+
+static int hitlist_fit(hitlist *l, size_t n) {
+  size_t c1 = l->cap, c2 = l->cap, c3 = l->cap;
+  const char **ids = (const char **)rag_grow((void *)l->ids, &c1, n, sizeof *ids);
+  size_t *lens;
+  double *scores;
+  if (ids == NULL) return RAG_ENOMEM;
+  l->ids = ids;
+  lens = (size_t *)rag_grow(l->lens, &c2, n, sizeof *lens);
+  if (lens == NULL) return RAG_ENOMEM;
+  l->lens = lens;
+  scores = (double *)rag_grow(l->scores, &c3, n, sizeof *scores);
+  if (scores == NULL) return RAG_ENOMEM;
+  l->scores = scores;
+  l->cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+  return RAG_OK;
+}
+
+/* The chunk names the filter allows, as an id filter in *f; *none when none. */
+static int build_filter(rag_index *ix, const rag_store_filter *sf, rag_id_filter *f) {
+  const rag_store *s = ix->s;
+  size_t nd = rag_store_count(s), used = 0, count = 0, i, total;
+  uint32_t stamp;
+  int rc;
+  char *names;
+  if (nd > ix->markcap) {
+    size_t cap = ix->markcap;
+    uint32_t *m = (uint32_t *)rag_grow(ix->mark, &cap, nd, sizeof *m);
+    if (m == NULL) return RAG_ENOMEM;
+    memset(m + ix->markcap, 0, (cap - ix->markcap) * sizeof *m);
+    ix->mark = m;
+    ix->markcap = cap;
+  }
+  if (++ix->stamp == 0) { /* wrapped: start the stamps again */
+    memset(ix->mark, 0, ix->markcap * sizeof *ix->mark);
+    ix->stamp = 1;
+  }
+  stamp = ix->stamp;
+  if (sf->docs != NULL) {
+    for (i = 0; i < sf->docs->n; i++) {
+      uint32_t slot = rag_store_find(s, sf->docs->ids[i], sf->docs->lens[i]);
+      if (slot != RAG_IDS_NONE) ix->mark[slot] = stamp;
+    }
+  }
+  for (i = 0; i < nd; i++) { /* the names, end to end, with their offsets */
+    const rag_store_doc *d;
+    size_t j;
+    if (sf->docs != NULL ? ix->mark[i] != stamp : 0) continue;
+    if (!rag_store_matches(s, (uint32_t)i, sf)) continue;
+    d = rag_store_doc_at(s, (uint32_t)i);
+    for (j = 0; j < d->nchunks; j++) {
+      if (!d->chunks[j].leaf) continue;
+      names = (char *)rag_grow(ix->names, &ix->namescap, used + d->idlen + 11, 1);
+      if (names == NULL) return RAG_ENOMEM;
+      ix->names = names;
+      {
+        size_t *off = (size_t *)rag_grow(ix->noff, &ix->noffcap, count + 2, sizeof *off);
+        if (off == NULL) return RAG_ENOMEM;
+        ix->noff = off;
+      }
+      ix->noff[count++] = used;
+      used += rag_store_chunk_name(ix->names + used, d->id, d->idlen, (uint32_t)j + 1);
+    }
+  }
+  total = count;
+  if (total > ix->fcap) {
+    size_t c1 = ix->fcap, c2 = ix->fcap;
+    const char **ids = (const char **)rag_grow((void *)ix->fids, &c1, total, sizeof *ids);
+    size_t *lens;
+    if (ids == NULL) return RAG_ENOMEM;
+    ix->fids = ids;
+    lens = (size_t *)rag_grow(ix->flens, &c2, total, sizeof *lens);
+    if (lens == NULL) return RAG_ENOMEM;
+    ix->flens = lens;
+    ix->fcap = c1 < c2 ? c1 : c2;
+  }
+  for (i = 0; i < count; i++) {
+    size_t end = i + 1 < count ? ix->noff[i + 1] : used;
+    ix->fids[i] = ix->names + ix->noff[i];
+    ix->flens[i] = end - ix->noff[i];
+  }
+  f->ids = ix->fids;
+  f->lens = ix->flens;
+  f->n = count;
+  rc = RAG_OK;
+  return rc;
+}
+
+/* The BM25 list of up to `fetch` hits. */
+static int list_bm25(rag_index *ix, const rag_index_query *q, size_t fetch,
+                     const rag_id_filter *f, size_t *errpos) {
+  const rag_hit *h;
+  size_t n, i;
+  hitlist *l = &ix->l[0];
+  int rc = rag_bm25_search(ix->b, q->text, q->len, fetch, f, &h, &n, errpos);
+  if (rc != RAG_OK) return rc;
+  if ((rc = hitlist_fit(l, n + 1)) != RAG_OK) return rc;
+  for (i = 0; i < n; i++) {
+    l->ids[i] = rag_bm25_id(ix->b, h[i].id, &l->lens[i]);
+    l->scores[i] = h[i].score;
+  }
+  l->n = n;
+  return RAG_OK;
+}
+
+static int list_vec(rag_index *ix, const rag_index_query *q, size_t fetch, const rag_id_filter *f,
+                    rag_vec_bad *bad) {
+  const rag_hit *h;
+  size_t n, i;
+  hitlist *l = &ix->l[1];
+  int rc = ix->v != NULL ? rag_vec_search(ix->v, q->vec, fetch, f, &h, &n, bad)
+                         : rag_hnsw_search(ix->h, q->vec, fetch, q->ef, f, &h, &n, bad);
+  if (rc != RAG_OK) return rc;
+  if ((rc = hitlist_fit(l, n + 1)) != RAG_OK) return rc;
+  for (i = 0; i < n; i++) {
+    l->ids[i] = ix->v != NULL ? rag_vec_id(ix->v, h[i].id, &l->lens[i])
+                              : rag_hnsw_id(ix->h, h[i].id, &l->lens[i]);
+    l->scores[i] = h[i].score;
+  }
+  l->n = n;
+  return RAG_OK;
+}
+
+/* The place (1-based) of a name in list l, 0 when absent. */
+static uint32_t rank_in(const hitlist *l, const char *id, size_t len) {
+  size_t i;
+  for (i = 0; i < l->n; i++)
+    if (l->lens[i] == len && memcmp(l->ids[i], id, len) == 0) return (uint32_t)i + 1;
+  return 0;
+}
+
+static int need_hits(rag_index *ix, size_t n) {
+  rag_index_hit *h = (rag_index_hit *)rag_grow(ix->hits, &ix->hitscap, n, sizeof *h);
+  if (h == NULL) return RAG_ENOMEM;
+  ix->hits = h;
+  return RAG_OK;
+}
+
+/* The fused (or single) list as hits in ix->hits; returns their count. */
+static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
+  size_t n, i, m = 0;
+  int rc;
+  if (q->mode == RAG_INDEX_HYBRID) {
+    rag_fuse_list fl[2];
+    size_t total = ix->l[0].n + ix->l[1].n;
+    rag_fused *f = (rag_fused *)rag_grow(ix->fused, &ix->fusedcap, total + 1, sizeof *f);
+    if (f == NULL) return RAG_ENOMEM;
+    ix->fused = f;
+    for (i = 0; i < 2; i++) {
+      fl[i].ids = ix->l[i].ids;
+      fl[i].lens = ix->l[i].lens;
+      fl[i].scores = NULL;
+      fl[i].n = ix->l[i].n;
+    }
+    fl[0].weight = q->w_bm25;
+    fl[1].weight = q->w_vec;
+    rc = rag_fuse_rrf(fl, 2, q->rrf_k, q->rrf_base, 1, SIZE_MAX, ix->fused, &n);
+    if (rc != RAG_OK) return rc;
+  } else {
+    const hitlist *l = &ix->l[q->mode == RAG_INDEX_BM25 ? 0 : 1];
+    rag_fused *f = (rag_fused *)rag_grow(ix->fused, &ix->fusedcap, l->n + 1, sizeof *f);
+    if (f == NULL) return RAG_ENOMEM;
+    ix->fused = f;
+    for (i = 0; i < l->n; i++) {
+      f[i].id = l->ids[i];
+      f[i].len = l->lens[i];
+      f[i].score = l->scores[i];
+    }
+    n = l->n;
+  }
+  if ((rc = need_hits(ix, n + 1)) != RAG_OK) return rc;
+  for (i = 0; i < n; i++) {
+    rag_index_hit *h = &ix->hits[m];
+    const rag_store_doc *d;
+    if (!rag_store_chunk_find(ix->s, ix->fused[i].id, ix->fused[i].len, &h->doc, &h->chunk))
+      continue; /* cannot happen while the parts are in step */
+    d = rag_store_doc_at(ix->s, h->doc);
+    h->start = d->chunks[h->chunk - 1].start;
+    h->stop = d->chunks[h->chunk - 1].stop;
+    h->score = ix->fused[i].score;
+    h->rank_bm25 = h->rank_vec = 0;
+    m++;
+  }
+  *count = m;
+  return RAG_OK;
+}
+
+/* The byte at i of the name id#n whose suffix "#n" is in sfx. */
+static unsigned char name_byte(const rag_store_doc *d, const char *sfx, size_t i) {
+  return (unsigned char)(i < d->idlen ? d->id[i] : sfx[i - d->idlen]);
+}
+
+/* Bytewise order of two hits' chunk names, without building them. */
+static int name_cmp(const rag_store *s, const rag_index_hit *a, const rag_index_hit *b) {
+  char x[16], y[16];
+  const rag_store_doc *da = rag_store_doc_at(s, a->doc), *db = rag_store_doc_at(s, b->doc);
+  size_t lx = da->idlen + rag_store_chunk_name(x, "", 0, a->chunk);
+  size_t ly = db->idlen + rag_store_chunk_name(y, "", 0, b->chunk);
+  size_t i, n = lx < ly ? lx : ly;
+  for (i = 0; i < n; i++) {
+    unsigned char cx = name_byte(da, x, i), cy = name_byte(db, y, i);
+    if (cx != cy) return cx < cy ? -1 : 1;
+  }
+  return lx < ly ? -1 : lx > ly;
+}
+
+/* Sorts hits best first, ties by name (insertion sort: a few dozen hits). */
+static void sort_hits(const rag_store *s, rag_index_hit *h, size_t n) {
+  size_t i, j;
+  for (i = 1; i < n; i++) {
+    rag_index_hit t = h[i];
+    for (j = i; j > 0; j--) {
+      const rag_index_hit *p = &h[j - 1];
+      if (p->score > t.score || (p->score == t.score && name_cmp(s, p, &t) < 0)) break;
+      h[j] = h[j - 1];
+    }
+    h[j] = t;
+  }
+}
+
+/* Replaces hit children by their parent wherever at least `ratio` of its children are hit. */
+static void merge_parents(rag_index *ix, double ratio, size_t *count) {
+  size_t n = *count, i, j;
+  int changed = 1;
+  while (changed) {
+    changed = 0;
+    for (i = 0; i < n; i++) {
+      const rag_store_doc *d = rag_store_doc_at(ix->s, ix->hits[i].doc);
+      uint32_t p = d->chunks[ix->hits[i].chunk - 1].parent;
+      size_t children = 0, hit = 0, k;
+      double sum = 0;
+      if (p == 0) continue;
+      for (k = p; k < d->nchunks; k++) children += d->chunks[k].parent == p;
+      for (j = 0; j < n; j++)
+        if (ix->hits[j].doc == ix->hits[i].doc &&
+            d->chunks[ix->hits[j].chunk - 1].parent == p) {
+          hit++;
+          sum += ix->hits[j].score;
+        }
+      if (children == 0 || (double)hit < ratio * (double)children) continue;
+      /* the parent takes the first child's place; the other children go */
+      ix->hits[i].chunk = p;
+      ix->hits[i].start = d->chunks[p - 1].start;
+      ix->hits[i].stop = d->chunks[p - 1].stop;
+      ix->hits[i].score = sum / (double)hit;
+      ix->hits[i].rank_bm25 = ix->hits[i].rank_vec = 0;
+      for (j = i + 1, k = i + 1; j < n; j++) {
+        if (ix->hits[j].doc == ix->hits[i].doc &&
+            d->chunks[ix->hits[j].chunk - 1].parent == p)
+          continue;
+        ix->hits[k++] = ix->hits[j];
+      }
+      n = k;
+      changed = 1;
+    }
+  }
+  sort_hits(ix->s, ix->hits, n);
+  *count = n;
+}
+
+/* Keeps the first hit of each document. */
+static size_t group_docs(rag_index *ix, size_t n) {
+  size_t i, m = 0, nd = rag_store_count(ix->s);
+  if (nd > ix->markcap) { /* the marks cover every slot (build_filter grows them too) */
+    size_t cap = ix->markcap;
+    uint32_t *mk = (uint32_t *)rag_grow(ix->mark, &cap, nd, sizeof *mk);
+    if (mk == NULL) return SIZE_MAX;
+    memset(mk + ix->markcap, 0, (cap - ix->markcap) * sizeof *mk);
+    ix->mark = mk;
+    ix->markcap = cap;
+  }
+  if (++ix->stamp == 0) {
+    memset(ix->mark, 0, ix->markcap * sizeof *ix->mark);
+    ix->stamp = 1;
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t doc = ix->hits[i].doc;
+    if (ix->mark[doc] == ix->stamp) continue;
+    ix->mark[doc] = ix->stamp;
+    ix->hits[m++] = ix->hits[i];
+  }
+  return m;
+}
+
+/* Widens each hit to `w` chunks of its level either side. */
+static void widen(rag_index *ix, uint32_t w, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    rag_index_hit *h = &ix->hits[i];
+    const rag_store_doc *d = rag_store_doc_at(ix->s, h->doc);
+    uint32_t level = d->chunks[h->chunk - 1].level, seen;
+    size_t k;
+    for (k = h->chunk - 1, seen = 0; k > 0 && seen < w; k--) {
+      const rag_store_chunk *c = &d->chunks[k - 1];
+      if (c->level != level) break;
+      if (c->start < h->start) h->start = c->start;
+      if (c->stop > h->stop) h->stop = c->stop;
+      seen++;
+    }
+    for (k = h->chunk, seen = 0; k < d->nchunks && seen < w; k++) {
+      const rag_store_chunk *c = &d->chunks[k];
+      if (c->level != level) break;
+      if (c->start < h->start) h->start = c->start;
+      if (c->stop > h->stop) h->stop = c->stop;
+      seen++;
+    }
+  }
+}
+
+int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hit **hits,
+                     size_t *n, size_t *errpos, rag_vec_bad *bad) {
+  rag_id_filter f, *fp = NULL;
+  size_t fetch = q->fetch_k > q->k ? q->fetch_k : q->k, count = 0, i;
+  int rc, bm = q->mode != RAG_INDEX_VECTOR, vec = q->mode != RAG_INDEX_BM25;
+  *hits = NULL;
+  *n = 0;
+  *errpos = 0;
+  if (vec && ix->dim == 0) return RAG_EINVAL;
+  ix->l[0].n = ix->l[1].n = 0;
+  if (q->filter != NULL) {
+    if ((rc = build_filter(ix, q->filter, &f)) != RAG_OK) return rc;
+    if (f.n == 0) return RAG_OK;
+    fp = &f;
+  }
+  if (q->k == 0) return RAG_OK;
+  for (;;) {
+    int more;
+    if (bm && (rc = list_bm25(ix, q, fetch, fp, errpos)) != RAG_OK) return rc;
+    if (vec && (rc = list_vec(ix, q, fetch, fp, bad)) != RAG_OK) return rc;
+    if ((rc = gather(ix, q, &count)) != RAG_OK) return rc;
+    if (q->merge > 0) {
+      if (count > q->k) count = q->k;
+      merge_parents(ix, q->merge, &count);
+    }
+    if (q->group && (count = group_docs(ix, count)) == SIZE_MAX) return RAG_ENOMEM;
+    /* too few documents, while a list may hold more: fetch deeper */
+    more = (bm && ix->l[0].n == fetch) || (vec && ix->l[1].n == fetch);
+    if (count >= q->k || !q->group || !more || fetch > SIZE_MAX / 2) break;
+    fetch *= 2;
+  }
+  if (count > q->k) count = q->k;
+  for (i = 0; i < count; i++) { /* each hit's places in the two lists */
+    rag_index_hit *h = &ix->hits[i];
+    const rag_store_doc *d = rag_store_doc_at(ix->s, h->doc);
+    size_t nl;
+    if (!d->chunks[h->chunk - 1].leaf) continue;
+    if ((rc = need_buf(ix, d->idlen + 11)) != RAG_OK) return rc;
+    nl = rag_store_chunk_name(ix->buf, d->id, d->idlen, h->chunk);
+    if (bm) h->rank_bm25 = rank_in(&ix->l[0], ix->buf, nl);
+    if (vec) h->rank_vec = rank_in(&ix->l[1], ix->buf, nl);
+  }
+  if (q->window > 0) widen(ix, q->window, count);
+  *hits = ix->hits;
+  *n = count;
+  return RAG_OK;
+}
+
+const char *rag_index_chunk_name(rag_index *ix, const rag_index_hit *h, size_t *len) {
+  const rag_store_doc *d = rag_store_doc_at(ix->s, h->doc);
+  if (need_buf(ix, d->idlen + 11) != RAG_OK) return NULL;
+  *len = rag_store_chunk_name(ix->buf, d->id, d->idlen, h->chunk);
+  return ix->buf;
+}
+
+int rag_index_check(rag_index *ix) {
+  size_t leaves = rag_store_leaves(ix->s), nd = rag_store_count(ix->s), i, j;
+  if (!rag_store_check(ix->s) || rag_bm25_count(ix->b) != leaves) return 0;
+  if (ix->v != NULL && rag_vec_count(ix->v) != leaves) return 0;
+  if (ix->h != NULL && rag_hnsw_count(ix->h) != leaves) return 0;
+  for (i = 0; i < nd; i++) {
+    const rag_store_doc *d = rag_store_doc_at(ix->s, (uint32_t)i);
+    for (j = 0; j < d->nchunks; j++) {
+      size_t nl;
+      int removed = 0;
+      if (!d->chunks[j].leaf) continue;
+      if (need_buf(ix, d->idlen + 11) != RAG_OK) return 0;
+      nl = rag_store_chunk_name(ix->buf, d->id, d->idlen, (uint32_t)j + 1);
+      if (ix->dim > 0) { /* a present vector decodes */
+        float *tmp = (float *)rag_malloc(ix->dim * sizeof *tmp);
+        if (tmp == NULL) return 0;
+        removed = ix->v != NULL ? rag_vec_get(ix->v, ix->buf, nl, tmp)
+                                : rag_hnsw_get(ix->h, ix->buf, nl, tmp);
+        rag_free(tmp);
+        if (!removed) return 0;
+      }
+    }
+  }
+  return 1;
+}

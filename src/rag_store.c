@@ -1,0 +1,561 @@
+/*
+** rag_store.c: the document and chunk store of rag.index (see rag_store.h).
+** A document put in is copied into one block (its chunks, then its
+** strings); a loaded document points into the file's bytes instead, which
+** the store copied or borrows.
+*/
+#include "rag_store.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rag_file.h"
+
+static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'S', 'T', 'O', 'R', 'E'};
+#define FORMAT_VERSION 1u
+
+typedef struct slotrec {
+  rag_store_doc d;
+  unsigned char *own; /* the block of a put document; NULL when loaded */
+} slotrec;
+
+struct rag_store {
+  rag_ids ids; /* document id -> slot */
+  slotrec *r;  /* per slot */
+  size_t cap;
+  size_t chunks, leaves, bytes, owned; /* of the live documents; owned: bytes of blocks */
+  unsigned char *base;      /* the copied file of a load without borrow */
+  rag_store_chunk *loaded;  /* the chunks of the loaded documents */
+  size_t baselen, nloaded;
+};
+
+int rag_store_new(rag_store **out) {
+  rag_store *s = (rag_store *)rag_malloc(sizeof *s);
+  *out = NULL;
+  if (s == NULL) return RAG_ENOMEM;
+  memset(s, 0, sizeof *s);
+  rag_ids_init(&s->ids);
+  *out = s;
+  return RAG_OK;
+}
+
+void rag_store_free(rag_store *s) {
+  size_t i;
+  if (s == NULL) return;
+  for (i = 0; i < s->ids.n; i++) rag_free(s->r[i].own);
+  rag_free(s->r);
+  rag_ids_free(&s->ids);
+  rag_free(s->base);
+  rag_free(s->loaded);
+  rag_free(s);
+}
+
+size_t rag_store_count(const rag_store *s) {
+  return s->ids.n;
+}
+
+size_t rag_store_chunks(const rag_store *s) {
+  return s->chunks;
+}
+
+size_t rag_store_leaves(const rag_store *s) {
+  return s->leaves;
+}
+
+size_t rag_store_bytes(const rag_store *s) {
+  return s->bytes;
+}
+
+size_t rag_store_memory(const rag_store *s) {
+  return sizeof *s + rag_ids_memory(&s->ids) + s->cap * sizeof *s->r + s->owned + s->baselen +
+         s->nloaded * sizeof *s->loaded;
+}
+
+const rag_store_doc *rag_store_doc_at(const rag_store *s, uint32_t slot) {
+  return &s->r[slot].d;
+}
+
+uint32_t rag_store_find(const rag_store *s, const char *id, size_t len) {
+  return rag_ids_find(&s->ids, id, len);
+}
+
+int rag_store_chunk_find(const rag_store *s, const char *name, size_t len, uint32_t *slot,
+                         uint32_t *n) {
+  size_t i = len, digits;
+  uint64_t v = 0;
+  while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9') i--;
+  digits = len - i;
+  if (digits == 0 || digits > 10 || i == 0 || name[i - 1] != '#' || name[i] == '0') return 0;
+  for (; i < len; i++) v = v * 10 + (uint64_t)(name[i] - '0');
+  *slot = rag_ids_find(&s->ids, name, len - digits - 1);
+  if (*slot == RAG_IDS_NONE || v > s->r[*slot].d.nchunks) return 0;
+  *n = (uint32_t)v;
+  return 1;
+}
+
+size_t rag_store_chunk_name(char *buf, const char *id, size_t idlen, uint32_t n) {
+  char d[10];
+  size_t k = 0, i;
+  memcpy(buf, id, idlen);
+  buf[idlen] = '#';
+  do {
+    d[k++] = (char)('0' + n % 10);
+    n /= 10;
+  } while (n > 0);
+  for (i = 0; i < k; i++) buf[idlen + 1 + i] = d[k - 1 - i];
+  return idlen + 1 + k;
+}
+
+/* {====== Metadata ======} */
+
+static int64_t unzigzag(uint64_t u) {
+  return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+/* Reads one value of type t; 0 when malformed. */
+static int read_value(rag_reader *r, unsigned t, rag_meta_value *v) {
+  uint64_t u, i;
+  v->type = (int)t;
+  switch (t) {
+    case RAG_META_STRING:
+      return rag_r_str(r, &v->s, &v->len);
+    case RAG_META_INT:
+      if (!rag_r_varint(r, &u)) return 0;
+      v->i = unzigzag(u);
+      v->num = (double)v->i;
+      return 1;
+    case RAG_META_NUMBER:
+      return rag_r_f64(r, &v->num) && isfinite(v->num);
+    case RAG_META_FALSE:
+    case RAG_META_TRUE:
+      return 1;
+    case RAG_META_LIST:
+      if (!rag_r_varint(r, &u) || u > (uint64_t)(r->e - r->p)) return 0;
+      v->list.p = r->p;
+      v->len = (size_t)u;
+      for (i = 0; i < u; i++) {
+        const char *s;
+        size_t n;
+        if (!rag_r_str(r, &s, &n)) return 0;
+      }
+      v->list.e = r->p;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int key_cmp(const char *a, size_t na, const char *b, size_t nb) {
+  int c = memcmp(a, b, na < nb ? na : nb);
+  if (c != 0) return c;
+  return na < nb ? -1 : na > nb;
+}
+
+int rag_store_meta_check(const unsigned char *p, size_t n) {
+  rag_reader r;
+  uint64_t count, i;
+  const char *prev = NULL;
+  size_t prevlen = 0;
+  r.p = p;
+  r.e = p + n;
+  if (!rag_r_varint(&r, &count) || count > n) return 0;
+  for (i = 0; i < count; i++) {
+    const char *k;
+    size_t kl;
+    unsigned t;
+    rag_meta_value v;
+    if (!rag_r_str(&r, &k, &kl) || !rag_r_u8(&r, &t) || !read_value(&r, t, &v)) return 0;
+    if (prev != NULL && key_cmp(prev, prevlen, k, kl) >= 0) return 0;
+    prev = k;
+    prevlen = kl;
+  }
+  return r.p == r.e;
+}
+
+void rag_meta_begin(rag_meta_iter *it, const unsigned char *p, size_t n) {
+  rag_reader r;
+  r.p = p;
+  r.e = p + n;
+  if (!rag_r_varint(&r, &it->left)) it->left = 0;
+  it->p = r.p;
+  it->e = r.e;
+}
+
+int rag_meta_next(rag_meta_iter *it, const char **key, size_t *keylen, rag_meta_value *v) {
+  rag_reader r;
+  unsigned t;
+  if (it->left == 0) return 0;
+  r.p = it->p;
+  r.e = it->e;
+  if (!rag_r_str(&r, key, keylen) || !rag_r_u8(&r, &t) || !read_value(&r, t, v)) return 0;
+  it->p = r.p;
+  it->left--;
+  return 1;
+}
+
+/* {====== Filters ======} */
+
+static int equal_one(const rag_meta_value *v, const rag_filter_value *f) {
+  switch (f->type) {
+    case RAG_META_STRING:
+      if (v->type == RAG_META_STRING) return v->len == f->len && memcmp(v->s, f->s, f->len) == 0;
+      if (v->type == RAG_META_LIST) {
+        rag_reader r = v->list;
+        const char *s;
+        size_t n;
+        while (rag_r_str(&r, &s, &n))
+          if (n == f->len && memcmp(s, f->s, n) == 0) return 1;
+      }
+      return 0;
+    case RAG_META_NUMBER:
+      return (v->type == RAG_META_INT || v->type == RAG_META_NUMBER) && v->num == f->num;
+    default:
+      return v->type == f->type;
+  }
+}
+
+static int cond_holds(const rag_store_doc *d, const rag_filter_cond *c) {
+  rag_meta_iter it;
+  const char *k;
+  size_t kl, i;
+  rag_meta_value v;
+  rag_meta_begin(&it, d->meta, d->metalen);
+  while (rag_meta_next(&it, &k, &kl, &v)) {
+    int cmp = key_cmp(k, kl, c->key, c->keylen);
+    if (cmp > 0) return 0;
+    if (cmp < 0) continue;
+    if (c->range) {
+      if (v.type != RAG_META_INT && v.type != RAG_META_NUMBER) return 0;
+      return v.num >= c->gte && v.num <= c->lte;
+    }
+    for (i = 0; i < c->nany; i++)
+      if (equal_one(&v, &c->any[i])) return 1;
+    return 0;
+  }
+  return 0;
+}
+
+int rag_store_matches(const rag_store *s, uint32_t slot, const rag_store_filter *f) {
+  size_t i;
+  for (i = 0; i < f->nconds; i++)
+    if (!cond_holds(&s->r[slot].d, &f->conds[i])) return 0;
+  return 1;
+}
+
+/* {====== Changes ======} */
+
+int rag_store_check_doc(const rag_store_doc *d) {
+  size_t i;
+  if (d->textlen > UINT32_MAX || d->nchunks > UINT32_MAX - 1) return RAG_ETOOBIG;
+  if (!rag_store_meta_check(d->meta, d->metalen)) return RAG_EINVAL;
+  for (i = 0; i < d->nchunks; i++) {
+    const rag_store_chunk *c = &d->chunks[i];
+    if (c->start < 1 || c->stop < c->start || c->stop > d->textlen || c->parent > i)
+      return RAG_EINVAL;
+  }
+  return RAG_OK;
+}
+
+/* Marks the leaves of n chunks (no chunk names them as parent); returns their count. */
+static size_t mark_leaves(rag_store_chunk *c, size_t n) {
+  size_t i, leaves = 0;
+  for (i = 0; i < n; i++) c[i].leaf = 1;
+  for (i = 0; i < n; i++)
+    if (c[i].parent > 0) c[c[i].parent - 1].leaf = 0;
+  for (i = 0; i < n; i++) leaves += c[i].leaf;
+  return leaves;
+}
+
+static void count_doc(rag_store *s, const rag_store_doc *d, int sign) {
+  size_t leaves = 0, i;
+  for (i = 0; i < d->nchunks; i++) leaves += d->chunks[i].leaf;
+  if (sign > 0) {
+    s->chunks += d->nchunks;
+    s->leaves += leaves;
+    s->bytes += d->textlen;
+  } else {
+    s->chunks -= d->nchunks;
+    s->leaves -= leaves;
+    s->bytes -= d->textlen;
+  }
+}
+
+static const char *put_bytes(unsigned char **at, const char *p, size_t n) {
+  unsigned char *q = *at;
+  if (n > 0) memcpy(q, p, n);
+  *at += n;
+  return (const char *)q;
+}
+
+static size_t block_size(const rag_store_doc *d) {
+  return d->nchunks * sizeof(rag_store_chunk) + d->idlen + d->textlen +
+         (d->has_source ? d->sourcelen : 0) + (d->has_title ? d->titlelen : 0) + d->metalen;
+}
+
+int rag_store_put(rag_store *s, const rag_store_doc *d) {
+  size_t size;
+  uint32_t slot;
+  unsigned char *block, *at;
+  rag_store_doc c;
+  int rc = rag_store_check_doc(d);
+  if (rc != RAG_OK) return rc;
+  size = block_size(d);
+  block = (unsigned char *)rag_malloc(size > 0 ? size : 1);
+  if (block == NULL) return RAG_ENOMEM;
+  slot = rag_ids_find(&s->ids, d->id, d->idlen);
+  if (slot == RAG_IDS_NONE) {
+    slotrec *r = (slotrec *)rag_grow(s->r, &s->cap, s->ids.n + 1, sizeof *s->r);
+    if (r == NULL || (rc = rag_ids_reserve(&s->ids, 1, d->idlen)) != RAG_OK) {
+      if (r != NULL) s->r = r;
+      rag_free(block);
+      return r == NULL ? RAG_ENOMEM : rc;
+    }
+    s->r = r;
+  }
+  c = *d;
+  at = block;
+  if (d->nchunks > 0) memcpy(at, d->chunks, d->nchunks * sizeof *d->chunks);
+  c.chunks = (const rag_store_chunk *)at;
+  (void)mark_leaves((rag_store_chunk *)at, d->nchunks);
+  at += d->nchunks * sizeof *d->chunks;
+  c.id = put_bytes(&at, d->id, d->idlen);
+  c.text = put_bytes(&at, d->text, d->textlen);
+  c.source = d->has_source ? put_bytes(&at, d->source, d->sourcelen) : "";
+  c.sourcelen = d->has_source ? d->sourcelen : 0;
+  c.title = d->has_title ? put_bytes(&at, d->title, d->titlelen) : "";
+  c.titlelen = d->has_title ? d->titlelen : 0;
+  c.meta = (const unsigned char *)put_bytes(&at, (const char *)d->meta, d->metalen);
+  if (slot == RAG_IDS_NONE) {
+    slot = rag_ids_push(&s->ids, d->id, d->idlen);
+  } else {
+    count_doc(s, &s->r[slot].d, -1);
+    if (s->r[slot].own != NULL) s->owned -= block_size(&s->r[slot].d);
+    rag_free(s->r[slot].own);
+  }
+  s->r[slot].d = c;
+  s->r[slot].own = block;
+  s->owned += size;
+  count_doc(s, &c, 1);
+  return RAG_OK;
+}
+
+void rag_store_remove(rag_store *s, const char *id, size_t len, int *removed) {
+  uint32_t slot = rag_ids_find(&s->ids, id, len), last;
+  *removed = slot != RAG_IDS_NONE;
+  if (slot == RAG_IDS_NONE) return;
+  count_doc(s, &s->r[slot].d, -1);
+  if (s->r[slot].own != NULL) s->owned -= block_size(&s->r[slot].d);
+  rag_free(s->r[slot].own);
+  last = (uint32_t)s->ids.n - 1;
+  rag_ids_swap_remove(&s->ids, slot);
+  if (slot != last) s->r[slot] = s->r[last];
+  rag_ids_tidy(&s->ids);
+}
+
+/* {====== Saving ======} */
+
+typedef struct keyed {
+  const char *id;
+  size_t len;
+  uint32_t slot;
+} keyed;
+
+static int by_id(const void *a, const void *b) {
+  const keyed *x = (const keyed *)a, *y = (const keyed *)b;
+  return key_cmp(x->id, x->len, y->id, y->len);
+}
+
+static uint64_t doc_size(const rag_store_doc *d) {
+  uint64_t n = rag_str_size(d->idlen) + rag_str_size(d->textlen) + 1 + rag_str_size(d->metalen) +
+               RAG_STORE_HASH + rag_varint_len(d->nchunks);
+  size_t i;
+  if (d->has_source) n += rag_str_size(d->sourcelen);
+  if (d->has_title) n += rag_str_size(d->titlelen);
+  for (i = 0; i < d->nchunks; i++) {
+    const rag_store_chunk *c = &d->chunks[i];
+    n += rag_varint_len(c->start) + rag_varint_len(c->stop) + rag_varint_len(c->tokens) +
+         rag_varint_len(c->parent) + rag_varint_len(c->level);
+  }
+  return n;
+}
+
+typedef struct saving {
+  const rag_store *s;
+  const keyed *order;
+} saving;
+
+static void write_store(const void *obj, rag_writer *w) {
+  const saving *sv = (const saving *)obj;
+  const rag_store *s = sv->s;
+  size_t n = s->ids.n, i, j;
+  uint64_t len = rag_varint_len(n);
+  for (i = 0; i < n; i++) len += doc_size(&s->r[sv->order[i].slot].d);
+  rag_w_header(w, MAGIC, FORMAT_VERSION, 1, RAG_FILE_HEADER + 16 + len);
+  rag_w_begin(w, "DOCS", len);
+  rag_w_varint(w, n);
+  for (i = 0; i < n; i++) {
+    const rag_store_doc *d = &s->r[sv->order[i].slot].d;
+    rag_w_str(w, d->id, d->idlen);
+    rag_w_str(w, d->text, d->textlen);
+    rag_w_uint(w, (uint64_t)((d->has_source ? 1 : 0) | (d->has_title ? 2 : 0)), 1);
+    if (d->has_source) rag_w_str(w, d->source, d->sourcelen);
+    if (d->has_title) rag_w_str(w, d->title, d->titlelen);
+    rag_w_str(w, (const char *)d->meta, d->metalen);
+    rag_w_put(w, d->hash, RAG_STORE_HASH);
+    rag_w_varint(w, d->nchunks);
+    for (j = 0; j < d->nchunks; j++) {
+      const rag_store_chunk *c = &d->chunks[j];
+      rag_w_varint(w, c->start);
+      rag_w_varint(w, c->stop);
+      rag_w_varint(w, c->tokens);
+      rag_w_varint(w, c->parent);
+      rag_w_varint(w, c->level);
+    }
+  }
+  rag_w_end(w);
+}
+
+int rag_store_save(const rag_store *s, const char *path, int *err) {
+  saving sv;
+  keyed *order = (keyed *)rag_malloc((s->ids.n > 0 ? s->ids.n : 1) * sizeof *order);
+  size_t i;
+  int rc;
+  *err = 0;
+  if (order == NULL) return RAG_ENOMEM;
+  for (i = 0; i < s->ids.n; i++) {
+    order[i].id = s->r[i].d.id;
+    order[i].len = s->r[i].d.idlen;
+    order[i].slot = (uint32_t)i;
+  }
+  qsort(order, s->ids.n, sizeof *order, by_id);
+  sv.s = s;
+  sv.order = order;
+  rc = rag_file_save(path, write_store, &sv, err);
+  rag_free(order);
+  return rc;
+}
+
+/* {====== Loading ======} */
+
+/* Reads one document record; chunks go to *c when not NULL. 0 when malformed. */
+static int read_doc(rag_reader *r, rag_store_doc *d, rag_store_chunk *c, const char **why) {
+  unsigned flags;
+  uint64_t nchunks, i, f[5];
+  const unsigned char *hash;
+  memset(d, 0, sizeof *d);
+  if (!rag_r_str(r, &d->id, &d->idlen) || !rag_r_str(r, &d->text, &d->textlen) ||
+      !rag_r_u8(r, &flags) || flags > 3)
+    return rag_corrupt(why, "bad document"), 0;
+  d->has_source = flags & 1;
+  d->has_title = (flags & 2) != 0;
+  d->source = d->title = "";
+  if ((d->has_source && !rag_r_str(r, &d->source, &d->sourcelen)) ||
+      (d->has_title && !rag_r_str(r, &d->title, &d->titlelen)) ||
+      !rag_r_str(r, (const char **)&d->meta, &d->metalen) ||
+      !rag_r_bytes(r, RAG_STORE_HASH, &hash) || !rag_r_varint(r, &nchunks) ||
+      nchunks > (uint64_t)(r->e - r->p) || d->textlen > UINT32_MAX)
+    return rag_corrupt(why, "bad document"), 0;
+  if (!rag_store_meta_check(d->meta, d->metalen)) return rag_corrupt(why, "bad metadata"), 0;
+  memcpy(d->hash, hash, RAG_STORE_HASH);
+  d->nchunks = (size_t)nchunks;
+  for (i = 0; i < nchunks; i++) {
+    int k;
+    for (k = 0; k < 5; k++)
+      if (!rag_r_varint(r, &f[k]) || f[k] > UINT32_MAX) return rag_corrupt(why, "bad chunk"), 0;
+    if (f[0] < 1 || f[1] < f[0] || f[1] > d->textlen || f[3] > i)
+      return rag_corrupt(why, "chunk out of its text"), 0;
+    if (c != NULL) {
+      c[i].start = (uint32_t)f[0];
+      c[i].stop = (uint32_t)f[1];
+      c[i].tokens = (uint32_t)f[2];
+      c[i].parent = (uint32_t)f[3];
+      c[i].level = (uint32_t)f[4];
+    }
+  }
+  return 1;
+}
+
+static int load_docs(rag_store *s, rag_reader sec, const char **why) {
+  rag_reader r = sec;
+  uint64_t count, i, total = 0, bytes = 0;
+  rag_store_doc d;
+  const rag_store_doc *prev = NULL;
+  int rc;
+  if (!rag_r_varint(&r, &count) || count > (uint64_t)(r.e - r.p) || count > RAG_IDS_MAX)
+    return rag_corrupt(why, "bad document count");
+  for (i = 0; i < count; i++) { /* checks everything, sums the sizes */
+    if (!read_doc(&r, &d, NULL, why)) return RAG_ECORRUPT;
+    total += d.nchunks;
+    bytes += d.idlen;
+  }
+  if (r.p != r.e) return rag_corrupt(why, "bad document section");
+  if (RAG_MUL_OVERFLOWS((size_t)total + 1, sizeof *s->loaded)) return RAG_ENOMEM;
+  s->loaded = (rag_store_chunk *)rag_malloc(((size_t)total + 1) * sizeof *s->loaded);
+  if (s->loaded == NULL) return RAG_ENOMEM;
+  s->nloaded = (size_t)total;
+  s->r = (slotrec *)rag_grow(NULL, &s->cap, (size_t)count + 1, sizeof *s->r);
+  if (s->r == NULL || (rc = rag_ids_reserve(&s->ids, (size_t)count, (size_t)bytes)) != RAG_OK)
+    return RAG_ENOMEM;
+  r = sec;
+  (void)rag_r_varint(&r, &count);
+  total = 0;
+  for (i = 0; i < count; i++) {
+    rag_store_chunk *c = s->loaded + total;
+    (void)read_doc(&r, &d, c, why);
+    if (prev != NULL && key_cmp(prev->id, prev->idlen, d.id, d.idlen) >= 0)
+      return rag_corrupt(why, "documents out of order");
+    (void)mark_leaves(c, d.nchunks);
+    d.chunks = c;
+    total += d.nchunks;
+    s->r[rag_ids_push(&s->ids, d.id, d.idlen)].d = d;
+    prev = &s->r[i].d;
+    count_doc(s, &d, 1);
+  }
+  return RAG_OK;
+}
+
+int rag_store_load_mem(const unsigned char *p, size_t n, int borrow, rag_store **out,
+                       const char **why) {
+  static const char tags[1][5] = {"DOCS"};
+  rag_reader sec[1];
+  uint32_t version;
+  rag_store *s = NULL;
+  int rc;
+  *out = NULL;
+  rc = rag_store_new(&s);
+  if (rc == RAG_OK && !borrow) {
+    s->base = (unsigned char *)rag_malloc(n > 0 ? n : 1);
+    if (s->base == NULL) rc = RAG_ENOMEM;
+    else {
+      if (n > 0) memcpy(s->base, p, n);
+      s->baselen = n;
+      p = s->base;
+    }
+  }
+  if (rc == RAG_OK)
+    rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, 1, sec, &version,
+                       "not a document store (bad magic)", why);
+  if (rc == RAG_OK) rc = load_docs(s, sec[0], why);
+  if (rc != RAG_OK) {
+    rag_store_free(s);
+    return rc;
+  }
+  *out = s;
+  return RAG_OK;
+}
+
+int rag_store_check(const rag_store *s) {
+  size_t i, chunks = 0, leaves = 0, bytes = 0, leaf;
+  for (i = 0; i < s->ids.n; i++) {
+    const rag_store_doc *d = &s->r[i].d;
+    size_t idl;
+    const char *id = rag_ids_get(&s->ids, (uint32_t)i, &idl);
+    if (idl != d->idlen || memcmp(id, d->id, idl) != 0) return 0;
+    if (rag_store_check_doc(d) != RAG_OK) return 0;
+    chunks += d->nchunks;
+    for (leaf = 0; leaf < d->nchunks; leaf++) leaves += d->chunks[leaf].leaf;
+    bytes += d->textlen;
+  }
+  return chunks == s->chunks && leaves == s->leaves && bytes == s->bytes;
+}
