@@ -508,7 +508,11 @@ static int load_docs(rag_store *s, rag_reader sec, const char **why) {
     (void)mark_leaves(c, d.nchunks);
     d.chunks = c;
     total += d.nchunks;
-    s->r[rag_ids_push(&s->ids, d.id, d.idlen)].d = d;
+    {
+      uint32_t slot = rag_ids_push(&s->ids, d.id, d.idlen);
+      s->r[slot].d = d;
+      s->r[slot].own = NULL;
+    }
     prev = &s->r[i].d;
     count_doc(s, &d, 1);
   }

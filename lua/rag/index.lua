@@ -490,9 +490,10 @@ function Index:search(query, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("rag.index.search: options must be a table, got " .. type(opts), 2)
   end
-  local mode = opts and opts.mode or self:default_mode()
+  local default = self:default_mode()
+  local mode = opts and opts.mode or default
   local qv
-  if mode ~= "bm25" and (mode == "hybrid" or mode == "vector") then
+  if mode == "hybrid" or mode == "vector" then
     if not self.embedder then
       error("rag.index.search: mode '" .. mode .. "' needs the embedder; "
         .. (self.edesc and "pass it to rag.index.open" or "this index has none"), 2)
@@ -503,13 +504,18 @@ function Index:search(query, opts)
     end
     qv = vs[1]
   end
-  return self.c:search(query, opts or {}, mode, qv)
+  return self.c:search(query, opts or {}, default, qv)
 end
 
 -- {====== Saving and opening ======}
 
 local function join(dir, name)
   return dir:sub(-1) == "/" and dir .. name or dir .. "/" .. name
+end
+
+-- The SHA-256 of a manifest's canonical JSON (without its checksum field).
+local function checksum(m)
+  return core.text.hash(json.encode(m))
 end
 
 local function read_manifest(fname, dir)
@@ -519,12 +525,17 @@ local function read_manifest(fname, dir)
     return nil, fname .. ": '" .. path .. "': " .. tostring(err):gsub("^[^:]*: ", ""):lower(),
       "io"
   end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   local m = json.decode(s)
-  if type(m) ~= "table" or m.format ~= FORMAT or type(m.generation) ~= "number"
-      or type(m.files) ~= "table" then
+  if type(m) ~= "table" or m.format ~= FORMAT then
     return nil, fname .. ": '" .. path .. "': not a rag.index manifest", "format"
+  end
+  local sum = m.checksum
+  m.checksum = nil
+  if sum ~= checksum(m) or s:sub(-1) ~= "\n" or type(m.generation) ~= "number"
+      or type(m.files) ~= "table" then
+    return nil, fname .. ": '" .. path .. "': damaged manifest", "corrupt"
   end
   if type(m.version) ~= "number" or m.version > FORMAT_VERSION then
     return nil, fname .. ": '" .. path .. "': written by a newer version of rag", "version"
@@ -586,6 +597,7 @@ function Index:save(dir)
   local m = record(self)
   m.format, m.version, m.generation, m.library = FORMAT, FORMAT_VERSION, gen, core.version
   m.files, m.documents, m.chunks = files, st.documents, st.leaves
+  m.checksum = checksum(m)
   local text = json.encode(m)
   ok, msg, code = fs.write(join(dir, MANIFEST), text .. "\n")
   if not ok then

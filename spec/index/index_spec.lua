@@ -1,0 +1,745 @@
+-- rag.index: the add/update/remove contract by content hash, incremental
+-- changes against an index built from scratch and against a plain rag.bm25
+-- over the same texts, filters against brute force, grouping, sentence
+-- windows and parent merging, hybrid against rag.fuse.rrf over the index's
+-- own lists, reproducible bytes, cooperative ingestion, and persistence:
+-- round trips, read-only maps, a save killed at random moments, every
+-- truncation and bit flips of every file. RAG_FULL=1 runs every truncation
+-- and 10,000 flips of each file instead of a sample.
+local rag = require("rag")
+local helpers = require("spec.helpers")
+
+local FULL = os.getenv("RAG_FULL") == "1"
+local rng, tmpname = helpers.rng, helpers.tmpname
+
+local function hashing(dim)
+  return rag.embed.hashing({ dim = dim or 64 })
+end
+
+-- The 40 SciFact documents of the fixture, with metadata to filter on.
+local function fixture()
+  local docs = helpers.scifact()
+  local out = {}
+  for i = 1, 40 do
+    local d = docs[i]
+    out[i] = { id = d.id, title = d.title, text = d.text,
+      meta = { year = 2000 + i % 7, kind = i % 3 == 0 and "review" or "study",
+        tags = { "t" .. (i % 4), "t" .. (i % 5 + 10) }, open = i % 2 == 0, score = i / 8 } }
+  end
+  return out
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do
+    c[k] = type(v) == "table" and copy(v) or v
+  end
+  return c
+end
+
+local function ids(hits)
+  local t = {}
+  for i, h in ipairs(hits) do
+    t[i] = h.id
+  end
+  return t
+end
+
+local function rmdir(dir)
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
+local function read(path)
+  return helpers.read(path)
+end
+
+local QUERIES = { "cerebral white matter diffusion", "cancer cells", "vitamin D deficiency",
+  "protein expression in mice", "randomized controlled trial", "zzzz" }
+
+-- Asserts two hit lists are the same ranking (ids, spans, scores to 1e-9).
+local function same_hits(a, b, what)
+  assert.are.equal(#a, #b, what)
+  for i = 1, #a do
+    assert.are.equal(a[i].id, b[i].id, what)
+    assert.are.equal(a[i].start, b[i].start, what)
+    assert.are.equal(a[i].stop, b[i].stop, what)
+    assert.is_true(math.abs(a[i].score - b[i].score) <= 1e-9 * math.max(1, math.abs(a[i].score)),
+      what)
+  end
+end
+
+describe("rag.index documents", function()
+  it("says added, updated or unchanged by the hash of text, title and meta", function()
+    local idx = rag.index.new({ embedder = hashing() })
+    local d = { id = "a", text = "The cat sat on the mat.", title = "Cats", meta = { n = 1 } }
+    assert.are.equal("added", idx:add(d))
+    assert.are.equal("unchanged", idx:add(copy(d)))
+    local d2 = copy(d)
+    d2.meta.n = 2
+    assert.are.equal("updated", idx:add(d2))
+    local d3 = copy(d2)
+    d3.title = "Felines"
+    assert.are.equal("updated", idx:add(d3))
+    local d4 = copy(d3)
+    d4.source = "elsewhere.txt" -- not part of the content hash
+    assert.are.equal("unchanged", idx:add(d4))
+    assert.are.equal("added", idx:add({ id = 7, text = "numbers become strings" }))
+    assert.are.equal(2, #idx)
+    local got = idx:get("a")
+    assert.are.equal("The cat sat on the mat.", got.text)
+    assert.are.equal("Felines", got.title)
+    assert.are.same({ n = 2 }, got.meta)
+    assert.is_truthy(idx:get(7))
+    assert.is_nil(idx:get("nope"))
+    assert.is_true(idx:remove("a"))
+    assert.is_false(idx:remove("a"))
+    assert.are.equal(1, #idx)
+    assert.is_true(idx.c:check())
+  end)
+
+  it("keeps metadata types: strings, integers, floats, booleans, lists of strings", function()
+    local idx = rag.index.new({ embedder = false })
+    local meta = { s = "x", i = 42, f = 0.5, t = true, no = false, l = { "a", "b" } }
+    idx:add({ id = "m", text = "some text", meta = meta })
+    local got = idx:get("m").meta
+    assert.are.same(meta, got)
+    if math.type then
+      assert.are.equal("integer", math.type(got.i))
+      assert.are.equal("float", math.type(got.f))
+    end
+    local hit = idx:search("text")[1]
+    assert.are.same(meta, hit.meta)
+  end)
+
+  it("raises for bad documents and leaves the index unchanged on bad text", function()
+    local idx = rag.index.new({ embedder = hashing() })
+    local function raises(pat, doc)
+      local ok, err = pcall(idx.add, idx, doc)
+      assert.is_false(ok, pat)
+      assert.matches(pat, tostring(err))
+    end
+    raises("document must be a table", "x")
+    raises("document id must be a string or a number", { text = "x" })
+    raises("document text must be a string", { id = "x" })
+    raises("unknown field 'metadata'", { id = "x", text = "y", metadata = {} })
+    raises("meta.f must be a string, number, boolean or list of strings",
+      { id = "x", text = "y", meta = { f = function() end } })
+    raises("meta.l must be a list of strings", { id = "x", text = "y", meta = { l = { 1 } } })
+    raises("meta.n must be a finite number", { id = "x", text = "y", meta = { n = 0 / 0 } })
+    raises("document meta keys must be strings", { id = "x", text = "y", meta = { "a" } })
+    idx:add({ id = "ok", text = "good text" })
+    local ok, msg, code = idx:add({ id = "ok", text = "bad \255 text" })
+    assert.is_nil(ok)
+    assert.are.equal("encoding", code)
+    assert.matches("invalid utf%-8", msg)
+    assert.are.equal("good text", idx:get("ok").text)
+    assert.are.equal(1, #idx:search("good"))
+    assert.is_true(idx.c:check())
+  end)
+
+  it("indexes the title with every chunk, as a plain rag.bm25 over the same texts does", function()
+    local docs = fixture()
+    local idx = rag.index.new({ embedder = false, chunk = { size = 96, overlap = 16 } })
+    assert.is_truthy(idx:add_many(docs))
+    local b = rag.bm25.new()
+    local tok = rag.tokenizer.get("cl100k_base")
+    for _, d in ipairs(docs) do
+      for n, c in ipairs(rag.chunk.recursive(d.text, { size = 96, overlap = 16, tokenizer = tok })) do
+        b:add(d.id .. "#" .. n, d.title .. "\n" .. d.text:sub(c.start, c.stop))
+      end
+    end
+    assert.are.equal(#b, idx:stats().leaves)
+    for _, q in ipairs(QUERIES) do
+      local want = b:search(q, 10)
+      local got = idx:search(q, { mode = "bm25", k = 10 })
+      assert.are.equal(#want, #got, q)
+      for i = 1, #want do
+        assert.are.equal(want[i].id, got[i].id, q)
+        assert.are.equal(want[i].score, got[i].score, q)
+        local d = idx:get(got[i].doc_id)
+        assert.are.equal(d.text:sub(got[i].start, got[i].stop), got[i].text)
+        assert.are.equal(i, got[i].ranks.bm25)
+      end
+    end
+  end)
+end)
+
+describe("rag.index incremental changes", function()
+  it("after random adds, updates and removals equals an index built from scratch", function()
+    local pool = fixture()
+    local r = rng(11)
+    local idx = rag.index.new({ embedder = hashing(), vector = "exact",
+      chunk = { size = 128, overlap = 16 } })
+    local live, old_marks = {}, {}
+    for step = 1, 160 do
+      local i = r(#pool)
+      local d = pool[i]
+      local op = r(10)
+      if op <= 2 then
+        idx:remove(d.id)
+        live[d.id] = nil
+      else
+        local doc = copy(d)
+        if op <= 5 then -- an update with a word only this version has
+          local mark = "oldmark" .. step .. "x"
+          doc.text = doc.text .. " " .. mark
+          if live[d.id] and live[d.id].mark then
+            old_marks[#old_marks + 1] = live[d.id].mark
+          end
+          live[d.id] = { doc = doc, mark = mark }
+        else
+          if live[d.id] and live[d.id].mark then
+            old_marks[#old_marks + 1] = live[d.id].mark
+          end
+          live[d.id] = { doc = doc }
+        end
+        assert.is_truthy(idx:add(doc))
+      end
+      if step % 40 == 0 then
+        assert.is_true(idx.c:check())
+        local fresh = rag.index.new({ embedder = hashing(), vector = "exact",
+          chunk = { size = 128, overlap = 16 } })
+        local docs = {}
+        for _, l in pairs(live) do
+          docs[#docs + 1] = l.doc
+        end
+        fresh:add_many(docs)
+        assert.are.equal(#fresh, #idx)
+        for _, q in ipairs(QUERIES) do
+          for _, mode in ipairs({ "bm25", "vector", "hybrid" }) do
+            same_hits(fresh:search(q, { mode = mode, k = 10 }), idx:search(q, { mode = mode, k = 10 }),
+              mode .. ": " .. q)
+          end
+        end
+        for _, mark in ipairs(old_marks) do -- no ghost of a replaced or removed text
+          local still = false
+          for _, l in pairs(live) do
+            still = still or l.mark == mark
+          end
+          if not still then
+            assert.are.same({}, idx:search(mark, { mode = "bm25" }), mark)
+          end
+        end
+      end
+    end
+  end)
+
+  it("sync adds, updates, keeps and removes, and returns the four counts", function()
+    local docs = fixture()
+    local idx = rag.index.new({ embedder = false })
+    local first = {}
+    for i = 1, 30 do
+      first[i] = docs[i]
+    end
+    assert.are.same({ added = 30, updated = 0, unchanged = 0, removed = 0 }, idx:sync(first))
+    local second = {}
+    for i = 11, 40 do
+      second[#second + 1] = i == 20 and copy(docs[i]) or docs[i]
+    end
+    second[10].text = second[10].text .. " changed"
+    local n = 0
+    local function iter()
+      n = n + 1
+      return second[n]
+    end
+    assert.are.same({ added = 10, updated = 1, unchanged = 19, removed = 10 }, idx:sync(iter))
+    assert.are.equal(30, #idx)
+    assert.is_nil(idx:get(docs[1].id))
+  end)
+
+  it("add_many reports progress and leaves earlier batches in when the embedder fails", function()
+    local docs = fixture()
+    local calls, seen = 0, {}
+    local emb = hashing()
+    local failing = { embed = function(_, texts, o)
+      calls = calls + 1
+      if calls == 3 then
+        return nil, "embed failed", "provider"
+      end
+      return emb:embed(texts, o)
+    end, dim = function() return 64 end }
+    local idx = rag.index.new({ embedder = failing, batch = 5 })
+    local ok, msg, code = idx:add_many(docs, { progress = function(done, total)
+      seen[#seen + 1] = done .. "/" .. total
+    end })
+    assert.is_nil(ok)
+    assert.are.equal("embed failed", msg)
+    assert.are.equal("provider", code)
+    assert.are.same({ "5/40", "10/40" }, seen)
+    assert.are.equal(10, #idx)
+    assert.is_true(idx.c:check())
+  end)
+end)
+
+describe("rag.index search", function()
+  local docs = fixture()
+  local idx = rag.index.new({ embedder = hashing(), vector = "exact" })
+  idx:add_many(docs)
+  local byid = {}
+  for _, d in ipairs(docs) do
+    byid[d.id] = d
+  end
+
+  -- Does the document pass the filter? Written from the docs, not the index.
+  local function passes(d, f)
+    for k, want in pairs(f) do
+      local v = k == "doc_id" and d.id or d.meta[k]
+      local function eq(x)
+        if type(v) == "table" then
+          for _, e in ipairs(v) do
+            if e == x then
+              return true
+            end
+          end
+          return false
+        end
+        return v == x
+      end
+      if type(want) == "table" and (want.gte or want.lte) then
+        if type(v) ~= "number" or (want.gte and v < want.gte) or (want.lte and v > want.lte) then
+          return false
+        end
+      elseif type(want) == "table" then
+        local any = false
+        for _, x in ipairs(want) do
+          any = any or eq(x)
+        end
+        if not any then
+          return false
+        end
+      elseif not eq(want) then
+        return false
+      end
+    end
+    return true
+  end
+
+  local FILTERS = {
+    { kind = "review" }, { year = { gte = 2002, lte = 2004 } }, { tags = "t1" },
+    { tags = { "t2", "t13" }, open = true }, { score = { gte = 2.5 } }, { open = false, kind = "study" },
+    { doc_id = { docs[3].id, docs[7].id, docs[9].id, "missing" } }, { year = 2003, kind = "review" },
+    { year = { lte = 2001 } }, { kind = "none" },
+  }
+
+  it("filters inside each list: equal to brute force over the matching documents", function()
+    for _, f in ipairs(FILTERS) do
+      for _, q in ipairs(QUERIES) do
+        for _, mode in ipairs({ "bm25", "vector" }) do
+          local all = idx:search(q, { mode = mode, k = 1000 })
+          local want = {}
+          for _, h in ipairs(all) do
+            if passes(byid[h.doc_id], f) and #want < 10 then
+              want[#want + 1] = h
+            end
+          end
+          local got = idx:search(q, { mode = mode, k = 10, filter = f })
+          same_hits(want, got, mode .. " " .. q)
+        end
+      end
+    end
+  end)
+
+  it("returns k hits whenever k documents match the filter (vector mode)", function()
+    for _, f in ipairs(FILTERS) do
+      local matching = 0
+      for _, d in ipairs(docs) do
+        matching = matching + (passes(d, f) and 1 or 0)
+      end
+      local got = idx:search("anything at all", { mode = "vector", k = 5, filter = f })
+      assert.are.equal(math.min(5, matching), #got)
+    end
+  end)
+
+  it("hybrid is rag.fuse.rrf over the index's own two lists", function()
+    for _, q in ipairs(QUERIES) do
+      local b = idx:search(q, { mode = "bm25", k = 50 })
+      local v = idx:search(q, { mode = "vector", k = 50 })
+      local fused = rag.fuse.rrf({ b, v })
+      local got = idx:search(q, { mode = "hybrid", k = 10 })
+      assert.are.equal(math.min(10, #fused), #got, q)
+      for i = 1, #got do
+        assert.are.equal(fused[i].id, got[i].id, q)
+        assert.is_true(math.abs(fused[i].score - got[i].score) < 1e-12, q)
+      end
+      local w = rag.fuse.rrf({ b, v }, { weights = { 0.7, 0.3 } })
+      got = idx:search(q, { mode = "hybrid", k = 10, weights = { bm25 = 0.7, vector = 0.3 } })
+      for i = 1, #got do
+        assert.are.equal(w[i].id, got[i].id, q)
+      end
+    end
+  end)
+
+  it("defaults to bm25 with the lexical hashing embedder and without one", function()
+    assert.are.equal("bm25", idx:default_mode())
+    same_hits(idx:search(QUERIES[1], { mode = "bm25" }), idx:search(QUERIES[1]), "default")
+    local semantic = { embed = function(_, texts, o) return hashing():embed(texts, o) end,
+      dim = function() return 64 end, name = "semantic-test" }
+    assert.are.equal("hybrid", rag.index.new({ embedder = semantic }):default_mode())
+    assert.are.equal("bm25", rag.index.new({ embedder = false }):default_mode())
+  end)
+
+  it("groups by document: the best chunk of each, k documents", function()
+    local small = rag.index.new({ embedder = hashing(), chunk = { size = 48, overlap = 0 } })
+    small:add_many(docs)
+    assert.is_true(small:stats().leaves > 2 * #docs)
+    for _, q in ipairs(QUERIES) do
+      local all = small:search(q, { mode = "vector", k = 10000 })
+      local want, seen = {}, {}
+      for _, h in ipairs(all) do
+        if not seen[h.doc_id] and #want < 7 then
+          seen[h.doc_id] = true
+          want[#want + 1] = h
+        end
+      end
+      local got = small:search(q, { mode = "vector", k = 7, group = "doc", fetch_k = 5 })
+      same_hits(want, got, q)
+      assert.are.equal(7, #got)
+    end
+  end)
+
+  it("widens hits to their neighbouring sentences (sentence windows)", function()
+    local text = "One fish swims. Two birds fly. Red apples grow. Blue whales sing. Old trees stand."
+    local w = rag.index.new({ embedder = false, chunker = "sentences", chunk = { size = 8 } })
+    w:add({ id = "s", text = text })
+    local chunks = rag.chunk.sentences(text, { size = 8, tokenizer = rag.tokenizer.get("cl100k_base") })
+    assert.are.equal(5, #chunks)
+    local hit = w:search("apples", { expand = { window = 1 } })[1]
+    assert.are.equal("s#3", hit.id)
+    assert.are.equal(chunks[2].start, hit.start)
+    assert.are.equal(chunks[4].stop, hit.stop)
+    assert.are.equal("Two birds fly. Red apples grow. Blue whales sing.", hit.text)
+    hit = w:search("fish", { expand = { window = 2 } })[1]
+    assert.are.equal(1, hit.start)
+    assert.are.equal(chunks[3].stop, hit.stop)
+    hit = w:search("trees", { expand = { window = 9 } })[1]
+    assert.are.equal(text, hit.text)
+  end)
+
+  it("merges children into their parent when enough of them are hit", function()
+    local text = ("alpha beta. "):rep(12) .. ("gamma delta. "):rep(12)
+    local tok = rag.tokenizer.get("cl100k_base")
+    local copts = { sizes = { 48, 12 }, tokenizer = tok }
+    local chunks = rag.chunk.hierarchy(text, copts)
+    local h = rag.index.new({ embedder = false, chunker = "hierarchy", chunk = copts })
+    h:add({ id = "h", text = text })
+    -- by hand: the level-2 children of each level-1 chunk, and which hold "alpha"
+    local children, alpha = {}, {}
+    for n, c in ipairs(chunks) do
+      local p = c.meta.parent
+      if p then
+        children[p] = (children[p] or 0) + 1
+        if c.text:find("alpha") then
+          alpha[p] = (alpha[p] or 0) + 1
+        end
+      end
+    end
+    local plain = h:search("alpha", { k = 100 })
+    for _, hit in ipairs(plain) do
+      assert.are.equal(2, chunks[tonumber(hit.id:match("#(%d+)$"))].meta.level)
+    end
+    local merged = h:search("alpha", { k = 100, expand = { merge = 0.5 } })
+    local parents = 0
+    for p, n in pairs(alpha) do
+      if n >= 0.5 * children[p] then
+        parents = parents + 1
+        local found = false
+        for _, hit in ipairs(merged) do
+          found = found or hit.id == "h#" .. p
+        end
+        assert.is_true(found, "parent " .. p)
+      end
+    end
+    assert.is_true(parents > 0)
+    for _, hit in ipairs(merged) do
+      local n = tonumber(hit.id:match("#(%d+)$"))
+      assert.are.equal(chunks[n].start, hit.start)
+      assert.are.equal(text:sub(hit.start, hit.stop), hit.text)
+      if chunks[n].meta.level == 1 then
+        assert.are.same({}, hit.ranks)
+      end
+    end
+  end)
+
+  it("raises for bad search options", function()
+    local function raises(pat, o)
+      local ok, err = pcall(idx.search, idx, "q", o)
+      assert.is_false(ok, pat)
+      assert.matches(pat, tostring(err))
+    end
+    raises("unknown option 'top'", { top = 3 })
+    raises("option 'mode' must be \"hybrid\"", { mode = "fuzzy" })
+    raises("option 'group' must be \"doc\"", { group = "chunk" })
+    raises("filter.year: a range is", { filter = { year = { gte = 1, x = 2 } } })
+    raises("filter.kind must be a value, a non%-empty list or a range", { filter = { kind = {} } })
+    raises("expand: unknown option 'sentences'", { expand = { sentences = 2 } })
+    local bm = rag.index.new({ embedder = false })
+    local ok, err = pcall(bm.search, bm, "q", { mode = "vector" })
+    assert.is_false(ok)
+    assert.matches("needs the embedder", err)
+  end)
+end)
+
+-- {====== Reproducibility, cooperative ingestion, persistence ======}
+
+local function dir_bytes(dir)
+  local t = {}
+  for _, name in ipairs(rag.core.fs.list(dir)) do
+    t[name] = read(dir .. "/" .. name)
+  end
+  return t
+end
+
+describe("rag.index reproducibility", function()
+  it("gives the same saved bytes for the same documents in any order", function()
+    local docs = fixture()
+    local shuffled, r = {}, rng(5)
+    for i = 1, #docs do
+      shuffled[i] = docs[i]
+    end
+    for i = #shuffled, 2, -1 do
+      local j = r(i)
+      shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+    end
+    for _, vector in ipairs({ "exact", "hnsw" }) do
+      local a = rag.index.new({ embedder = hashing(), vector = vector })
+      local b = rag.index.new({ embedder = hashing(), vector = vector })
+      a:add_many(docs)
+      b:add_many(shuffled)
+      local da, db = tmpname(), tmpname()
+      assert.is_true(a:save(da))
+      assert.is_true(b:save(db))
+      assert.are.same(dir_bytes(da), dir_bytes(db))
+      rmdir(da)
+      rmdir(db)
+    end
+  end)
+
+  it("gives the same bytes each time one history of adds and removes is replayed", function()
+    local docs = fixture()
+    local function replay()
+      local idx, r = rag.index.new({ embedder = hashing(), vector = "hnsw" }), rng(3)
+      for _ = 1, 120 do
+        local d = docs[r(#docs)]
+        if r(4) == 1 then
+          idx:remove(d.id)
+        else
+          local c = copy(d)
+          c.text = c.text .. " v" .. r(3)
+          idx:add(c)
+        end
+      end
+      local dir = tmpname()
+      assert.is_true(idx:save(dir))
+      local bytes = dir_bytes(dir)
+      rmdir(dir)
+      return bytes
+    end
+    assert.are.same(replay(), replay())
+  end)
+
+  it("ingests a little per call with budget_ms, to the same index", function()
+    local docs = fixture()
+    local a = rag.index.new({ embedder = hashing() })
+    a:add_many(docs)
+    local b = rag.index.new({ embedder = hashing() })
+    local step = b:add_many(docs, { budget_ms = 0.001 })
+    assert.are.equal("function", type(step))
+    local steps, done, counts = 0, false, nil
+    while not done do
+      done, counts = step()
+      steps = steps + 1
+      assert.is_not_nil(done)
+    end
+    assert.is_true(steps >= 40 / 8)
+    assert.are.same({ added = 40, updated = 0, unchanged = 0, removed = 0 }, counts)
+    local da, db = tmpname(), tmpname()
+    a:save(da)
+    b:save(db)
+    assert.are.same(dir_bytes(da), dir_bytes(db))
+    rmdir(da)
+    rmdir(db)
+  end)
+end)
+
+describe("rag.index persistence", function()
+  local docs = fixture()
+
+  it("saves and opens: same results, generations replace each other", function()
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(), vector = "hnsw" })
+    idx:add_many(docs)
+    assert.is_true(idx:save(dir))
+    idx:remove(docs[1].id)
+    assert.is_true(idx:save(dir))
+    local names = rag.core.fs.list(dir)
+    assert.are.same({ "bm25-2.rag", "manifest.json", "store-2.rag", "vectors-2.rag" }, names)
+    local back = assert(rag.index.open(dir))
+    assert.are.equal(39, #back)
+    assert.are.equal(2, back:stats().generation)
+    for _, q in ipairs(QUERIES) do
+      for _, mode in ipairs({ "bm25", "vector", "hybrid" }) do
+        same_hits(idx:search(q, { mode = mode }), back:search(q, { mode = mode }), q)
+      end
+    end
+    -- the reopened index takes changes and saves a third generation
+    assert.are.equal("added", back:add(docs[1]))
+    assert.is_true(back:save(dir))
+    assert.are.equal(3, assert(rag.index.open(dir)):stats().generation)
+    rmdir(dir)
+  end)
+
+  it("opens read-only with the store mapped, and refuses changes", function()
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing() })
+    idx:add_many(docs)
+    idx:save(dir)
+    local ro = assert(rag.index.open(dir, { readonly = true }))
+    assert.is_true(ro:stats().mapped)
+    assert.is_true(ro:stats().readonly)
+    same_hits(idx:search(QUERIES[1]), ro:search(QUERIES[1]), "mapped")
+    for _, call in ipairs({ function() ro:add(docs[1]) end, function() ro:remove("x") end,
+      function() ro:add_many({}) end, function() ro:sync({}) end }) do
+      local ok, err = pcall(call)
+      assert.is_false(ok)
+      assert.matches("read%-only", err)
+    end
+    ro:close()
+    rmdir(dir)
+  end)
+
+  it("refuses an embedder other than the recorded one, and rebuilds hashing itself", function()
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(64) })
+    idx:add_many(docs)
+    idx:save(dir)
+    local ok, err = pcall(rag.index.open, dir, { embedder = hashing(128) })
+    assert.is_false(ok)
+    assert.matches("differs from the one the index was built with", err)
+    ok, err = pcall(rag.index.open, dir, { embedder = rag.embed.hashing({ dim = 64, ngrams = false }) })
+    assert.is_false(ok)
+    local back = assert(rag.index.open(dir))
+    same_hits(idx:search(QUERIES[2], { mode = "vector" }), back:search(QUERIES[2], { mode = "vector" }),
+      "rebuilt embedder")
+    rmdir(dir)
+  end)
+
+  it("returns nil, msg, code for a missing or foreign directory", function()
+    local ok, msg, code = rag.index.open(tmpname())
+    assert.is_nil(ok)
+    assert.are.equal("io", code)
+    assert.matches("manifest.json", msg)
+    local dir = tmpname()
+    rag.core.fs.mkdir(dir)
+    helpers.write(dir .. "/manifest.json", "{\"format\":\"other\"}\n")
+    ok, msg, code = rag.index.open(dir)
+    assert.is_nil(ok)
+    assert.are.equal("format", code)
+    rmdir(dir)
+  end)
+
+  it("rejects every truncation and bit flips of every file", function()
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(16), vector = "hnsw" })
+    local few = {}
+    for i = 1, FULL and 40 or 6 do
+      few[i] = docs[i]
+    end
+    idx:add_many(few)
+    idx:save(dir)
+    local r = rng(9)
+    for _, name in ipairs(rag.core.fs.list(dir)) do
+      local path = dir .. "/" .. name
+      local good = read(path)
+      local function rejected(bytes)
+        helpers.write(path, bytes)
+        local ok, msg, code = rag.index.open(dir)
+        assert.is_nil(ok, name)
+        assert.is_string(msg)
+        assert.is_truthy(code == "corrupt" or code == "format" or code == "version", code)
+        -- the part's own loader, without the manifest's checksums
+        if name ~= "manifest.json" then
+          local part = name:match("^(%a+)")
+          local paths = { store = dir .. "/store-1.rag", bm25 = dir .. "/bm25-1.rag",
+            vectors = dir .. "/vectors-1.rag", kind = "hnsw" }
+          paths[part == "bm" and "bm25" or part] = path
+          ok, msg, code = rag.core.index.open(paths)
+          assert.is_nil(ok, name)
+          assert.is_truthy(code == "corrupt" or code == "format" or code == "version", code)
+        end
+      end
+      local stride = FULL and 1 or math.max(1, #good // 60)
+      for n = 0, #good - 1, stride do
+        rejected(good:sub(1, n))
+      end
+      for _ = 1, FULL and 10000 or 150 do
+        local pos, bit = r(#good), 2 ^ (r(8) - 1)
+        local byte = good:byte(pos)
+        local flipped = (math.floor(byte / bit) % 2 == 1) and byte - bit or byte + bit
+        rejected(good:sub(1, pos - 1) .. string.char(flipped) .. good:sub(pos + 1))
+      end
+      helpers.write(path, good)
+      assert.is_truthy(rag.index.open(dir))
+    end
+    rmdir(dir)
+  end)
+
+  it("leaves the old or the new generation when a save is killed at random moments", function()
+    local lua = helpers.lua_command()
+    local dir, child = tmpname(), tmpname() .. ".lua"
+    helpers.write(child, string.format([[
+local rag = require("rag")
+local docs = {}
+for line in io.lines("spec/fixtures/texts/scifact40.jsonl") do
+  local d = rag.json.decode(line)
+  docs[#docs + 1] = { id = d._id, title = d.title, text = d.text }
+end
+local a, b = {}, {}
+for i = 1, 30 do a[i] = docs[i] end
+for i = 11, 40 do b[#b + 1] = docs[i] end
+local A = rag.index.new({ embedder = rag.embed.hashing({ dim = 64 }), vector = "hnsw" })
+A:add_many(a)
+local B = rag.index.new({ embedder = rag.embed.hashing({ dim = 64 }), vector = "hnsw" })
+B:add_many(b)
+assert(A:save(%q))
+io.open(%q, "w"):close()
+while true do
+  assert(B:save(%q))
+  assert(A:save(%q))
+end
+]], dir, dir .. ".ready", dir, dir))
+    -- the two states' results, worked out here in the same way
+    local function state(lo, hi)
+      local s = {}
+      for i = lo, hi do
+        s[#s + 1] = docs[i]
+      end
+      local x = rag.index.new({ embedder = hashing(64), vector = "hnsw" })
+      x:add_many(s)
+      local res = {}
+      for _, q in ipairs(QUERIES) do
+        res[#res + 1] = table.concat(ids(x:search(q, { mode = "hybrid" })), " ")
+      end
+      return table.concat(res, "|")
+    end
+    local want = { [state(1, 30)] = "A", [state(11, 40)] = "B" }
+    local r, seen = rng(17), { A = 0, B = 0 }
+    for _ = 1, 100 do
+      os.remove(dir .. ".ready")
+      os.execute(string.format("%s %s & pid=$!; i=0; while [ ! -e %s.ready ] && [ $i -lt 1200 ];"
+        .. " do sleep 0.01; i=$((i+1)); done; sleep 0.%03d; kill -9 $pid; wait $pid 2>/dev/null;"
+        .. " true", lua, child, dir, r(60)))
+      local x, msg = rag.index.open(dir)
+      assert.is_truthy(x, msg)
+      local res = {}
+      for _, q in ipairs(QUERIES) do
+        res[#res + 1] = table.concat(ids(x:search(q, { mode = "hybrid" })), " ")
+      end
+      local which = want[table.concat(res, "|")]
+      assert.is_truthy(which, "results of neither generation")
+      seen[which] = seen[which] + 1
+      x:close()
+    end
+    assert.is_true(seen.A > 0 and seen.B > 0)
+    os.execute("rm -rf " .. dir .. " " .. dir .. ".ready " .. child)
+  end)
+end)
