@@ -135,6 +135,12 @@ bench-chunk: all
 bench-bm25: all
 	@$(RUN) $(LUA) bench/bm25.lua $(DATA)
 
+# rag.index on SciFact: ingest docs/s (BM25 only, default, HNSW), queries/s
+# and document-level nDCG@10 / Recall@100 per mode, RSS, size on disk, and
+# what a read-only opening adds; one core (taskset). Peers: bench-index-peers.
+bench-index: all
+	@$(RUN) taskset -c 0 $(LUA) bench/index.lua $(DATA)/scifact
+
 # rag.hnsw and rag.vec against hnswlib and FAISS (Debian's) on seeded data:
 # recall@10 and queries/s over an ef sweep, build time, memory, removals.
 # ANN_ARGS="--n 100000 --dim 384" for the larger set.

@@ -21,7 +21,7 @@
 #include "rag_file.h"
 #include "rag_index.h"
 
-#define MT "rag.core.index"
+#define MT "rag._index" /* internal: rag.index is the public class */
 
 typedef struct lindex {
   rag_index *ix; /* NULL once closed */

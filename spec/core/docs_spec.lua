@@ -77,7 +77,8 @@ end
 local function classes()
   local out = {}
   for name, mt in pairs(debug.getregistry()) do
-    if type(name) == "string" and name:match("^rag%.") and type(mt) == "table" then
+    if type(name) == "string" and name:match("^rag%.") and not name:find("%._")
+        and type(mt) == "table" then
       local index = rawget(mt, "__index")
       if type(index) == "table" then
         local methods = {}

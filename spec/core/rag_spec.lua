@@ -153,6 +153,18 @@ describe("examples", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/08_index.lua offline", function()
+    local out = lines(run_lua .. " examples/08_index.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("added 4, updated 0, unchanged 0: 4 documents, 4 chunks", 1, true), out)
+    assert.truthy(out:find("hybrid: 'ranking documents'\n  1. rrf#1    0.0328", 1, true), out)
+    assert.truthy(out:find("filtered to tags 'vectors', since 2000:\n  1. rrf#1 ", 1, true), out)
+    assert.truthy(out:find("again: unchanged\nedited: updated\nold words gone: 0", 1, true), out)
+    assert.truthy(out:find("reopened: 3 documents, generation 1, mapped true; top hit hnsw#1", 1,
+      true), out)
+    assert.truthy(out:find("read-only add: index is read-only", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/04_bm25.lua offline", function()
     local out = lines(run_lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)

@@ -144,7 +144,8 @@ describe("rag.index documents", function()
     local b = rag.bm25.new()
     local tok = rag.tokenizer.get("cl100k_base")
     for _, d in ipairs(docs) do
-      for n, c in ipairs(rag.chunk.recursive(d.text, { size = 96, overlap = 16, tokenizer = tok })) do
+      local chunks = rag.chunk.recursive(d.text, { size = 96, overlap = 16, tokenizer = tok })
+      for n, c in ipairs(chunks) do
         b:add(d.id .. "#" .. n, d.title .. "\n" .. d.text:sub(c.start, c.stop))
       end
     end
@@ -207,8 +208,8 @@ describe("rag.index incremental changes", function()
         assert.are.equal(#fresh, #idx)
         for _, q in ipairs(QUERIES) do
           for _, mode in ipairs({ "bm25", "vector", "hybrid" }) do
-            same_hits(fresh:search(q, { mode = mode, k = 10 }), idx:search(q, { mode = mode, k = 10 }),
-              mode .. ": " .. q)
+            local o = { mode = mode, k = 10 }
+            same_hits(fresh:search(q, o), idx:search(q, o), mode .. ": " .. q)
           end
         end
         for _, mark in ipairs(old_marks) do -- no ghost of a replaced or removed text
@@ -316,8 +317,10 @@ describe("rag.index search", function()
 
   local FILTERS = {
     { kind = "review" }, { year = { gte = 2002, lte = 2004 } }, { tags = "t1" },
-    { tags = { "t2", "t13" }, open = true }, { score = { gte = 2.5 } }, { open = false, kind = "study" },
-    { doc_id = { docs[3].id, docs[7].id, docs[9].id, "missing" } }, { year = 2003, kind = "review" },
+    { tags = { "t2", "t13" }, open = true }, { score = { gte = 2.5 } },
+    { open = false, kind = "study" },
+    { doc_id = { docs[3].id, docs[7].id, docs[9].id, "missing" } },
+    { year = 2003, kind = "review" },
     { year = { lte = 2001 } }, { kind = "none" },
   }
 
@@ -398,10 +401,12 @@ describe("rag.index search", function()
   end)
 
   it("widens hits to their neighbouring sentences (sentence windows)", function()
-    local text = "One fish swims. Two birds fly. Red apples grow. Blue whales sing. Old trees stand."
+    local text = "One fish swims. Two birds fly. Red apples grow. Blue whales sing. "
+      .. "Old trees stand."
     local w = rag.index.new({ embedder = false, chunker = "sentences", chunk = { size = 8 } })
     w:add({ id = "s", text = text })
-    local chunks = rag.chunk.sentences(text, { size = 8, tokenizer = rag.tokenizer.get("cl100k_base") })
+    local tok = rag.tokenizer.get("cl100k_base")
+    local chunks = rag.chunk.sentences(text, { size = 8, tokenizer = tok })
     assert.are.equal(5, #chunks)
     local hit = w:search("apples", { expand = { window = 1 } })[1]
     assert.are.equal("s#3", hit.id)
@@ -424,7 +429,7 @@ describe("rag.index search", function()
     h:add({ id = "h", text = text })
     -- by hand: the level-2 children of each level-1 chunk, and which hold "alpha"
     local children, alpha = {}, {}
-    for n, c in ipairs(chunks) do
+    for _, c in ipairs(chunks) do
       local p = c.meta.parent
       if p then
         children[p] = (children[p] or 0) + 1
@@ -615,11 +620,11 @@ describe("rag.index persistence", function()
     local ok, err = pcall(rag.index.open, dir, { embedder = hashing(128) })
     assert.is_false(ok)
     assert.matches("differs from the one the index was built with", err)
-    ok, err = pcall(rag.index.open, dir, { embedder = rag.embed.hashing({ dim = 64, ngrams = false }) })
+    ok = pcall(rag.index.open, dir, { embedder = rag.embed.hashing({ dim = 64, ngrams = false }) })
     assert.is_false(ok)
     local back = assert(rag.index.open(dir))
-    same_hits(idx:search(QUERIES[2], { mode = "vector" }), back:search(QUERIES[2], { mode = "vector" }),
-      "rebuilt embedder")
+    local o = { mode = "vector" }
+    same_hits(idx:search(QUERIES[2], o), back:search(QUERIES[2], o), "rebuilt embedder")
     rmdir(dir)
   end)
 
@@ -632,7 +637,7 @@ describe("rag.index persistence", function()
     rag.core.fs.mkdir(dir)
     helpers.write(dir .. "/manifest.json", "{\"format\":\"other\"}\n")
     ok, msg, code = rag.index.open(dir)
-    assert.is_nil(ok)
+    assert.is_nil(ok, msg)
     assert.are.equal("format", code)
     rmdir(dir)
   end)
@@ -662,7 +667,7 @@ describe("rag.index persistence", function()
           local paths = { store = dir .. "/store-1.rag", bm25 = dir .. "/bm25-1.rag",
             vectors = dir .. "/vectors-1.rag", kind = "hnsw" }
           paths[part == "bm" and "bm25" or part] = path
-          ok, msg, code = rag.core.index.open(paths)
+          ok, _, code = rag.core.index.open(paths)
           assert.is_nil(ok, name)
           assert.is_truthy(code == "corrupt" or code == "format" or code == "version", code)
         end

@@ -1,0 +1,138 @@
+-- bench/index.lua BEIR_DIR [ROUNDS]: rag.index on a BEIR folder (SciFact:
+-- 5,183 documents): ingest speed, query speed in the three modes, memory,
+-- size on disk, and document-level quality.
+--
+-- Data: BEIR_DIR/corpus.jsonl, each document { id, title, text }; the test
+-- queries of qrels/test.tsv. Embedder: rag.embed.hashing{ dim = 512 } (the
+-- offline default). Chunker: the default (recursive, 512 cl100k tokens,
+-- overlap 64; exact token counts included in every ingest figure).
+-- Configurations: BM25 only (embedder = false), the default (vector "auto":
+-- exact below rag.index.HNSW_FROM chunks), and vector = "hnsw".
+-- Times: os.clock (this process's CPU time; one thread), the median of
+-- ROUNDS (default 3) runs; an ingest run is add_many of the whole corpus
+-- into a new index; a query run is every test query once with k = 10,
+-- hits with texts and metadata. RSS: VmRSS after an ingest (MB). Quality:
+-- nDCG@10 and Recall@100 over documents (group = "doc", k = 100), with
+-- rag.eval.ir (trec_eval's definitions). Also the size of a save, and the
+-- RSS a second, read-only opening adds (deliverable F).
+-- Peers in the same run: bench/peers/ (make bench-index-peers).
+--   make bench-index DATA=../shared/data
+local rag = require("rag")
+local util = require("bench.util")
+
+local dir = arg[1]
+if dir then
+  dir = dir:gsub("/+$", "")
+  local base, leaf = dir:match("^(.*)/([^/]+)$")
+  util.data_dir(base or ".", (leaf or dir) .. "/corpus.jsonl", "bench-index")
+else
+  util.data_dir(nil, "", "bench-index")
+end
+local ROUNDS = tonumber(arg[2]) or 3
+local clock, median = os.clock, util.median
+
+local data = assert(rag.eval.beir(dir))
+local docs = {}
+for id, d in pairs(data.corpus) do
+  docs[#docs + 1] = { id = id, title = d.title, text = d.text }
+end
+table.sort(docs, function(a, b)
+  return a.id < b.id
+end)
+local qids = {}
+for q in pairs(data.qrels) do
+  qids[#qids + 1] = q
+end
+table.sort(qids)
+
+local function rss_mb()
+  for line in io.lines("/proc/self/status") do
+    local kb = line:match("^VmRSS:%s+(%d+)")
+    if kb then
+      return tonumber(kb) / 1024
+    end
+  end
+end
+
+local function du(path)
+  return tonumber(util.sh("du -sb " .. path .. " | cut -f1")) / 1e6
+end
+
+print(string.format("rag.index on %s: %d documents, %d test queries; %s; %s", dir, #docs,
+  #qids, util.cpu(), _VERSION))
+
+local CONFIGS = {
+  { name = "bm25 only", opts = { embedder = false } },
+  { name = "default (auto)", opts = {} },
+  { name = "hnsw", opts = { vector = "hnsw" } },
+}
+
+local results = {}
+for _, cfg in ipairs(CONFIGS) do
+  local times, idx, rss = {}, nil, 0
+  for r = 1, ROUNDS do
+    if idx then
+      idx:close()
+      collectgarbage()
+      collectgarbage()
+    end
+    local t0 = clock()
+    idx = rag.index.new(cfg.opts)
+    assert(idx:add_many(docs))
+    times[r] = clock() - t0
+    collectgarbage()
+    collectgarbage()
+    rss = rss_mb()
+  end
+  local st = idx:stats()
+  local out = { name = cfg.name, docs_s = #docs / median(times), rss = rss, chunks = st.leaves,
+    vector = st.vector }
+  print(string.format("%-16s ingest %8.0f docs/s  (%d chunks, vectors %s, RSS %.0f MB)",
+    cfg.name, out.docs_s, st.leaves, st.vector, rss))
+  local modes = st.vector == "none" and { "bm25" } or { "bm25", "vector", "hybrid" }
+  for _, mode in ipairs(modes) do
+    local qt = {}
+    for r = 1, ROUNDS do
+      local t0 = clock()
+      for _, q in ipairs(qids) do
+        idx:search(data.queries[q], { mode = mode, k = 10 })
+      end
+      qt[r] = clock() - t0
+    end
+    local run = {}
+    for _, q in ipairs(qids) do
+      run[q] = idx:search(data.queries[q], { mode = mode, k = 100, group = "doc" })
+      for _, h in ipairs(run[q]) do
+        h.id = h.doc_id
+      end
+    end
+    local m = rag.eval.ir(run, data.qrels, { "ndcg@10", "recall@100" })
+    print(string.format("%-16s %-6s %8.0f queries/s  nDCG@10 %.4f  Recall@100 %.4f", "", mode,
+      #qids / median(qt), m["ndcg@10"], m["recall@100"]))
+    out[mode] = { qps = #qids / median(qt), ndcg = m["ndcg@10"], recall = m["recall@100"] }
+  end
+  if cfg.name == "default (auto)" then
+    local save = os.tmpname()
+    os.remove(save)
+    assert(idx:save(save))
+    local size = du(save)
+    local before = rss_mb()
+    local ro = assert(rag.index.open(save, { readonly = true }))
+    for _, q in ipairs(qids) do
+      ro:search(data.queries[q], { mode = "hybrid", k = 10 })
+    end
+    collectgarbage()
+    local added = rss_mb() - before
+    print(string.format("%-16s saved %.1f MB on disk; a read-only opening adds %.1f MB RSS"
+      .. " (%.0f%% of the saved size)", "", size, added, 100 * added / size))
+    out.disk, out.ro_rss = size, added
+    ro:close()
+    os.execute("rm -rf " .. save)
+  end
+  idx:close()
+  results[#results + 1] = out
+end
+
+if os.getenv("BENCH_JSON") then
+  print(rag.json.encode(results))
+end
