@@ -32,6 +32,7 @@ build = {
     ["rag.eval"] = "lua/rag/eval.lua",
     ["rag.opts"] = "lua/rag/opts.lua",
     ["rag.embed"] = "lua/rag/embed.lua",
+    ["rag.index"] = "lua/rag/index.lua",
     ["rag.transport"] = "lua/rag/transport/init.lua",
     ["rag.providers"] = "lua/rag/providers/init.lua",
     ["rag.providers._request"] = "lua/rag/providers/_request.lua",

@@ -240,10 +240,14 @@ local function apply(self, fname, items)
     if not chunks then
       return nil, fname .. ": document '" .. it.id .. "': " .. tostring(msg), code
     end
-    local t = self.c:texts(it.doc, chunks)
-    plan[i] = { chunks = chunks, first = #texts + 1, n = #t }
-    for _, s in ipairs(t) do
-      texts[#texts + 1] = s
+    if self.embedder then -- the texts to embed: what BM25 indexes (ix:texts)
+      local t = self.c:texts(it.doc, chunks)
+      plan[i] = { chunks = chunks, first = #texts + 1, n = #t }
+      for _, s in ipairs(t) do
+        texts[#texts + 1] = s
+      end
+    else
+      plan[i] = { chunks = chunks }
     end
   end
   local vectors
