@@ -342,6 +342,45 @@ describe("rag.index search", function()
     end
   end)
 
+  it("keeps filtered HNSW recall@10 >= 0.95 at 10% and 30% selectivity", function()
+    local r = rng(21)
+    local words = {}
+    for i = 1, 300 do
+      words[i] = "w" .. i
+    end
+    local many = {}
+    for i = 1, 3000 do
+      local t = {}
+      for j = 1, 12 do
+        t[j] = words[r(r(300))]
+      end
+      many[i] = { id = "d" .. i, text = table.concat(t, " "), meta = { bucket = i % 10 } }
+    end
+    local exact = rag.index.new({ embedder = hashing(32), vector = "exact" })
+    local graph = rag.index.new({ embedder = hashing(32), vector = "hnsw" })
+    exact:add_many(many)
+    graph:add_many(many)
+    for _, f in ipairs({ { bucket = 3 }, { bucket = { 1, 4, 7 } } }) do
+      local found, total = 0, 0
+      for q = 1, 50 do
+        local query = words[r(300)] .. " " .. words[r(300)] .. " " .. words[r(50)]
+        local want = {}
+        for _, h in ipairs(exact:search(query, { mode = "vector", k = 10, filter = f })) do
+          want[h.id] = true
+          total = total + 1
+        end
+        local got = graph:search(query, { mode = "vector", k = 10, filter = f })
+        assert.are.equal(10, #got)
+        for _, h in ipairs(got) do
+          assert.is_truthy(f.bucket == h.meta.bucket or (type(f.bucket) == "table"
+            and (h.meta.bucket == 1 or h.meta.bucket == 4 or h.meta.bucket == 7)))
+          found = found + (want[h.id] and 1 or 0)
+        end
+      end
+      assert.is_true(found / total >= 0.95, string.format("recall %.3f", found / total))
+    end
+  end)
+
   it("returns k hits whenever k documents match the filter (vector mode)", function()
     for _, f in ipairs(FILTERS) do
       local matching = 0
@@ -746,5 +785,44 @@ end
     end
     assert.is_true(seen.A > 0 and seen.B > 0)
     os.execute("rm -rf " .. dir .. " " .. dir .. ".ready " .. child)
+  end)
+end)
+
+describe("rag.index on all of SciFact #data", function()
+  local dir = helpers.data_dir()
+  if not dir then
+    it("needs the data folder (make quality)", function()
+      pending("make quality DATA=../shared/data")
+    end)
+    return
+  end
+
+  it("reaches nDCG@10 >= 0.675 with bm25, and the default mode never does worse", function()
+    local data = assert(rag.eval.beir(dir .. "/scifact"))
+    local docs = {}
+    for id, d in pairs(data.corpus) do
+      docs[#docs + 1] = { id = id, title = d.title, text = d.text }
+    end
+    local idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 512 }) })
+    assert(idx:add_many(docs))
+    local function ndcg(opts)
+      local run = {}
+      for q in pairs(data.qrels) do
+        local o = { k = 10, group = "doc" }
+        for k, v in pairs(opts) do
+          o[k] = v
+        end
+        run[q] = idx:search(data.queries[q], o)
+        for _, h in ipairs(run[q]) do
+          h.id = h.doc_id
+        end
+      end
+      return rag.eval.ir(run, data.qrels, { "ndcg@10" })["ndcg@10"]
+    end
+    local bm = ndcg({ mode = "bm25" })
+    assert.is_true(bm >= 0.675, bm)
+    assert.is_true(ndcg({}) >= bm)
+    local hybrid = ndcg({ mode = "hybrid" })
+    assert.is_true(hybrid < bm, "the measurement behind the default: hybrid " .. hybrid)
   end)
 end)
