@@ -804,7 +804,7 @@ static int index_save(lua_State *L) {
   out = lua_gettop(L);
   for (i = 0; i < 3; i++) {
     const char *path;
-    int err = 0, rc;
+    int err = 0, rc = RAG_OK;
     lua_getfield(L, 2, parts[i]);
     if (lua_isnil(L, -1)) {
       lua_pop(L, 1);

@@ -362,7 +362,7 @@ describe("rag.index search", function()
     graph:add_many(many)
     for _, f in ipairs({ { bucket = 3 }, { bucket = { 1, 4, 7 } } }) do
       local found, total = 0, 0
-      for q = 1, 50 do
+      for _ = 1, 50 do
         local query = words[r(300)] .. " " .. words[r(300)] .. " " .. words[r(50)]
         local want = {}
         for _, h in ipairs(exact:search(query, { mode = "vector", k = 10, filter = f })) do
@@ -728,6 +728,10 @@ describe("rag.index persistence", function()
   end)
 
   it("leaves the old or the new generation when a save is killed at random moments", function()
+    if os.getenv("RAG_ASAN") then
+      pending("runs a second interpreter; covered by the plain runs")
+      return
+    end
     local lua = helpers.lua_command()
     local dir, child = tmpname(), tmpname() .. ".lua"
     helpers.write(child, string.format([[
@@ -824,5 +828,73 @@ describe("rag.index on all of SciFact #data", function()
     assert.is_true(ndcg({}) >= bm)
     local hybrid = ndcg({ mode = "hybrid" })
     assert.is_true(hybrid < bm, "the measurement behind the default: hybrid " .. hybrid)
+  end)
+end)
+
+describe("rag.index allocation failures", function()
+  local fail_alloc = rag.core._fail_alloc
+  if not fail_alloc then
+    it("need a RAG_TESTING build", function()
+      pending("run make asan")
+    end)
+    return
+  end
+  local docs = fixture()
+
+  it("an update that runs out of memory leaves the old document in every part", function()
+    local idx = rag.index.new({ embedder = hashing(16), vector = "hnsw",
+      chunk = { size = 64, overlap = 8 } })
+    local few = {}
+    for i = 1, 8 do
+      few[i] = docs[i]
+    end
+    idx:add_many(few)
+    local new = copy(docs[3])
+    new.text = "A replacement text with the word zanzibar in it. " .. new.text:sub(1, 300)
+    local points = helpers.oom_walk(function()
+      idx:add(new)
+    end, function()
+      assert.is_true(idx.c:check())
+      assert.are.equal(docs[3].text, idx:get(docs[3].id).text)
+      assert.are.same({}, idx:search("zanzibar", { mode = "bm25" }))
+    end)
+    assert.is_true(points > 5, points)
+    assert.are.equal(new.text, idx:get(docs[3].id).text)
+    assert.are.equal(docs[3].id .. "#1", idx:search("zanzibar", { mode = "bm25" })[1].id)
+  end)
+
+  it("searches, saves and opens raise and recover at every fault point", function()
+    local idx = rag.index.new({ embedder = hashing(16), chunk = { size = 64, overlap = 8 } })
+    local few = {}
+    for i = 1, 8 do
+      few[i] = docs[i]
+    end
+    idx:add_many(few)
+    local o = { mode = "hybrid", k = 5, filter = { open = true }, group = "doc",
+      expand = { window = 1 } }
+    local want = idx:search("cells", o)
+    helpers.oom_walk(function()
+      idx:search("cells", o)
+    end)
+    same_hits(want, idx:search("cells", o), "after the walk")
+    local dir = tmpname()
+    assert.is_true(idx:save(dir))
+    idx:remove(docs[1].id)
+    helpers.oom_walk(function()
+      local ok, msg = idx:save(dir)
+      assert(ok, msg)
+    end, function()
+      local back = assert(rag.index.open(dir))
+      assert.is_true(#back == 8 or #back == 7)
+      back:close()
+    end)
+    helpers.oom_walk(function()
+      local back = rag.index.open(dir)
+      if back then
+        back:close()
+      end
+    end)
+    assert.are.equal(7, #assert(rag.index.open(dir)))
+    rmdir(dir)
   end)
 end)
