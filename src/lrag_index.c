@@ -527,6 +527,21 @@ static int index_attach(lua_State *L) {
   return 0;
 }
 
+/* ix:to_hnsw(h): moves the exact vectors into the empty rag.hnsw h. */
+static int index_to_hnsw(lua_State *L) {
+  static const char *fname = "rag.index.to_hnsw";
+  lindex *x = check_open(L, fname);
+  void **u = (void **)luaL_checkudata(L, 2, "rag.hnsw");
+  int rc;
+  if (*u == NULL) luaL_error(L, "%s: the rag.hnsw is closed", fname);
+  rc = rag_index_to_hnsw(x->ix, (rag_hnsw *)*u);
+  if (rc == RAG_EINVAL) luaL_error(L, "%s: needs exact vectors and an empty rag.hnsw of their dim",
+                                   fname);
+  if (rc != RAG_OK) return lrag_error(L, rc, fname, NULL);
+  *u = NULL; /* the index owns it now */
+  return 0;
+}
+
 static int index_check(lua_State *L) {
   lindex *x = check_open(L, "rag.index.check");
   lua_pushboolean(L, rag_index_check(x->ix));
@@ -951,7 +966,8 @@ static const luaL_Reg index_methods[] = {
     {"hash", index_hash},   {"texts", index_texts}, {"put", index_put},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
-    {"check", index_check}, {"attach", index_attach}, {NULL, NULL},
+    {"check", index_check}, {"attach", index_attach},
+    {"to_hnsw", index_to_hnsw}, {NULL, NULL},
 };
 
 static const luaL_Reg index_metamethods[] = {{"__len", index_len}, {NULL, NULL}};

@@ -110,6 +110,36 @@ void rag_index_attach(rag_index *ix, rag_vec *v, rag_hnsw *h) {
   ix->dim = v != NULL ? rag_vec_config(v)->dim : h != NULL ? rag_hnsw_config(h)->dim : 0;
 }
 
+int rag_index_to_hnsw(rag_index *ix, rag_hnsw *h) {
+  size_t nd = rag_store_count(ix->s), i, j;
+  uint32_t *order;
+  float *x;
+  int rc = RAG_OK;
+  if (ix->v == NULL || rag_hnsw_count(h) != 0 || rag_hnsw_config(h)->dim != ix->dim)
+    return RAG_EINVAL;
+  order = (uint32_t *)rag_malloc((nd + 1) * sizeof *order);
+  x = (float *)rag_malloc(ix->dim * sizeof *x);
+  if (order == NULL || x == NULL || rag_store_order(ix->s, order) != RAG_OK) rc = RAG_ENOMEM;
+  for (i = 0; rc == RAG_OK && i < nd; i++) {
+    const rag_store_doc *d = rag_store_doc_at(ix->s, order[i]);
+    for (j = 0; rc == RAG_OK && j < d->nchunks; j++) {
+      size_t nl;
+      rag_vec_bad bad;
+      if (!d->chunks[j].leaf) continue;
+      nl = rag_store_chunk_name(ix->buf, d->id, d->idlen, (uint32_t)j + 1);
+      if (!rag_vec_get(ix->v, ix->buf, nl, x)) rc = RAG_EINVAL; /* parts out of step */
+      else rc = rag_hnsw_add(h, ix->buf, nl, x, &bad);
+    }
+  }
+  rag_free(order);
+  rag_free(x);
+  if (rc != RAG_OK) return rc;
+  rag_vec_free(ix->v);
+  ix->v = NULL;
+  ix->h = h;
+  return RAG_OK;
+}
+
 rag_bm25 *rag_index_bm25(const rag_index *ix) {
   return ix->b;
 }

@@ -33,6 +33,14 @@ void rag_index_free(rag_index *ix); /* NULL is a no-op */
 /* Gives an index without vectors or leaf chunks the vector part v or h (owned). */
 void rag_index_attach(rag_index *ix, rag_vec *v, rag_hnsw *h);
 
+/*
+** Moves the exact vectors into h (empty, same dimension), document by
+** document in id order, then drops the exact index. RAG_EINVAL without
+** exact vectors or with a bad h; RAG_ENOMEM leaves the index as it was
+** (h then partly filled, still the caller's). On success h is the index's.
+*/
+int rag_index_to_hnsw(rag_index *ix, rag_hnsw *h);
+
 rag_bm25 *rag_index_bm25(const rag_index *ix);
 rag_vec *rag_index_vec(const rag_index *ix);   /* or NULL */
 rag_hnsw *rag_index_hnsw(const rag_index *ix); /* or NULL */

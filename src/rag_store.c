@@ -382,7 +382,7 @@ static uint64_t doc_size(const rag_store_doc *d) {
 
 typedef struct saving {
   const rag_store *s;
-  const keyed *order;
+  const uint32_t *order;
 } saving;
 
 static void write_store(const void *obj, rag_writer *w) {
@@ -390,12 +390,12 @@ static void write_store(const void *obj, rag_writer *w) {
   const rag_store *s = sv->s;
   size_t n = s->ids.n, i, j;
   uint64_t len = rag_varint_len(n);
-  for (i = 0; i < n; i++) len += doc_size(&s->r[sv->order[i].slot].d);
+  for (i = 0; i < n; i++) len += doc_size(&s->r[sv->order[i]].d);
   rag_w_header(w, MAGIC, FORMAT_VERSION, 1, RAG_FILE_HEADER + 16 + len);
   rag_w_begin(w, "DOCS", len);
   rag_w_varint(w, n);
   for (i = 0; i < n; i++) {
-    const rag_store_doc *d = &s->r[sv->order[i].slot].d;
+    const rag_store_doc *d = &s->r[sv->order[i]].d;
     rag_w_str(w, d->id, d->idlen);
     rag_w_str(w, d->text, d->textlen);
     rag_w_uint(w, (uint64_t)((d->has_source ? 1 : 0) | (d->has_title ? 2 : 0)), 1);
@@ -416,12 +416,9 @@ static void write_store(const void *obj, rag_writer *w) {
   rag_w_end(w);
 }
 
-int rag_store_save(const rag_store *s, const char *path, int *err) {
-  saving sv;
+int rag_store_order(const rag_store *s, uint32_t *slots) {
   keyed *order = (keyed *)rag_malloc((s->ids.n > 0 ? s->ids.n : 1) * sizeof *order);
   size_t i;
-  int rc;
-  *err = 0;
   if (order == NULL) return RAG_ENOMEM;
   for (i = 0; i < s->ids.n; i++) {
     order[i].id = s->r[i].d.id;
@@ -429,9 +426,22 @@ int rag_store_save(const rag_store *s, const char *path, int *err) {
     order[i].slot = (uint32_t)i;
   }
   qsort(order, s->ids.n, sizeof *order, by_id);
-  sv.s = s;
-  sv.order = order;
-  rc = rag_file_save(path, write_store, &sv, err);
+  for (i = 0; i < s->ids.n; i++) slots[i] = order[i].slot;
+  rag_free(order);
+  return RAG_OK;
+}
+
+int rag_store_save(const rag_store *s, const char *path, int *err) {
+  saving sv;
+  uint32_t *order = (uint32_t *)rag_malloc((s->ids.n > 0 ? s->ids.n : 1) * sizeof *order);
+  int rc;
+  *err = 0;
+  if (order == NULL) return RAG_ENOMEM;
+  if ((rc = rag_store_order(s, order)) == RAG_OK) {
+    sv.s = s;
+    sv.order = order;
+    rc = rag_file_save(path, write_store, &sv, err);
+  }
   rag_free(order);
   return rc;
 }

@@ -63,6 +63,12 @@ size_t rag_store_leaves(const rag_store *s); /* their leaf chunks */
 size_t rag_store_bytes(const rag_store *s);  /* their text bytes */
 size_t rag_store_memory(const rag_store *s); /* bytes allocated */
 
+/*
+** The live slots in bytewise id order into slots (room for count), so that
+** what walks them does not depend on the order documents came in. RAG_ENOMEM.
+*/
+int rag_store_order(const rag_store *s, uint32_t *slots);
+
 /* The document slots are 0 .. count - 1; a removal moves the last into the hole. */
 const rag_store_doc *rag_store_doc_at(const rag_store *s, uint32_t slot);
 uint32_t rag_store_find(const rag_store *s, const char *id, size_t len); /* or RAG_IDS_NONE */

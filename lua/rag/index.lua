@@ -92,27 +92,40 @@ local function check_embedder(fname, e)
   end
 end
 
-local function new_parts(fname, o, dim)
-  local b = core.bm25.new(o.bm25_opts)
-  if not dim then
-    return b
-  end
-  local kind = o.vector
-  if kind == "auto" then
-    kind = "exact"
-  end
-  if kind == "exact" then
-    return b, core.vec.new({ dim = dim, metric = o.metric }), "exact"
-  end
+local function new_hnsw(fname, o, dim)
   local h = { dim = dim, metric = o.metric }
   for k, v in pairs(o.hnsw or {}) do
     h[k] = v
   end
   local ok, v = pcall(core.hnsw.new, h)
   if not ok then
-    error(fname .. ": " .. tostring(v):gsub("^rag%.hnsw%.new: ", "option hnsw: "), 3)
+    error(fname .. ": " .. tostring(v):gsub("^rag%.hnsw%.new: ", "option hnsw: "), 4)
   end
-  return b, v, "hnsw"
+  return v
+end
+
+local function new_parts(fname, o, dim)
+  local b = core.bm25.new(o.bm25_opts)
+  if not dim then
+    return b
+  end
+  if o.vector == "hnsw" then
+    return b, new_hnsw(fname, o, dim)
+  end
+  return b, core.vec.new({ dim = dim, metric = o.metric })
+end
+
+-- With vector = "auto", moves the exact vectors into HNSW once there are
+-- HNSW_FROM chunks (after the batch that reaches it, so the point is the
+-- same for the same documents).
+local function maybe_switch(self, fname)
+  if self.o.vector ~= "auto" then
+    return
+  end
+  local st = self.c:stats()
+  if st.vector == "exact" and st.leaves >= M.HNSW_FROM then
+    self.c:to_hnsw(new_hnsw(fname, self.o, st.dim))
+  end
 end
 
 local function settings(fname, opts)
@@ -165,6 +178,8 @@ local function record(self)
     chunker = { name = self.o.chunker_name, options = json.object(chunk) },
     embedder = self.edesc or false,
     vector = st.vector,
+    vector_option = self.o.vector,
+    hnsw = self.o.hnsw and json.object(self.o.hnsw) or nil,
     metric = self.o.metric,
   }
 end
@@ -294,6 +309,7 @@ function Index:add(doc)
   if not ok then
     return nil, msg, code
   end
+  maybe_switch(self, "rag.index.add")
   return existed and "updated" or "added"
 end
 
@@ -364,6 +380,7 @@ local function stepper(self, fname, list, o)
         pos = total + 1
         return nil, msg, code
       end
+      maybe_switch(self, fname)
       for _, it in ipairs(items) do
         local key = it.existed and "updated" or "added"
         counts[key] = counts[key] + 1
@@ -676,7 +693,8 @@ function M.open(dir, opts)
     return nil, msg, code
   end
   local s = {
-    embedder = embedder, metric = m.metric or "cosine", vector = m.vector, batch = o.batch,
+    embedder = embedder, metric = m.metric or "cosine", vector = m.vector_option or m.vector,
+    hnsw = m.hnsw, batch = o.batch,
   }
   local ch = m.chunker or {}
   if o.chunker then

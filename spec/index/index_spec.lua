@@ -558,6 +558,42 @@ describe("rag.index reproducibility", function()
     end
   end)
 
+  it("with vector = \"auto\" moves to HNSW at HNSW_FROM chunks, the same way in any order",
+    function()
+      local docs = fixture()
+      local saved = rag.index.HNSW_FROM
+      rag.index.HNSW_FROM = 25
+      local reversed = {}
+      for i = #docs, 1, -1 do
+        reversed[#reversed + 1] = docs[i]
+      end
+      local a = rag.index.new({ embedder = hashing(), batch = 10 })
+      local b = rag.index.new({ embedder = hashing(), batch = 10 })
+      local ok1, err1 = pcall(a.add_many, a, docs)
+      local ok2, err2 = pcall(b.add_many, b, reversed)
+      rag.index.HNSW_FROM = saved
+      assert(ok1, err1)
+      assert(ok2, err2)
+      assert.are.equal("hnsw", a:stats().vector)
+      assert.is_true(a.c:check())
+      local exact = rag.index.new({ embedder = hashing(), vector = "exact" })
+      exact:add_many(docs)
+      local got, want = a:search(QUERIES[2], { mode = "vector" }), exact:search(QUERIES[2],
+        { mode = "vector" })
+      assert.are.equal(want[1].id, got[1].id)
+      local da, db = tmpname(), tmpname()
+      a:save(da)
+      b:save(db)
+      assert.are.same(dir_bytes(da), dir_bytes(db))
+      local back = assert(rag.index.open(da))
+      assert.are.equal("hnsw", back:stats().vector)
+      rmdir(da)
+      rmdir(db)
+      local small = rag.index.new({ embedder = hashing() })
+      small:add_many(docs)
+      assert.are.equal("exact", small:stats().vector)
+    end)
+
   it("gives the same bytes each time one history of adds and removes is replayed", function()
     local docs = fixture()
     local function replay()
