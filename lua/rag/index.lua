@@ -17,7 +17,7 @@ local FORMAT, FORMAT_VERSION = "rag.index", 1
 local MANIFEST = "manifest.json"
 
 -- The vector index a default ("auto") collection uses: exact below this many
--- chunks, HNSW from there (see docs/index.md for the measurement).
+-- chunks, HNSW from there (docs/index.md gives the measurement).
 M.HNSW_FROM = 20000
 
 local Index = {}
