@@ -27,7 +27,7 @@ local notes = {
 local idx = rag.index.new({ chunk = { size = 64, overlap = 8 } })
 local counts = assert(idx:add_many(notes))
 print(string.format("added %d, updated %d, unchanged %d: %d documents, %d chunks", counts.added,
-  counts.updated, counts.unchanged, #idx, idx:stats().leaves))
+  counts.updated, counts.unchanged, idx:count(), idx:stats().leaves))
 print("default mode with the hashing embedder: " .. idx:default_mode())
 
 local function show(title, hits)
@@ -49,7 +49,8 @@ print("again: " .. idx:add(notes[1]))
 print("edited: " .. idx:add({ id = "litm", title = "Lost in the middle", source = "notes/litm.md",
   meta = { year = 2023 }, text = "Put the best passages first and last in the prompt." }))
 print("old words gone: " .. #idx:search("language models"))
-print("removed rrf: " .. tostring(idx:remove("rrf")) .. ", now " .. #idx .. " documents")
+print("removed rrf: " .. tostring(idx:remove("rrf")) .. ", now " .. idx:count()
+  .. " documents")
 
 -- save, reopen read-only (the store is mapped, shared between processes)
 local dir = os.tmpname()
@@ -58,7 +59,7 @@ assert(idx:save(dir))
 local ro = assert(rag.index.open(dir, { readonly = true }))
 local hit = ro:search("nearest neighbours", { k = 1 })[1]
 print(string.format("reopened: %d documents, generation %d, mapped %s; top hit %s: %q",
-  #ro, ro:stats().generation, tostring(ro:stats().mapped), hit.id, hit.text:sub(1, 40)))
+  ro:count(), ro:stats().generation, tostring(ro:stats().mapped), hit.id, hit.text:sub(1, 40)))
 print("read-only add: " .. select(2, pcall(ro.add, ro, notes[3])):gsub("^.-: ", "", 1))
 ro:close()
 os.execute("rm -rf " .. dir)

@@ -277,7 +277,7 @@ local function apply(self, fname, items)
         .. " texts", 3)
     end
     local v1 = vectors[1]
-    ensure_vectors(self, type(v1) == "string" and #v1 // 4 or #v1)
+    ensure_vectors(self, type(v1) == "string" and math.floor(#v1 / 4) or #v1)
   end
   for i, it in ipairs(items) do
     local p, vs = plan[i], nil
@@ -471,10 +471,14 @@ function Index:get(id)
   return self.c:get(id)
 end
 
-function Index:__len()
-  check_open(self, "rag.index.__len")
+--- The number of documents (also `#idx` on Lua 5.2+; Lua 5.1 and LuaJIT
+-- ignore __len on tables).
+function Index:count()
+  check_open(self, "rag.index.count")
   return #self.c
 end
+
+Index.__len = Index.count
 
 --- Counts, sizes and settings. @treturn table
 function Index:stats()

@@ -84,7 +84,10 @@ describe("rag.index documents", function()
     d4.source = "elsewhere.txt" -- not part of the content hash
     assert.are.equal("unchanged", idx:add(d4))
     assert.are.equal("added", idx:add({ id = 7, text = "numbers become strings" }))
-    assert.are.equal(2, #idx)
+    assert.are.equal(2, idx:count())
+    if _VERSION ~= "Lua 5.1" then -- 5.1 and LuaJIT ignore __len on tables
+      assert.are.equal(2, #idx)
+    end
     local got = idx:get("a")
     assert.are.equal("The cat sat on the mat.", got.text)
     assert.are.equal("Felines", got.title)
@@ -93,7 +96,7 @@ describe("rag.index documents", function()
     assert.is_nil(idx:get("nope"))
     assert.is_true(idx:remove("a"))
     assert.is_false(idx:remove("a"))
-    assert.are.equal(1, #idx)
+    assert.are.equal(1, idx:count())
     assert.is_true(idx.c:check())
   end)
 
@@ -205,7 +208,7 @@ describe("rag.index incremental changes", function()
           docs[#docs + 1] = l.doc
         end
         fresh:add_many(docs)
-        assert.are.equal(#fresh, #idx)
+        assert.are.equal(fresh:count(), idx:count())
         for _, q in ipairs(QUERIES) do
           for _, mode in ipairs({ "bm25", "vector", "hybrid" }) do
             local o = { mode = mode, k = 10 }
@@ -244,7 +247,7 @@ describe("rag.index incremental changes", function()
       return second[n]
     end
     assert.are.same({ added = 10, updated = 1, unchanged = 19, removed = 10 }, idx:sync(iter))
-    assert.are.equal(30, #idx)
+    assert.are.equal(30, idx:count())
     assert.is_nil(idx:get(docs[1].id))
   end)
 
@@ -267,7 +270,7 @@ describe("rag.index incremental changes", function()
     assert.are.equal("embed failed", msg)
     assert.are.equal("provider", code)
     assert.are.same({ "5/40", "10/40" }, seen)
-    assert.are.equal(10, #idx)
+    assert.are.equal(10, idx:count())
     assert.is_true(idx.c:check())
   end)
 end)
@@ -654,7 +657,7 @@ describe("rag.index persistence", function()
     local names = rag.core.fs.list(dir)
     assert.are.same({ "bm25-2.rag", "manifest.json", "store-2.rag", "vectors-2.rag" }, names)
     local back = assert(rag.index.open(dir))
-    assert.are.equal(39, #back)
+    assert.are.equal(39, back:count())
     assert.are.equal(2, back:stats().generation)
     for _, q in ipairs(QUERIES) do
       for _, mode in ipairs({ "bm25", "vector", "hybrid" }) do
@@ -747,7 +750,7 @@ describe("rag.index persistence", function()
           assert.is_truthy(code == "corrupt" or code == "format" or code == "version", code)
         end
       end
-      local stride = FULL and 1 or math.max(1, #good // 60)
+      local stride = FULL and 1 or math.max(1, math.floor(#good / 60))
       for n = 0, #good - 1, stride do
         rejected(good:sub(1, n))
       end
@@ -921,7 +924,7 @@ describe("rag.index allocation failures", function()
       assert(ok, msg)
     end, function()
       local back = assert(rag.index.open(dir))
-      assert.is_true(#back == 8 or #back == 7)
+      assert.is_true(back:count() == 8 or back:count() == 7)
       back:close()
     end)
     helpers.oom_walk(function()
@@ -930,7 +933,7 @@ describe("rag.index allocation failures", function()
         back:close()
       end
     end)
-    assert.are.equal(7, #assert(rag.index.open(dir)))
+    assert.are.equal(7, assert(rag.index.open(dir)):count())
     rmdir(dir)
   end)
 end)
