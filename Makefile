@@ -153,7 +153,10 @@ bench-ann: all
 # bench/peers/export_vectors.lua into PEERS/vectors. Each peer's JSON line
 # is kept in PEERS/<peer>.json for bench/index.lua; its readable lines go
 # to stderr. Node and npm from PATH, or Debian's nodejs and npm.
+# PEERS_CPUS=0 runs them on CPU 0 only (taskset), as bench-index runs.
 PEERS ?= build/peers
+PEERS_CPUS ?=
+PEERS_RUN = $(if $(PEERS_CPUS),taskset -c $(PEERS_CPUS))
 bench-index-peers: all
 	@if [ ! -f "$(DATA)/scifact/corpus.jsonl" ]; then \
 	  echo "skipped: $(DATA)/scifact/corpus.jsonl not found; pass the data folder," \
@@ -165,11 +168,11 @@ bench-index-peers: all
 	  npm install --prefix $(PEERS) --ignore-scripts --no-audit --no-fund && \
 	  cp bench/peers/package-lock.json $(PEERS)/node_modules/.rag-lock || exit 1; fi; \
 	$(RUN) $(LUA) bench/peers/export_vectors.lua $(DATA) $(PEERS)/vectors && \
-	node --expose-gc bench/peers/index_lancedb.mjs $(DATA) $(PEERS)/vectors \
+	$(PEERS_RUN) node --expose-gc bench/peers/index_lancedb.mjs $(DATA) $(PEERS)/vectors \
 	  $(PEERS)/node_modules > $(PEERS)/lancedb.json && cat $(PEERS)/lancedb.json && \
-	node --expose-gc bench/peers/index_orama.mjs $(DATA) $(PEERS)/vectors \
+	$(PEERS_RUN) node --expose-gc bench/peers/index_orama.mjs $(DATA) $(PEERS)/vectors \
 	  $(PEERS)/node_modules > $(PEERS)/orama.json && cat $(PEERS)/orama.json && \
-	/usr/bin/python3 bench/peers/index_fts5.py $(DATA) > $(PEERS)/fts5.json && \
+	$(PEERS_RUN) /usr/bin/python3 bench/peers/index_fts5.py $(DATA) > $(PEERS)/fts5.json && \
 	cat $(PEERS)/fts5.json
 
 # Instruction counts (callgrind) of a fixed workload per part, for comparing
