@@ -42,7 +42,8 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty asan fuzz-smoke demo rock lint quality \
-  bench-json bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack bench-icount fuzz \
+  bench-json bench-tokenizer bench-chunk bench-bm25 bench-ann bench-fuse bench-pack bench-icount \
+  bench-index-peers fuzz \
   check-exports clean
 
 all: $(SO)
@@ -148,6 +149,37 @@ ANN_ARGS ?=
 bench-ann: all
 	@sh .ci/deps python3-hnswlib python3-faiss python3-numpy
 	@$(RUN) $(LUA) bench/ann.lua --peer --remove 0.2 $(ANN_ARGS)
+
+# The peers of bench/index.lua on SciFact, in one run on this machine: LanceDB
+# and Orama (npm packages pinned in bench/peers/package.json and its lock,
+# installed into PEERS/node_modules when missing or changed: npm install
+# with the lock, since npm ci refuses a lock that lacks the platform binaries
+# of other systems; no install scripts are run) and
+# SQLite FTS5 (Debian's python3), all on the same vectors, exported by
+# bench/peers/export_vectors.lua into PEERS/vectors. Each peer's JSON line
+# is kept in PEERS/<peer>.json for bench/index.lua; its readable lines go
+# to stderr. Node and npm from PATH, or Debian's nodejs and npm.
+# PEERS_CPUS=0 runs them on CPU 0 only (taskset), as bench-index runs.
+PEERS ?= build/peers
+PEERS_CPUS ?=
+PEERS_RUN = $(if $(PEERS_CPUS),taskset -c $(PEERS_CPUS))
+bench-index-peers: all
+	@if [ ! -f "$(DATA)/scifact/corpus.jsonl" ]; then \
+	  echo "skipped: $(DATA)/scifact/corpus.jsonl not found; pass the data folder," \
+	    "e.g. make bench-index-peers DATA=../shared/data"; exit 0; fi; \
+	{ command -v node && command -v npm; } >/dev/null || sh .ci/deps nodejs npm || exit 1; \
+	sh .ci/deps python3 || exit 1; \
+	if ! cmp -s bench/peers/package-lock.json $(PEERS)/node_modules/.rag-lock; then \
+	  mkdir -p $(PEERS) && cp bench/peers/package.json bench/peers/package-lock.json $(PEERS)/ && \
+	  npm install --prefix $(PEERS) --ignore-scripts --no-audit --no-fund && \
+	  cp bench/peers/package-lock.json $(PEERS)/node_modules/.rag-lock || exit 1; fi; \
+	$(RUN) $(LUA) bench/peers/export_vectors.lua $(DATA) $(PEERS)/vectors && \
+	$(PEERS_RUN) node --expose-gc bench/peers/index_lancedb.mjs $(DATA) $(PEERS)/vectors \
+	  $(PEERS)/node_modules > $(PEERS)/lancedb.json && cat $(PEERS)/lancedb.json && \
+	$(PEERS_RUN) node --expose-gc bench/peers/index_orama.mjs $(DATA) $(PEERS)/vectors \
+	  $(PEERS)/node_modules > $(PEERS)/orama.json && cat $(PEERS)/orama.json && \
+	$(PEERS_RUN) /usr/bin/python3 bench/peers/index_fts5.py $(DATA) > $(PEERS)/fts5.json && \
+	cat $(PEERS)/fts5.json
 
 # Instruction counts (callgrind) of a fixed workload per part, for comparing
 # two builds on a busy machine: build/icount.PART.out, read with callgrind_annotate.
