@@ -146,7 +146,7 @@ bench-ann: all
 # Instruction counts (callgrind) of a fixed workload per part, for comparing
 # two builds on a busy machine: build/icount.PART.out, read with callgrind_annotate.
 bench-icount: all
-	@for p in bm25 tok chunk vec fusepack; do \
+	@for p in bm25 tok chunk vec fusepack doccount docchunk; do \
 	  $(RUN) valgrind --tool=callgrind --callgrind-out-file=build/icount.$$p.out \
 	    $(LUA) bench/icount.lua $$p $(DATA) 2>&1 | grep -E 'skipped|refs' | sed "s/^/$$p: /"; done
 
