@@ -1,10 +1,10 @@
 /*
 ** rag_tokenizer.c: tiktoken-compatible BPE. The vocabulary is a hash table
 ** from token bytes to rank over one byte arena; the pre-tokenizer follows
-** each encoding's regex alternative by alternative, with the same
-** leftmost-first and backtracking outcome; pieces that are not whole tokens
-** are merged lowest rank first (leftmost on ties), as tiktoken does, long
-** ones by a search that reaches the same tokens in linear time.
+** each encoding's regex with the same leftmost-first and backtracking
+** outcome; pieces that are not tokens merge lowest rank first as tiktoken's
+** do (long ones by a linear search), and short ones seen before come from a
+** cache (rag_piececache.h).
 */
 #include "rag_tokenizer.h"
 
@@ -13,6 +13,7 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_piececache.h"
 #include "rag_probe.h"
 #include "rag_text.h"
 #include "rag_utf8.h"
@@ -50,6 +51,7 @@ struct rag_tokenizer {
   uint32_t tags;         /* the bits of a slot above rank + 1: bits of the hash */
   rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
   size_t nspecial;
+  rag_piececache cache;  /* the tokens of short pieces seen before; shared, lock-free */
 };
 
 /* --- hashing ------------------------------------------------------------ */
@@ -290,7 +292,7 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
 }
 
 int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
-                      const rag_special *specials, size_t nspecial,
+                      const rag_special *specials, size_t nspecial, size_t cache,
                       rag_tokenizer **out, size_t *errline) {
   rag_tokenizer *t;
   size_t i, extra = 0;
@@ -326,6 +328,7 @@ int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
     t->specials[i].id = specials[i].id;
   }
   t->nspecial = nspecial;
+  if (rc == RAG_OK) rc = rag_piececache_init(&t->cache, cache);
   if (rc != RAG_OK) {
     rag_tokenizer_free(t);
     return rc;
@@ -336,6 +339,7 @@ int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
 
 void rag_tokenizer_free(rag_tokenizer *t) {
   if (t == NULL) return;
+  rag_piececache_done(&t->cache);
   rag_free(t->arena);
   rag_free(t->tokens);
   rag_free(t->slots);
@@ -348,6 +352,10 @@ size_t rag_tokenizer_nranks(const rag_tokenizer *t) {
 
 size_t rag_tokenizer_nspecials(const rag_tokenizer *t) {
   return t->nspecial;
+}
+
+size_t rag_tokenizer_cache_size(const rag_tokenizer *t) {
+  return rag_piececache_size(&t->cache);
 }
 
 const rag_special *rag_tokenizer_special(const rag_tokenizer *t, size_t i) {
@@ -639,15 +647,18 @@ static int emit(sink *k, uint32_t id, const unsigned char *end) {
 ** r the rank of each part with the next. Returns the number of boundaries
 ** left, or 0 as soon as a merge would remove the boundary at `seam` (0:
 ** none). b and r have room for n + 1 entries. Records the merges in `rec`
-** unless it is NULL.
+** unless it is NULL, and the id of each part in `id` (n entries) unless it
+** is NULL.
 */
 static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size_t seam,
-                  uint32_t *b, uint32_t *r, solo *rec) {
+                  uint32_t *b, uint32_t *r, solo *rec, uint32_t *id) {
   size_t m = n + 1, i, best;
   for (i = 0; i < m; i++) {
     b[i] = (uint32_t)i;
     r[i] = i + 2 < m ? t->pair_rank[p[i] << 8 | p[i + 1]] : NO_RANK;
   }
+  if (id != NULL)
+    for (i = 0; i < n; i++) id[i] = t->byte_rank[p[i]];
   for (;;) {
     uint32_t min = NO_RANK;
     best = 0;
@@ -661,6 +672,10 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
     /* parts best and best+1 become one: drop boundary best+1 */
     memmove(b + best + 1, b + best + 2, (m - best - 2) * sizeof b[0]);
     memmove(r + best + 1, r + best + 2, (m - best - 2) * sizeof r[0]);
+    if (id != NULL) { /* the merged part is the token of the pair's rank */
+      id[best] = min;
+      memmove(id + best + 1, id + best + 2, (m - best - 3) * sizeof id[0]);
+    }
     m--;
     if (rec != NULL) {
       rec->rank[rec->n] = min;
@@ -674,13 +689,62 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
   return m;
 }
 
-static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+/* The ids of the piece of len (2..SMALL_PIECE) bytes at p that is not a
+** token: their number. */
+static size_t small_ids(const rag_tokenizer *t, const unsigned char *p, size_t len,
+                        uint32_t *ids) {
   uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
-  size_t m = bpe(t, p, len, 0, b, r, NULL), i;
-  int rc;
-  for (i = 0; i + 1 < m; i++)
-    if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]), p + b[i + 1])) != RAG_OK) return rc;
+  return bpe(t, p, len, 0, b, r, NULL, ids) - 1;
+}
+
+/* n ids of tokens that spell the bytes from p on. */
+static int emit_ids(const rag_tokenizer *t, const unsigned char *p, const uint32_t *ids,
+                    size_t n, sink *k) {
+  size_t i;
+  if (k->keep == KEEP_IDS) {
+    uint32_t *v = (uint32_t *)rag_grow(k->ids, &k->cap, k->n + n, sizeof *v);
+    if (v == NULL) return RAG_ENOMEM;
+    k->ids = v;
+    memcpy(v + k->n, ids, n * sizeof *v);
+  } else if (k->keep == KEEP_ENDS) {
+    size_t *v = (size_t *)rag_grow(k->ends, &k->cap, k->n + n, sizeof *v), end;
+    if (v == NULL) return RAG_ENOMEM;
+    k->ends = v;
+    end = (size_t)(p - k->base);
+    for (i = 0; i < n; i++) v[k->n + i] = end += t->tokens[ids[i]].len;
+  }
+  k->n += n;
   return RAG_OK;
+}
+
+static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  uint32_t ids[SMALL_PIECE];
+  return emit_ids(t, p, ids, small_ids(t, p, len, ids), k);
+}
+
+/*
+** A piece of at most RAG_PIECECACHE_MAXLEN bytes through the tokenizer's
+** cache: its tokens from there when they are kept (the count alone does for
+** a count), else computed and kept.
+*/
+static int encode_short(const rag_tokenizer *t, const unsigned char *p, size_t len,
+                        const rag_piecekey *key, sink *k) {
+  uint32_t ids[RAG_PIECECACHE_MAXLEN];
+  size_t n, had;
+  int kept = 0;
+  if (k->keep == KEEP_COUNT) {
+    if ((had = rag_piececache_get(key, NULL, NULL)) != 0) {
+      k->n += had;
+      return RAG_OK;
+    }
+  } else if ((had = rag_piececache_get(key, ids, &kept)) != 0 && kept) {
+    return emit_ids(t, p, ids, had, k);
+  }
+  if ((ids[0] = rank_of(t, p, len)) != NO_RANK) n = 1;
+  else if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
+  else n = small_ids(t, p, len, ids);
+  if (had == 0) rag_piececache_put(key, ids, n);
+  return emit_ids(t, p, ids, n, k);
 }
 
 /* The longest of the lengths in `mask` (bit j: length j + base) of a token
@@ -729,7 +793,7 @@ static const solo *solo_of(const rag_tokenizer *t, uint32_t id, sink *k) {
     uint32_t b[SOLO_MAX + 1], r[SOLO_MAX + 1];
     u->id = id;
     u->n = 0;
-    u->whole = bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u) == 2;
+    u->whole = bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u, NULL) == 2;
   }
   return u;
 }
@@ -776,7 +840,7 @@ static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32
     solo v = *solo_of(t, right, k); /* a copy: the left one may take its place */
     m = v.whole && (a == 0 || apart(t, s + i, solo_of(t, left, k), &v));
   } else {
-    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL);
+    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL, NULL);
     m = m == (a ? 3u : 2u);
   }
   *slot = key | (uint64_t)m << 63;
@@ -877,6 +941,7 @@ static int merge_long(const rag_tokenizer *t, const unsigned char *s, size_t len
   return RAG_OK;
 }
 
+/* A piece that is not short, or any piece without a cache. */
 static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
   uint32_t r = rank_of(t, p, len);
   if (r != NO_RANK) return emit(k, r, p + len);
@@ -885,13 +950,31 @@ static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t l
   return merge_long(t, p, len, k);
 }
 
+/* Pieces are split off BATCH at a time, and the cache sets of the short
+** ones fetched before any is looked up, so that their memory latencies
+** overlap. */
+#define BATCH 16
+
 static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_t len, sink *k) {
-  size_t i = 0, e;
-  int rc;
+  size_t i = 0, e, nb, b, end[BATCH];
+  rag_piecekey key[BATCH];
+  int rc, o200k = t->pretok == RAG_PRETOK_O200K, cached = t->cache.sets != NULL;
   while (i < len) {
-    e = t->pretok == RAG_PRETOK_O200K ? next_o200k(s, len, i) : next_cl100k(s, len, i);
-    if ((rc = encode_piece(t, s + i, e - i, k)) != RAG_OK) return rc;
-    i = e;
+    for (nb = 0, e = i; nb < BATCH && e < len; nb++) {
+      size_t a = e;
+      end[nb] = e = o200k ? next_o200k(s, len, a) : next_cl100k(s, len, a);
+      if (e - a <= RAG_PIECECACHE_MAXLEN && cached) {
+        rag_piececache_key(&t->cache, s + a, e - a, &key[nb]);
+        __builtin_prefetch(key[nb].set);
+      }
+    }
+    for (b = 0; b < nb; i = end[b++]) {
+      if (end[b] - i <= RAG_PIECECACHE_MAXLEN && cached)
+        rc = encode_short(t, s + i, end[b] - i, &key[b], k);
+      else
+        rc = encode_piece(t, s + i, end[b] - i, k);
+      if (rc != RAG_OK) return rc;
+    }
   }
   return RAG_OK;
 }
