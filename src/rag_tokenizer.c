@@ -1,10 +1,10 @@
 /*
-** rag_tokenizer.c: tiktoken-compatible BPE. The vocabulary is a hash table
-** from token bytes to rank over one byte arena; the pre-tokenizer follows
-** each encoding's regex with the same leftmost-first and backtracking
-** outcome; pieces that are not tokens merge lowest rank first as tiktoken's
-** do (long ones by a linear search), and short ones seen before come from a
-** cache (rag_piececache.h).
+** rag_tokenizer.c: tiktoken-compatible BPE. Token bytes map to ranks by a
+** hash table over one byte arena (up to 16 bytes also by tables keyed by the
+** bytes as words); the pre-tokenizer follows each encoding's regex with the
+** same leftmost-first and backtracking outcome; pieces that are not tokens
+** merge lowest rank first as tiktoken's do (long ones by a linear search),
+** and short ones seen before come from a cache (rag_piececache.h).
 */
 #include "rag_tokenizer.h"
 
@@ -33,6 +33,20 @@ typedef struct token {
   uint32_t len; /* 0: no token has this rank */
 } token;
 
+/* A token of 3 to 8 bytes in the table of such tokens. */
+typedef struct short_token {
+  uint64_t bytes; /* zero-padded, as rag_piececache_word gives them */
+  uint32_t len;   /* 0: an empty cell */
+  uint32_t rank;
+} short_token;
+
+/* A token of 9 to 16 bytes in the table of those. */
+typedef struct mid_token {
+  uint64_t lo, hi; /* the first 8 bytes, then the rest zero-padded */
+  uint32_t len;    /* 0: an empty cell */
+  uint32_t rank;
+} mid_token;
+
 struct rag_tokenizer {
   rag_pretok pretok;
   unsigned char *arena;  /* token bytes, then special texts */
@@ -49,6 +63,10 @@ struct rag_tokenizer {
   uint32_t *slots;       /* tag | rank + 1, 0 = empty; open addressing */
   uint32_t mask;         /* slots - 1 */
   uint32_t tags;         /* the bits of a slot above rank + 1: bits of the hash */
+  short_token *shorts;   /* the tokens of 3 to 8 bytes again, by their bytes; open addressing */
+  uint32_t smask;        /* cells of shorts - 1 */
+  mid_token *mids;       /* and those of 9 to 16 bytes */
+  uint32_t mmask;        /* cells of mids - 1 */
   rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
   size_t nspecial;
   rag_piececache cache;  /* the tokens of short pieces seen before; shared, lock-free */
@@ -81,6 +99,16 @@ typedef struct tkey {
   uint32_t tag;
 } tkey;
 
+/* memcmp(a, b, n) == 0, without a call for most tokens. */
+static int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+  if (n == 0) return 1;
+  if (n <= 8) return rag_piececache_word(a, n) == rag_piececache_word(b, n);
+  if (n <= 16)
+    return rag_piececache_word(a, 8) == rag_piececache_word(b, 8) &&
+           rag_piececache_word(a + 8, n - 8) == rag_piececache_word(b + 8, n - 8);
+  return memcmp(a, b, n) == 0;
+}
+
 /* Stops at an empty slot or the one holding the token. Slots keep some
 ** bits of the hash beside the rank, so a miss seldom reads a token. */
 static int at_token(const void *ud, size_t i) {
@@ -90,7 +118,7 @@ static int at_token(const void *ud, size_t i) {
   if (e == 0) return 1;
   if ((e & k->t->tags) != k->tag) return 0;
   x = &k->t->tokens[(e & ~k->t->tags) - 1];
-  return x->len == k->n && memcmp(k->t->arena + x->off, k->p, k->n) == 0;
+  return x->len == k->n && same_bytes(k->t->arena + x->off, k->p, k->n);
 }
 
 /* The slot holding the n bytes at p, or the empty one where they would go
@@ -194,12 +222,69 @@ static uint64_t short_lens(const rag_tokenizer *t, uint64_t h) {
 
 #define IS_TRIPLE(t, p) ((t)->triples[hash3(p) >> 6] >> (hash3(p) & 63) & 1)
 
-/* lookup, which first rules out most strings of 3 to 187 bytes by their
-** first bytes and length. */
+/* A string of 3 to 8 bytes sought in shorts. */
+typedef struct skey {
+  const short_token *cells;
+  uint64_t bytes;
+  uint32_t len;
+} skey;
+
+static int at_short(const void *ud, size_t i) {
+  const skey *k = (const skey *)ud;
+  const short_token *e = &k->cells[i];
+  return e->len == 0 || (e->bytes == k->bytes && e->len == k->len);
+}
+
+/* Where the walk for a string of n bytes that make the word w starts. */
+static uint32_t short_home(uint64_t w, size_t n) {
+  return (uint32_t)(((w ^ (uint64_t)n << 60) * 0x9e3779b97f4a7c15ull) >> 32);
+}
+
+/* The cell of shorts holding the n (3..8) bytes at p, or the empty one
+** where they would go. */
+static size_t short_cell(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  skey k = {.cells = t->shorts, .bytes = rag_piececache_word(p, n), .len = (uint32_t)n};
+  return rag_probe(t->smask, short_home(k.bytes, n), at_short, &k);
+}
+
+/* A string of 9 to 16 bytes sought in mids. */
+typedef struct mkey {
+  const mid_token *cells;
+  uint64_t lo, hi;
+  uint32_t len;
+} mkey;
+
+static int at_mid(const void *ud, size_t i) {
+  const mkey *k = (const mkey *)ud;
+  const mid_token *e = &k->cells[i];
+  return e->len == 0 || (e->lo == k->lo && e->hi == k->hi && e->len == k->len);
+}
+
+/* The cell of mids holding the n (9..16) bytes at p, or the empty one. */
+static size_t mid_cell(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  mkey k = {.cells = t->mids, .lo = rag_piececache_word(p, 8),
+            .hi = rag_piececache_word(p + 8, n - 8), .len = (uint32_t)n};
+  return rag_probe(t->mmask, short_home(k.lo, n) ^ (uint32_t)(k.hi * 0xc2b2ae3d27d4eb4full >> 32),
+                   at_mid, &k);
+}
+
+/*
+** lookup, which looks strings of 3 to 16 bytes up in shorts and mids (one
+** memory access, where the token table takes three: slot, token, bytes;
+** those are what the merge loop asks about most) and first rules out most
+** strings of 17 to 187 bytes by their first bytes and length.
+*/
 static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n) {
   if (n == 2) return t->pair_rank[p[0] << 8 | p[1]];
-  if (n == 3 && !IS_TRIPLE(t, p)) return NO_RANK;
-  if (n >= 4 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
+  if (n >= 3 && n <= 8) {
+    const short_token *e = &t->shorts[short_cell(t, p, n)];
+    return e->len == 0 ? NO_RANK : e->rank;
+  }
+  if (n >= 9 && n <= 16) {
+    const mid_token *e = &t->mids[mid_cell(t, p, n)];
+    return e->len == 0 ? NO_RANK : e->rank;
+  }
+  if (n > 16 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
   if (n > LENS_SHORT && n <= LENS_LONG && !LONG_LEN(t, hash4(p), n)) return NO_RANK;
   return lookup(t, p, n);
 }
@@ -224,6 +309,49 @@ static void index_lengths(rag_tokenizer *t) {
       t->lens_long[h >> 56][(k->len - 60) >> 6] |= 1ull << ((k->len - 60) & 63);
     }
   }
+}
+
+/* Cells for n entries, at most 2/3 full: most walks stay in a line. */
+static size_t cells_for(size_t n) {
+  size_t cells = 16;
+  while (cells < n + n / 2) cells *= 2;
+  return cells;
+}
+
+/* Fills shorts and mids from the token table. */
+static int index_short(rag_tokenizer *t) {
+  size_t ns = 0, nm = 0, cs, cm;
+  uint32_t rank;
+  for (rank = 0; rank < t->nranks; rank++) {
+    ns += t->tokens[rank].len >= 3 && t->tokens[rank].len <= 8;
+    nm += t->tokens[rank].len >= 9 && t->tokens[rank].len <= 16;
+  }
+  cs = cells_for(ns);
+  cm = cells_for(nm);
+  t->shorts = (short_token *)rag_malloc(cs * sizeof *t->shorts);
+  t->mids = (mid_token *)rag_malloc(cm * sizeof *t->mids);
+  if (t->shorts == NULL || t->mids == NULL) return RAG_ENOMEM;
+  memset(t->shorts, 0, cs * sizeof *t->shorts);
+  memset(t->mids, 0, cm * sizeof *t->mids);
+  t->smask = (uint32_t)(cs - 1);
+  t->mmask = (uint32_t)(cm - 1);
+  for (rank = 0; rank < t->nranks; rank++) {
+    const token *k = &t->tokens[rank];
+    const unsigned char *b = t->arena + k->off;
+    if (k->len >= 3 && k->len <= 8) {
+      short_token *e = &t->shorts[short_cell(t, b, k->len)];
+      e->bytes = rag_piececache_word(b, k->len);
+      e->len = k->len;
+      e->rank = rank;
+    } else if (k->len >= 9 && k->len <= 16) {
+      mid_token *e = &t->mids[mid_cell(t, b, k->len)];
+      e->lo = rag_piececache_word(b, 8);
+      e->hi = rag_piececache_word(b + 8, k->len - 8);
+      e->len = k->len;
+      e->rank = rank;
+    }
+  }
+  return RAG_OK;
 }
 
 /* Splits data into lines (a final newline optional, CRLF accepted). */
@@ -288,7 +416,7 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
     if ((t->byte_rank[n] = lookup(t, &b, 1)) == NO_RANK) return RAG_EFORMAT;
   }
   index_lengths(t);
-  return RAG_OK;
+  return index_short(t);
 }
 
 int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
@@ -343,6 +471,8 @@ void rag_tokenizer_free(rag_tokenizer *t) {
   rag_free(t->arena);
   rag_free(t->tokens);
   rag_free(t->slots);
+  rag_free(t->shorts);
+  rag_free(t->mids);
   rag_free(t);
 }
 
@@ -670,11 +800,13 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
     if (min == NO_RANK) break;
     if (b[best + 1] == seam) return 0;
     /* parts best and best+1 become one: drop boundary best+1 */
-    memmove(b + best + 1, b + best + 2, (m - best - 2) * sizeof b[0]);
-    memmove(r + best + 1, r + best + 2, (m - best - 2) * sizeof r[0]);
+    for (i = best + 1; i + 1 < m; i++) { /* loops: mostly a few entries, no call */
+      b[i] = b[i + 1];
+      r[i] = r[i + 1];
+    }
     if (id != NULL) { /* the merged part is the token of the pair's rank */
       id[best] = min;
-      memmove(id + best + 1, id + best + 2, (m - best - 3) * sizeof id[0]);
+      for (i = best + 1; i + 2 < m; i++) id[i] = id[i + 1];
     }
     m--;
     if (rec != NULL) {
@@ -694,6 +826,12 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
 static size_t small_ids(const rag_tokenizer *t, const unsigned char *p, size_t len,
                         uint32_t *ids) {
   uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
+  size_t i, w;
+  /* the first merges ask for 3 and 4 byte strings: fetch their cells at once */
+  if (len <= RAG_PIECECACHE_MAXLEN)
+    for (w = 3; w <= 4; w++)
+      for (i = 0; i + w <= len; i++)
+        __builtin_prefetch(&t->shorts[short_home(rag_piececache_word(p + i, w), w) & t->smask]);
   return bpe(t, p, len, 0, b, r, NULL, ids) - 1;
 }
 

@@ -530,6 +530,29 @@ describe("rag.tokenizer cache of short pieces", function()
     plain:close()
   end)
 
+  it("tells apart strings equal but for trailing NUL bytes", function()
+    -- tokens of 3 to 8 bytes are compared as zero-padded words, and cached
+    -- pieces as two: only their lengths tell "!!\0" from "!!\0\0"
+    local lines = {}
+    for b = 0, 255 do
+      lines[#lines + 1] = base64(string.char(b)) .. " " .. b
+    end
+    for i, t in ipairs({ "!!", "!!\0", "\0\0\0\0" }) do
+      lines[#lines + 1] = base64(t) .. " " .. (255 + i)
+    end
+    local vocab = table.concat(lines, "\n")
+    for _, size in ipairs({ 0, 2, 65536 }) do
+      local tok = assert(rag.core.tokenizer.new(vocab, "cl100k_base", {}, "nul", size))
+      for _, case in ipairs({ { "!!\0\0", { 257, 0 } }, { "!!\0", { 257 } }, { "!!", { 256 } },
+        { "\0\0\0", { 0, 0, 0 } }, { "\0\0\0\0", { 258 } }, { "\0\0\0\0\0", { 0, 0, 0, 0, 0 } },
+        { "!!\0\0", { 257, 0 } }, { "\0\0\0", { 0, 0, 0 } } }) do
+        assert.same(case[2], tok:encode(case[1]), size .. ": " .. case[1])
+        assert.equal(#case[2], tok:count(case[1]), size .. ": " .. case[1])
+      end
+      tok:close()
+    end
+  end)
+
   it("gives the same ids once full: many more distinct pieces than entries", function()
     local plain = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = 0 }))
     local small = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = 64 }))
