@@ -543,15 +543,21 @@ static const unsigned char ascii_class[128] = {
   2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0,
 };
 
-/* Class of the (valid) UTF-8 character at s[i]; its length in *n. */
-static unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
+/* class_at past ASCII, out of line so that the ASCII test inlines. */
+static __attribute__((noinline)) unsigned class_wide(const unsigned char *s, size_t i,
+                                                     size_t *n) {
   int32_t c;
+  *n = rag_utf8_decode_valid(s + i, &c);
+  return class_of_cp(c);
+}
+
+/* Class of the (valid) UTF-8 character at s[i]; its length in *n. */
+static inline unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
   if (s[i] < 0x80) {
     *n = 1;
     return ascii_class[s[i]];
   }
-  *n = rag_utf8_decode_valid(s + i, &c);
-  return class_of_cp(c);
+  return class_wide(s, i, n);
 }
 
 /* --- pre-tokenization --------------------------------------------------- */
@@ -559,8 +565,41 @@ static unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
 /* End of the run of characters whose class meets `want`, from i. */
 static size_t scan(const unsigned char *s, size_t len, size_t i, unsigned want) {
   size_t n;
-  while (i < len && (class_at(s, i, &n) & want)) i += n;
+  for (;;) {
+    while (i < len && s[i] < 0x80 && (ascii_class[s[i]] & want)) i++;
+    if (i >= len || s[i] < 0x80 || !(class_wide(s, i, &n) & want)) return i;
+    i += n;
+  }
+}
+
+#define BYTES(c) (0x0101010101010101ull * (c))
+
+/*
+** The end of the run of bytes in lo..hi (ASCII, lo >= 0x20) from i, eight
+** at a time where the byte order allows; with `fold`, of bytes that are in
+** lo..hi once ORed with 0x20 (letters in either case when lo..hi is a..z).
+*/
+static inline size_t ascii_run(const unsigned char *s, size_t len, size_t i, unsigned lo,
+                               unsigned hi, int fold) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (len - i >= 8) {
+    uint64_t w, y, other;
+    memcpy(&w, s + i, 8);
+    y = (fold ? w | BYTES(0x20) : w) & BYTES(0x7f);
+    /* top bit of each byte: at or above lo, and not above hi, and ASCII */
+    other = ~((y + BYTES(0x80 - lo)) & ~(y + BYTES(0x7f - hi)) & ~w) & BYTES(0x80);
+    if (other != 0) return i + ((size_t)__builtin_ctzll(other) >> 3);
+    i += 8;
+  }
+#endif
+  while (i < len && (fold ? s[i] | 0x20 : s[i]) >= lo && (fold ? s[i] | 0x20 : s[i]) <= hi) i++;
   return i;
+}
+
+/* scan(s, len, i, C_L), through ASCII letters eight at a time. */
+static size_t scan_letters(const unsigned char *s, size_t len, size_t i) {
+  i = ascii_run(s, len, i, 'a', 'z', 1);
+  return i < len && s[i] >= 0x80 ? scan(s, len, i, C_L) : i;
 }
 
 static size_t scan_not(const unsigned char *s, size_t len, size_t i, unsigned avoid) {
@@ -626,9 +665,17 @@ static size_t digits(const unsigned char *s, size_t len, size_t i) {
   return i;
 }
 
+static int ascii_letter(unsigned char c) {
+  return c < 0x80 && (ascii_class[c] & C_L);
+}
+
 static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
   size_t n0, n, e;
-  unsigned c0 = class_at(s, i, &n0);
+  unsigned c0;
+  /* the commonest pieces first: a word, or a space and a word */
+  if (ascii_letter(s[i])) return scan_letters(s, len, i + 1);
+  if (s[i] == ' ' && i + 1 < len && ascii_letter(s[i + 1])) return scan_letters(s, len, i + 2);
+  c0 = class_at(s, i, &n0);
   if ((e = contraction(s, len, i)) != 0) return i + e;
   if (c0 & C_L) return scan(s, len, i + n0, C_L);
   if (!(c0 & (C_NL | C_N)) && i + n0 < len && (class_at(s, i + n0, &n) & C_L))
@@ -668,9 +715,24 @@ static size_t word_o200k(const unsigned char *s, size_t len, size_t i, unsigned 
   return 0;
 }
 
+/* word_o200k for a word of ASCII letters, or of a space and one, that
+** ends before an ASCII byte or the end: 0 for anything else. */
+static size_t word_o200k_ascii(const unsigned char *s, size_t len, size_t i) {
+  size_t p = i, u, e;
+  if (s[i] == ' ' && i + 1 < len) p = i + 1;
+  if (!ascii_letter(s[p])) return 0;
+  u = ascii_run(s, len, p, 'A', 'Z', 0);
+  e = ascii_run(s, len, u, 'a', 'z', 0);
+  if (e < len && s[e] >= 0x80) return 0; /* a letter or mark may go on */
+  /* [UP]* [LO]+ when there are lower-case letters, else [UP]+ */
+  return e + contraction(s, len, e);
+}
+
 static size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
   size_t n0, e;
-  unsigned c0 = class_at(s, i, &n0);
+  unsigned c0;
+  if ((e = word_o200k_ascii(s, len, i)) != 0) return e;
+  c0 = class_at(s, i, &n0);
   if ((e = word_o200k(s, len, i, c0, n0)) != 0) return e;
   if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 1)) != 0) return e;
