@@ -450,13 +450,23 @@ static int span(ctx *c, size_t a, size_t b) {
   return n <= c->limit ? push(c, ta, tb, n) : split(c, a, b, 0);
 }
 
+/*
+** A whole text (or a chunk to cut smaller) by the recursive rules. One that
+** fits is one chunk, counted once: cutting it into pieces to count them
+** and then counting them joined would measure it twice, and more when the
+** pieces measure more than the whole. LangChain always cuts first.
+*/
+static int whole(ctx *c, size_t a, size_t b) {
+  return c->o->langchain ? split(c, a, b, 0) : span(c, a, b);
+}
+
 int rag_chunk_recursive(const char *s, size_t len, const rag_chunk_opts *o,
                         const rag_chunk_measure *m, rag_chunk_list *out,
                         size_t *errpos) {
   ctx c;
   int rc = begin(&c, s, len, o, m, out, errpos);
   if (rc != RAG_OK || len == 0) return rc;
-  return finish(&c, split(&c, 0, len, 0));
+  return finish(&c, whole(&c, 0, len));
 }
 
 /* {====== Fixed windows ======} */
@@ -673,7 +683,7 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
   lo.size = sizes[0];
   if ((rc = begin(&c, s, len, &lo, m, out, errpos)) != RAG_OK) return rc;
   lo_i = out->n;
-  if (len > 0 && (rc = split(&c, 0, len, 0)) != RAG_OK) return finish(&c, rc);
+  if (len > 0 && (rc = whole(&c, 0, len)) != RAG_OK) return finish(&c, rc);
   hi_i = out->n;
   for (i = lo_i; i < hi_i; i++) out->v[i].level = 1;
   for (lv = 1; lv < nsizes; lv++) {
@@ -681,7 +691,11 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
     for (k = lo_i; k < hi_i; k++) {
       size_t first = out->n, a = out->v[k].start, b = out->v[k].stop;
       c.prev = NONE;
-      if ((rc = split(&c, a, b, 0)) != RAG_OK) return finish(&c, rc);
+      if (!o->langchain && out->v[k].size <= c.limit) /* known to fit: no count */
+        rc = push(&c, a, b, out->v[k].size);
+      else
+        rc = whole(&c, a, b);
+      if (rc != RAG_OK) return finish(&c, rc);
       for (i = first; i < out->n; i++) {
         out->v[i].level = lv + 1;
         out->v[i].parent = k + 1;
