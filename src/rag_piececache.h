@@ -142,20 +142,22 @@ static inline void rag_piececache_key(const rag_piececache *c, const unsigned ch
 */
 static inline size_t rag_piececache_get(const rag_piecekey *k, uint32_t *ids, int *kept) {
   uint64_t *s = k->set, head, idw;
-  size_t e, cnt;
+  size_t cnt;
   head = __atomic_load_n(&s[0], __ATOMIC_ACQUIRE);
   if (head & 1) return 0; /* a writer is at work */
-  if ((head >> 32 & 0xff) == k->len && RAG_PC_LOAD(&s[1]) == k->w0 && RAG_PC_LOAD(&s[2]) == k->w1)
-    e = 0;
-  else if ((head >> 48 & 0xff) == k->len && RAG_PC_LOAD(&s[4]) == k->w0 &&
-           RAG_PC_LOAD(&s[5]) == k->w1)
-    e = 1;
-  else
+  if ((head >> 32 & 0xff) == k->len && RAG_PC_LOAD(&s[1]) == k->w0 &&
+      RAG_PC_LOAD(&s[2]) == k->w1) {
+    idw = RAG_PC_LOAD(&s[3]);
+    cnt = (size_t)(head >> 40 & 0xff);
+  } else if ((head >> 48 & 0xff) == k->len && RAG_PC_LOAD(&s[4]) == k->w0 &&
+             RAG_PC_LOAD(&s[5]) == k->w1) {
+    idw = RAG_PC_LOAD(&s[6]);
+    cnt = (size_t)(head >> 56);
+  } else {
     return 0;
-  idw = RAG_PC_LOAD(&s[3 + 3 * e]);
+  }
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   if (RAG_PC_LOAD(&s[0]) != head) return 0; /* rewritten meanwhile */
-  cnt = (size_t)(head >> (40 + 16 * e) & 0xff);
   if (ids != NULL) {
     *kept = (int)(idw >> 63);
     ids[0] = (uint32_t)(idw & 0x1fffff);

@@ -665,17 +665,33 @@ static size_t digits(const unsigned char *s, size_t len, size_t i) {
   return i;
 }
 
-static int ascii_letter(unsigned char c) {
-  return c < 0x80 && (ascii_class[c] & C_L);
-}
+/* 1 for the ASCII letters, by byte. */
+static const unsigned char ascii_letters[256] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
 
-static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
+#define ASCII_LETTER(c) (ascii_letters[(unsigned char)(c)])
+
+/* next_cl100k past the pieces its inline part takes. */
+static __attribute__((noinline)) size_t next_cl100k_rest(const unsigned char *s, size_t len,
+                                                         size_t i) {
   size_t n0, n, e;
-  unsigned c0;
-  /* the commonest pieces first: a word, or a space and a word */
-  if (ascii_letter(s[i])) return scan_letters(s, len, i + 1);
-  if (s[i] == ' ' && i + 1 < len && ascii_letter(s[i + 1])) return scan_letters(s, len, i + 2);
-  c0 = class_at(s, i, &n0);
+  unsigned c0 = class_at(s, i, &n0);
   if ((e = contraction(s, len, i)) != 0) return i + e;
   if (c0 & C_L) return scan(s, len, i + n0, C_L);
   if (!(c0 & (C_NL | C_N)) && i + n0 < len && (class_at(s, i + n0, &n) & C_L))
@@ -683,6 +699,14 @@ static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
   if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 0)) != 0) return e;
   return space(s, len, i);
+}
+
+/* The end of the cl100k piece at i; the commonest pieces first, inline: a
+** word, or a space and a word. */
+static inline size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
+  if (ASCII_LETTER(s[i])) return scan_letters(s, len, i + 1);
+  if (s[i] == ' ' && i + 1 < len && ASCII_LETTER(s[i + 1])) return scan_letters(s, len, i + 2);
+  return next_cl100k_rest(s, len, i);
 }
 
 /* o200k's two word alternatives:
@@ -720,7 +744,7 @@ static size_t word_o200k(const unsigned char *s, size_t len, size_t i, unsigned 
 static size_t word_o200k_ascii(const unsigned char *s, size_t len, size_t i) {
   size_t p = i, u, e;
   if (s[i] == ' ' && i + 1 < len) p = i + 1;
-  if (!ascii_letter(s[p])) return 0;
+  if (!ASCII_LETTER(s[p])) return 0;
   u = ascii_run(s, len, p, 'A', 'Z', 0);
   e = ascii_run(s, len, u, 'a', 'z', 0);
   if (e < len && s[e] >= 0x80) return 0; /* a letter or mark may go on */
@@ -728,15 +752,21 @@ static size_t word_o200k_ascii(const unsigned char *s, size_t len, size_t i) {
   return e + contraction(s, len, e);
 }
 
-static size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
+/* next_o200k past the pieces its inline part takes. */
+static __attribute__((noinline)) size_t next_o200k_rest(const unsigned char *s, size_t len,
+                                                        size_t i) {
   size_t n0, e;
-  unsigned c0;
-  if ((e = word_o200k_ascii(s, len, i)) != 0) return e;
-  c0 = class_at(s, i, &n0);
+  unsigned c0 = class_at(s, i, &n0);
   if ((e = word_o200k(s, len, i, c0, n0)) != 0) return e;
   if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 1)) != 0) return e;
   return space(s, len, i);
+}
+
+/* The end of the o200k piece at i; words of ASCII letters inline. */
+static inline size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
+  size_t e = word_o200k_ascii(s, len, i);
+  return e != 0 ? e : next_o200k_rest(s, len, i);
 }
 
 size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size_t i) {
@@ -852,13 +882,14 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
   if (id != NULL)
     for (i = 0; i < n; i++) id[i] = t->byte_rank[p[i]];
   for (;;) {
-    uint32_t min = NO_RANK;
-    best = 0;
-    for (i = 0; i + 1 < m; i++)
-      if (r[i] < min) {
-        min = r[i];
-        best = i;
-      }
+    uint64_t low = UINT64_MAX; /* the lowest rank << 32 | its place: leftmost on ties */
+    uint32_t min;
+    for (i = 0; i + 1 < m; i++) {
+      uint64_t key = (uint64_t)r[i] << 32 | i;
+      low = key < low ? key : low; /* no branch to mispredict */
+    }
+    min = (uint32_t)(low >> 32);
+    best = (size_t)(uint32_t)low;
     if (min == NO_RANK) break;
     if (b[best + 1] == seam) return 0;
     /* parts best and best+1 become one: drop boundary best+1 */
@@ -1157,22 +1188,21 @@ static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t l
 
 static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_t len, sink *k) {
   size_t i = 0, e, nb, b, end[BATCH];
-  rag_piecekey key[BATCH];
+  rag_piecekey key[BATCH]; /* len 0: not looked up in the cache */
   int rc, o200k = t->pretok == RAG_PRETOK_O200K, cached = t->cache.sets != NULL;
   while (i < len) {
     for (nb = 0, e = i; nb < BATCH && e < len; nb++) {
       size_t a = e;
       end[nb] = e = o200k ? next_o200k(s, len, a) : next_cl100k(s, len, a);
+      key[nb].len = 0;
       if (e - a <= RAG_PIECECACHE_MAXLEN && cached) {
         rag_piececache_key(&t->cache, s + a, e - a, &key[nb]);
         __builtin_prefetch(key[nb].set);
       }
     }
     for (b = 0; b < nb; i = end[b++]) {
-      if (end[b] - i <= RAG_PIECECACHE_MAXLEN && cached)
-        rc = encode_short(t, s + i, end[b] - i, &key[b], k);
-      else
-        rc = encode_piece(t, s + i, end[b] - i, k);
+      rc = key[b].len ? encode_short(t, s + i, end[b] - i, &key[b], k)
+                      : encode_piece(t, s + i, end[b] - i, k);
       if (rc != RAG_OK) return rc;
     }
   }
