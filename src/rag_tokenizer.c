@@ -27,6 +27,7 @@
 #define LENS_SHORT 59      /* lens: tokens of 4 to 59 bytes; lens_long: up to LENS_LONG */
 #define LENS_LONG 187
 #define TRIPLE_WORDS 16384 /* 2^20 bits */
+#define WORD_BITS 19       /* log2 of the bits of the filter of tokens of 3 to 16 bytes */
 
 typedef struct token {
   uint32_t off; /* into the arena */
@@ -67,6 +68,7 @@ struct rag_tokenizer {
   uint32_t smask;        /* cells of shorts - 1 */
   mid_token *mids;       /* and those of 9 to 16 bytes */
   uint32_t mmask;        /* cells of mids - 1 */
+  uint64_t words[((size_t)1 << WORD_BITS) / 64]; /* a bit by the hash of each token in them */
   rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
   size_t nspecial;
   rag_piececache cache;  /* the tokens of short pieces seen before; shared, lock-free */
@@ -222,71 +224,93 @@ static uint64_t short_lens(const rag_tokenizer *t, uint64_t h) {
 
 #define IS_TRIPLE(t, p) ((t)->triples[hash3(p) >> 6] >> (hash3(p) & 63) & 1)
 
-/* A string of 3 to 8 bytes sought in shorts. */
+/* A string of 3 to 16 bytes as shorts and mids see it: its bytes as two
+** words (the second 0 up to 8 bytes), its length and its hash. */
+typedef struct wkey {
+  uint64_t lo, hi;
+  uint32_t len, hash;
+} wkey;
+
+static void word_key(const unsigned char *p, size_t n, wkey *k) {
+  k->lo = rag_piececache_word(p, n < 8 ? n : 8);
+  k->hi = n > 8 ? rag_piececache_word(p + 8, n - 8) : 0;
+  k->len = (uint32_t)n;
+  k->hash = (uint32_t)((((k->lo ^ (uint64_t)n << 60) * 0x9e3779b97f4a7c15ull) ^
+                        k->hi * 0xc2b2ae3d27d4eb4full) >> 32);
+}
+
+/* Whether the filter lets a string of hash h through: always for a token,
+** seldom for anything else (a bit per hash of every token of 3 to 16
+** bytes, in 64 KB that stay in cache, where the tables take megabytes). */
+#define MAYBE_WORD(t, h) ((t)->words[(h) >> (32 - WORD_BITS + 6)] >> ((h) >> (32 - WORD_BITS) & 63) & 1)
+
 typedef struct skey {
   const short_token *cells;
-  uint64_t bytes;
-  uint32_t len;
+  const wkey *k;
 } skey;
 
 static int at_short(const void *ud, size_t i) {
-  const skey *k = (const skey *)ud;
-  const short_token *e = &k->cells[i];
-  return e->len == 0 || (e->bytes == k->bytes && e->len == k->len);
+  const skey *q = (const skey *)ud;
+  const short_token *e = &q->cells[i];
+  return e->len == 0 || (e->bytes == q->k->lo && e->len == q->k->len);
 }
 
-/* Where the walk for a string of n bytes that make the word w starts. */
-static uint32_t short_home(uint64_t w, size_t n) {
-  return (uint32_t)(((w ^ (uint64_t)n << 60) * 0x9e3779b97f4a7c15ull) >> 32);
-}
-
-/* The cell of shorts holding the n (3..8) bytes at p, or the empty one
-** where they would go. */
-static size_t short_cell(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  skey k = {.cells = t->shorts, .bytes = rag_piececache_word(p, n), .len = (uint32_t)n};
-  return rag_probe(t->smask, short_home(k.bytes, n), at_short, &k);
-}
-
-/* A string of 9 to 16 bytes sought in mids. */
 typedef struct mkey {
   const mid_token *cells;
-  uint64_t lo, hi;
-  uint32_t len;
+  const wkey *k;
 } mkey;
 
 static int at_mid(const void *ud, size_t i) {
-  const mkey *k = (const mkey *)ud;
-  const mid_token *e = &k->cells[i];
-  return e->len == 0 || (e->lo == k->lo && e->hi == k->hi && e->len == k->len);
+  const mkey *q = (const mkey *)ud;
+  const mid_token *e = &q->cells[i];
+  return e->len == 0 || (e->lo == q->k->lo && e->hi == q->k->hi && e->len == q->k->len);
 }
 
-/* The cell of mids holding the n (9..16) bytes at p, or the empty one. */
-static size_t mid_cell(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  mkey k = {.cells = t->mids, .lo = rag_piececache_word(p, 8),
-            .hi = rag_piececache_word(p + 8, n - 8), .len = (uint32_t)n};
-  return rag_probe(t->mmask, short_home(k.lo, n) ^ (uint32_t)(k.hi * 0xc2b2ae3d27d4eb4full >> 32),
-                   at_mid, &k);
+/* The cell of shorts holding k (3 to 8 bytes), or the empty one where it
+** would go; mid_cell the same in mids for 9 to 16 bytes. */
+static size_t short_cell(const rag_tokenizer *t, const wkey *k) {
+  skey q = {.cells = t->shorts, .k = k};
+  return rag_probe(t->smask, k->hash, at_short, &q);
+}
+
+static size_t mid_cell(const rag_tokenizer *t, const wkey *k) {
+  mkey q = {.cells = t->mids, .k = k};
+  return rag_probe(t->mmask, k->hash, at_mid, &q);
+}
+
+/* The rank of the string of key k (3 to 16 bytes), or NO_RANK. */
+static uint32_t word_rank(const rag_tokenizer *t, const wkey *k) {
+  if (k->len <= 8) {
+    const short_token *e = &t->shorts[short_cell(t, k)];
+    return e->len == 0 ? NO_RANK : e->rank;
+  } else {
+    const mid_token *e = &t->mids[mid_cell(t, k)];
+    return e->len == 0 ? NO_RANK : e->rank;
+  }
+}
+
+/* lookup, which first rules out most strings of 3 to 187 bytes by their
+** first bytes and length. */
+static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  if (n == 2) return t->pair_rank[p[0] << 8 | p[1]];
+  if (n == 3 && !IS_TRIPLE(t, p)) return NO_RANK;
+  if (n >= 4 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
+  if (n > LENS_SHORT && n <= LENS_LONG && !LONG_LEN(t, hash4(p), n)) return NO_RANK;
+  return lookup(t, p, n);
 }
 
 /*
-** lookup, which looks strings of 3 to 16 bytes up in shorts and mids (one
-** memory access, where the token table takes three: slot, token, bytes;
-** those are what the merge loop asks about most) and first rules out most
-** strings of 17 to 187 bytes by their first bytes and length.
+** rank_of for the merges of short pieces (the cache's misses), which ask
+** about strings of 3 to 16 bytes most: those are filtered in 64 KB and
+** then found in shorts or mids in one memory access, where the token table
+** takes three (slot, token, bytes). The search over long pieces keeps to
+** rank_of and the token table that its own lookups warm.
 */
-static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n) {
-  if (n == 2) return t->pair_rank[p[0] << 8 | p[1]];
-  if (n >= 3 && n <= 8) {
-    const short_token *e = &t->shorts[short_cell(t, p, n)];
-    return e->len == 0 ? NO_RANK : e->rank;
-  }
-  if (n >= 9 && n <= 16) {
-    const mid_token *e = &t->mids[mid_cell(t, p, n)];
-    return e->len == 0 ? NO_RANK : e->rank;
-  }
-  if (n > 16 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
-  if (n > LENS_SHORT && n <= LENS_LONG && !LONG_LEN(t, hash4(p), n)) return NO_RANK;
-  return lookup(t, p, n);
+static uint32_t rank_short(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  wkey k;
+  if (n < 3 || n > 16) return rank_of(t, p, n);
+  word_key(p, n, &k);
+  return MAYBE_WORD(t, k.hash) ? word_rank(t, &k) : NO_RANK;
 }
 
 /* Which token lengths occur after which first bytes, so that a search for
@@ -336,18 +360,21 @@ static int index_short(rag_tokenizer *t) {
   t->smask = (uint32_t)(cs - 1);
   t->mmask = (uint32_t)(cm - 1);
   for (rank = 0; rank < t->nranks; rank++) {
-    const token *k = &t->tokens[rank];
-    const unsigned char *b = t->arena + k->off;
-    if (k->len >= 3 && k->len <= 8) {
-      short_token *e = &t->shorts[short_cell(t, b, k->len)];
-      e->bytes = rag_piececache_word(b, k->len);
-      e->len = k->len;
+    const token *x = &t->tokens[rank];
+    wkey k;
+    if (x->len < 3 || x->len > 16) continue;
+    word_key(t->arena + x->off, x->len, &k);
+    t->words[k.hash >> (32 - WORD_BITS + 6)] |= 1ull << (k.hash >> (32 - WORD_BITS) & 63);
+    if (x->len <= 8) {
+      short_token *e = &t->shorts[short_cell(t, &k)];
+      e->bytes = k.lo;
+      e->len = x->len;
       e->rank = rank;
-    } else if (k->len >= 9 && k->len <= 16) {
-      mid_token *e = &t->mids[mid_cell(t, b, k->len)];
-      e->lo = rag_piececache_word(b, 8);
-      e->hi = rag_piececache_word(b + 8, k->len - 8);
-      e->len = k->len;
+    } else {
+      mid_token *e = &t->mids[mid_cell(t, &k)];
+      e->lo = k.lo;
+      e->hi = k.hi;
+      e->len = x->len;
       e->rank = rank;
     }
   }
@@ -870,10 +897,12 @@ static int emit(sink *k, uint32_t id, const unsigned char *end) {
 ** left, or 0 as soon as a merge would remove the boundary at `seam` (0:
 ** none). b and r have room for n + 1 entries. Records the merges in `rec`
 ** unless it is NULL, and the id of each part in `id` (n entries) unless it
-** is NULL.
+** is NULL. `rank` is rank_of or rank_short.
 */
+typedef uint32_t (*rank_fn)(const rag_tokenizer *t, const unsigned char *p, size_t n);
+
 static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size_t seam,
-                  uint32_t *b, uint32_t *r, solo *rec, uint32_t *id) {
+                  uint32_t *b, uint32_t *r, solo *rec, uint32_t *id, rank_fn rank) {
   size_t m = n + 1, i, best;
   for (i = 0; i < m; i++) {
     b[i] = (uint32_t)i;
@@ -908,8 +937,8 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
       rec->rlen[rec->n] = (uint8_t)(n - b[m - 2]);
       rec->n++;
     }
-    r[best] = best + 2 < m ? rank_of(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
-    if (best > 0) r[best - 1] = rank_of(t, p + b[best - 1], b[best + 1] - b[best - 1]);
+    r[best] = best + 2 < m ? rank(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
+    if (best > 0) r[best - 1] = rank(t, p + b[best - 1], b[best + 1] - b[best - 1]);
   }
   return m;
 }
@@ -923,9 +952,12 @@ static size_t small_ids(const rag_tokenizer *t, const unsigned char *p, size_t l
   /* the first merges ask for 3 and 4 byte strings: fetch their cells at once */
   if (len <= RAG_PIECECACHE_MAXLEN)
     for (w = 3; w <= 4; w++)
-      for (i = 0; i + w <= len; i++)
-        __builtin_prefetch(&t->shorts[short_home(rag_piececache_word(p + i, w), w) & t->smask]);
-  return bpe(t, p, len, 0, b, r, NULL, ids) - 1;
+      for (i = 0; i + w <= len; i++) {
+        wkey k;
+        word_key(p + i, w, &k);
+        if (MAYBE_WORD(t, k.hash)) __builtin_prefetch(&t->shorts[k.hash & t->smask]);
+      }
+  return bpe(t, p, len, 0, b, r, NULL, ids, rank_short) - 1;
 }
 
 /* n ids of tokens that spell the bytes from p on. */
@@ -971,7 +1003,7 @@ static int encode_short(const rag_tokenizer *t, const unsigned char *p, size_t l
   } else if ((had = rag_piececache_get(key, ids, &kept)) != 0 && kept) {
     return emit_ids(t, p, ids, had, k);
   }
-  if ((ids[0] = rank_of(t, p, len)) != NO_RANK) n = 1;
+  if ((ids[0] = rank_short(t, p, len)) != NO_RANK) n = 1;
   else if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
   else n = small_ids(t, p, len, ids);
   if (had == 0) rag_piececache_put(key, ids, n);
@@ -1024,7 +1056,8 @@ static const solo *solo_of(const rag_tokenizer *t, uint32_t id, sink *k) {
     uint32_t b[SOLO_MAX + 1], r[SOLO_MAX + 1];
     u->id = id;
     u->n = 0;
-    u->whole = bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u, NULL) == 2;
+    u->whole =
+        bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u, NULL, rank_of) == 2;
   }
   return u;
 }
@@ -1071,7 +1104,8 @@ static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32
     solo v = *solo_of(t, right, k); /* a copy: the left one may take its place */
     m = v.whole && (a == 0 || apart(t, s + i, solo_of(t, left, k), &v));
   } else {
-    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL, NULL);
+    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL, NULL,
+            rank_of);
     m = m == (a ? 3u : 2u);
   }
   *slot = key | (uint64_t)m << 63;
@@ -1174,7 +1208,7 @@ static int merge_long(const rag_tokenizer *t, const unsigned char *s, size_t len
 
 /* A piece that is not short, or any piece without a cache. */
 static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
-  uint32_t r = rank_of(t, p, len);
+  uint32_t r = rank_short(t, p, len);
   if (r != NO_RANK) return emit(k, r, p + len);
   if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
   if (len <= SMALL_PIECE) return merge_small(t, p, len, k);
