@@ -1,7 +1,8 @@
 /*
 ** fuzz/bpe.c: exact BPE and the approx split on any bytes. For valid UTF-8:
 ** encode succeeds, decode gives the input back, count equals the number of
-** ids, ends agree with the ids' lengths, the ids are the same with the
+** ids, a count up to a bound is exact within it and above it past it,
+** ends agree with the ids' lengths, the ids are the same with the
 ** cache of short pieces off, on, or of 2 entries (evicting all the time),
 ** and pre-tokens tile the input on character boundaries; otherwise all
 ** refuse with RAG_EENCODING. Reads the bundled vocabularies from
@@ -62,6 +63,12 @@ static void same_ids(const rag_tokenizer *t, const char *s, size_t len, uint32_t
   size_t outlen, bad;
   if (rag_tokenizer_count(t, s, len, allowed, &count, &errpos) != RAG_OK || count != n)
     __builtin_trap();
+  for (i = 0; i < 3; i++) { /* bounds below, at and above the count */
+    size_t max = i == 0 ? n / 2 : i == 1 ? n : n + 1;
+    if (rag_tokenizer_count_upto(t, s, len, allowed, max, &count, &errpos) != RAG_OK ||
+        (n <= max ? count != n : count <= max))
+      __builtin_trap();
+  }
   if (rag_tokenizer_encode(t, s, len, allowed, &ids, &m, &errpos) != RAG_OK || m != n ||
       (n > 0 && memcmp(ids, want, n * sizeof *ids) != 0))
     __builtin_trap();

@@ -828,6 +828,7 @@ typedef struct sink {
   uint32_t *ids;
   size_t *ends;
   size_t n, cap;
+  size_t max;            /* a count may stop once n is above this */
   int keep;
   const unsigned char *base;
   uint32_t *stack;       /* the tokens of the long piece so far */
@@ -859,8 +860,13 @@ typedef struct solo {
 #define FRESH ((size_t)-1)  /* a position not tried yet: guess, then the longest */
 #define ANY ((size_t)-2)    /* the longest token at a position, no guess */
 
+/* What the encoders return when a count has passed its sink's max: no
+** error (the RAG_E* codes are positive), only no need to go on. */
+#define PASSED (-1)
+
 static void sink_init(sink *k, int keep, const char *base) {
   memset(k, 0, sizeof *k);
+  k->max = (size_t)-1;
   k->keep = keep;
   k->base = (const unsigned char *)base;
 }
@@ -1239,6 +1245,7 @@ static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_
                       : encode_piece(t, s + i, end[b] - i, k);
       if (rc != RAG_OK) return rc;
     }
+    if (k->n > k->max) return PASSED;
   }
   return RAG_OK;
 }
@@ -1308,6 +1315,7 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
 static int collect(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed, sink *k,
                    size_t *errpos) {
   int rc = run(t, s, len, allowed, k, errpos);
+  if (rc == PASSED) rc = RAG_OK;
   sink_done(k);
   if (rc != RAG_OK) {
     rag_free(k->ids);
@@ -1335,6 +1343,17 @@ int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len, uint3
   sink k;
   int rc;
   sink_init(&k, KEEP_COUNT, s);
+  rc = collect(t, s, len, allowed, &k, errpos);
+  *n = k.n;
+  return rc;
+}
+
+int rag_tokenizer_count_upto(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
+                             size_t max, size_t *n, size_t *errpos) {
+  sink k;
+  int rc;
+  sink_init(&k, KEEP_COUNT, s);
+  k.max = max;
   rc = collect(t, s, len, allowed, &k, errpos);
   *n = k.n;
   return rc;

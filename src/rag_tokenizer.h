@@ -82,6 +82,15 @@ int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len,
                         uint32_t allowed, size_t *n, size_t *errpos);
 
 /*
+** Like rag_tokenizer_count, but it may stop early once the count is above
+** `max`: *n is the count when that is at most max, else some number above
+** max. For callers that only need to know that a text does not fit.
+*/
+int rag_tokenizer_count_upto(const rag_tokenizer *t, const char *s, size_t len,
+                             uint32_t allowed, size_t max, size_t *n,
+                             size_t *errpos);
+
+/*
 ** Like rag_tokenizer_encode, but gives where each token ends instead of its
 ** id: *ends is a new array of *n exclusive byte offsets into `s`, increasing,
 ** the last equal to len (NULL when *n == 0), released with rag_free. A token
