@@ -3,8 +3,11 @@
 -- busy for wall-clock timing; counts do not depend on load. PART is bm25
 -- (index 1,500 SciFact documents, 300 top-10 queries), tok (cl100k counts of
 -- them), chunk (recursive, 64 chars), vec (3,000 seeded 64-dim vectors into
--- rag.hnsw and rag.vec, 300 searches each) or fusepack (rag.fuse.rrf of two
--- 1,000-hit lists x 100, rag.pack of 200 chunks into 4,000 tokens x 20).
+-- rag.hnsw and rag.vec, 300 searches each), fusepack (rag.fuse.rrf of two
+-- 1,000-hit lists x 100, rag.pack of 200 chunks into 4,000 tokens x 20),
+-- doccount or docchunk (all 5,183 documents as title .. "\n\n" .. text, as
+-- a document index takes them, in one pass: cl100k counts, or
+-- rag.chunk.recursive at 512 cl100k tokens with 64 of overlap).
 --   valgrind --tool=callgrind lua5.4 bench/icount.lua bm25 ../shared/data
 -- then callgrind_annotate --inclusive=yes on both builds' outputs.
 local rag = require("rag")
@@ -27,6 +30,21 @@ elseif part == "tok" then
   for _, d in ipairs(docs) do tok:count(d.text) end
 elseif part == "chunk" then
   for i = 1, 300 do rag.chunk.recursive(docs[i].text, { size = 64, overlap = 8 }) end
+elseif part == "doccount" or part == "docchunk" then
+  local tok = rag.tokenizer.get("cl100k_base")
+  local all = {}
+  for line in io.lines(dir .. "/scifact/corpus.jsonl") do
+    local d = rag.json.decode(line)
+    all[#all + 1] = d.title .. "\n\n" .. d.text
+  end
+  local opts = { size = 512, overlap = 64, tokenizer = tok }
+  for i = 1, #all do
+    if part == "doccount" then
+      tok:count(all[i])
+    else
+      rag.chunk.recursive(all[i], opts)
+    end
+  end
 elseif part == "vec" then
   local v = rag.hnsw.new({ dim = 64, seed = 1 })
   local x = 1

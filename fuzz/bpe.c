@@ -1,8 +1,11 @@
 /*
 ** fuzz/bpe.c: exact BPE and the approx split on any bytes. For valid UTF-8:
 ** encode succeeds, decode gives the input back, count equals the number of
-** ids, and pre-tokens tile the input on character boundaries; otherwise
-** both refuse with RAG_EENCODING. Reads the bundled vocabularies from
+** ids, a count up to a bound is exact within it and above it past it,
+** ends agree with the ids' lengths, the ids are the same with the
+** cache of short pieces off, on, or of 2 entries (evicting all the time),
+** and pre-tokens tile the input on character boundaries; otherwise all
+** refuse with RAG_EENCODING. Reads the bundled vocabularies from
 ** lua/rag/vocab (run from the repository root, as .ci/fuzz does).
 */
 #include <stdint.h>
@@ -13,9 +16,9 @@
 #include "rag_approx.h"
 #include "rag_tokenizer.h"
 
-static rag_tokenizer *toks[2];
+static rag_tokenizer *toks[2], *plain[2], *tiny[2]; /* cache default, 0, 2 */
 
-static rag_tokenizer *load(const char *path, rag_pretok pretok) {
+static rag_tokenizer *load(const char *path, rag_pretok pretok, size_t cache) {
   static const rag_special sp[] = {{"<|endoftext|>", 13, 300000}, {"<|fim_prefix|>", 14, 300001}};
   rag_tokenizer *t = NULL;
   size_t len, errline;
@@ -27,7 +30,7 @@ static rag_tokenizer *load(const char *path, rag_pretok pretok) {
   fseek(f, 0, SEEK_SET);
   data = (char *)malloc(len);
   if (data != NULL && fread(data, 1, len, f) == len)
-    rag_tokenizer_new(data, len, pretok, sp, 2, &t, &errline);
+    rag_tokenizer_new(data, len, pretok, sp, 2, cache, &t, &errline);
   free(data);
   fclose(f);
   return t;
@@ -36,13 +39,49 @@ static rag_tokenizer *load(const char *path, rag_pretok pretok) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  toks[0] = load("lua/rag/vocab/cl100k_base.tiktoken", RAG_PRETOK_CL100K);
-  toks[1] = load("lua/rag/vocab/o200k_base.tiktoken", RAG_PRETOK_O200K);
-  if (toks[0] == NULL || toks[1] == NULL) {
-    fprintf(stderr, "fuzz/bpe: cannot load lua/rag/vocab/*.tiktoken\n");
-    abort();
+  static const char *const paths[2] = {"lua/rag/vocab/cl100k_base.tiktoken",
+                                       "lua/rag/vocab/o200k_base.tiktoken"};
+  int i;
+  for (i = 0; i < 2; i++) {
+    toks[i] = load(paths[i], (rag_pretok)i, RAG_TOKENIZER_CACHE);
+    plain[i] = load(paths[i], (rag_pretok)i, 0);
+    tiny[i] = load(paths[i], (rag_pretok)i, 2);
+    if (toks[i] == NULL || plain[i] == NULL || tiny[i] == NULL) {
+      fprintf(stderr, "fuzz/bpe: cannot load lua/rag/vocab/*.tiktoken\n");
+      abort();
+    }
   }
   return 0;
+}
+
+/* The ids of s by tokenizer t equal want[0..n), and its count and ends agree. */
+static void same_ids(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
+                     const uint32_t *want, size_t n) {
+  uint32_t *ids = NULL;
+  size_t m = 0, count = 0, errpos, *ends = NULL, i, end = 0;
+  char *out = NULL;
+  size_t outlen, bad;
+  if (rag_tokenizer_count(t, s, len, allowed, &count, &errpos) != RAG_OK || count != n)
+    __builtin_trap();
+  for (i = 0; i < 3; i++) { /* bounds below, at and above the count */
+    size_t max = i == 0 ? n / 2 : i == 1 ? n : n + 1;
+    if (rag_tokenizer_count_upto(t, s, len, allowed, max, &count, &errpos) != RAG_OK ||
+        (n <= max ? count != n : count <= max))
+      __builtin_trap();
+  }
+  if (rag_tokenizer_encode(t, s, len, allowed, &ids, &m, &errpos) != RAG_OK || m != n ||
+      (n > 0 && memcmp(ids, want, n * sizeof *ids) != 0))
+    __builtin_trap();
+  if (rag_tokenizer_ends(t, s, len, allowed, &ends, &m, &errpos) != RAG_OK || m != n)
+    __builtin_trap();
+  for (i = 0; i < n; i++) { /* each end is where the bytes of the ids so far end */
+    if (rag_tokenizer_decode(t, ids + i, 1, &out, &outlen, &bad) != RAG_OK) __builtin_trap();
+    end += outlen;
+    rag_free(out);
+    if (ends[i] != end) __builtin_trap();
+  }
+  rag_free(ids);
+  rag_free(ends);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -56,11 +95,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   t = toks[data[0] & 1];
   s = (const char *)data + 1;
   len = size - 1;
-  rc = rag_tokenizer_encode(t, s, len, (data[0] >> 1) & 3, &ids, &n, &errpos);
+  rc = rag_tokenizer_encode(plain[data[0] & 1], s, len, (data[0] >> 1) & 3, &ids, &n, &errpos);
   rc2 = rag_tokenizer_count(t, s, len, (data[0] >> 1) & 3, &count, &errpos2);
   if (rc != rc2) __builtin_trap();
   if (rc == RAG_OK) {
     if (count != n || (n == 0) != (len == 0)) __builtin_trap();
+    same_ids(t, s, len, (data[0] >> 1) & 3, ids, n);
+    same_ids(tiny[data[0] & 1], s, len, (data[0] >> 1) & 3, ids, n);
     if (rag_tokenizer_decode(t, ids, n, &out, &outlen, &bad) != RAG_OK) __builtin_trap();
     if (outlen != len || memcmp(out, s, len) != 0) __builtin_trap();
     rag_free(out);

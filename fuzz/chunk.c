@@ -1,12 +1,16 @@
 /*
 ** fuzz/chunk.c: every chunker on any bytes, with options taken from the
-** first bytes (chunker, unit, size, overlap, separator rules). On success
-** every chunk must be a non-empty span of the text, in bounds, cut at
-** UTF-8 character boundaries, measured exactly and within its limit; on
-** RAG_EENCODING the text must be invalid UTF-8. The semantic steps get
-** distances and breaks from the input too.
+** first bytes (chunker, unit: code points, the estimate or exact cl100k,
+** size, overlap, separator rules). On success every chunk must be a
+** non-empty span of the text, in bounds, cut at UTF-8 character
+** boundaries, measured exactly and within its limit; on RAG_EENCODING the
+** text must be invalid UTF-8. The semantic steps get distances and breaks
+** from the input too. Reads lua/rag/vocab/cl100k_base.tiktoken (run from
+** the repository root, as .ci/fuzz does).
 */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rag.h"
@@ -14,6 +18,32 @@
 #include "rag_markdown.h"
 #include "rag_sentences.h"
 #include "rag_text.h"
+#include "rag_tokenizer.h"
+
+static rag_tokenizer *cl100k; /* a small cache, so that it evicts */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  size_t len, errline;
+  char *data;
+  FILE *f = fopen("lua/rag/vocab/cl100k_base.tiktoken", "rb");
+  (void)argc;
+  (void)argv;
+  if (f != NULL) {
+    fseek(f, 0, SEEK_END);
+    len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    data = (char *)malloc(len);
+    if (data != NULL && fread(data, 1, len, f) == len)
+      rag_tokenizer_new(data, len, RAG_PRETOK_CL100K, NULL, 0, 64, &cl100k, &errline);
+    free(data);
+    fclose(f);
+  }
+  if (cl100k == NULL) {
+    fprintf(stderr, "fuzz/chunk: cannot load lua/rag/vocab/cl100k_base.tiktoken\n");
+    abort();
+  }
+  return 0;
+}
 
 static int is_cont(uint8_t c) {
   return (c & 0xC0) == 0x80;
@@ -58,11 +88,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 4) return 0;
   which = data[0] % 8;
   rag_chunk_defaults(&o);
-  if (data[1] & 1)
+  if (data[0] & 8)
+    rag_chunk_measure_bpe(&m, cl100k);
+  else if (data[1] & 1)
     rag_chunk_measure_approx(&m);
   else
     rag_chunk_measure_chars(&m);
-  o.size = (data[1] & 1 ? 4 : 1) + data[2] % 64;
+  o.size = (data[0] & 8 || data[1] & 1 ? 4 : 1) + data[2] % 64;
   o.overlap = data[3] % o.size;
   o.keep = (rag_chunk_keep)((data[1] >> 1) % 3);
   o.trim = (data[1] >> 3) & 1;

@@ -176,9 +176,10 @@ static int tok_decode(lua_State *L) {
 static int tok_info(lua_State *L) {
   ltok *u = check_open(L, "rag.tokenizer.info");
   size_t i, ns = rag_tokenizer_nspecials(u->t);
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lrag_setstr(L, "name", u->name);
   lrag_setint(L, "n_ranks", (lua_Integer)rag_tokenizer_nranks(u->t));
+  lrag_setint(L, "cache", (lua_Integer)rag_tokenizer_cache_size(u->t));
   lua_createtable(L, 0, (int)ns);
   for (i = 0; i < ns; i++) {
     const rag_special *sp = rag_tokenizer_special(u->t, i);
@@ -200,18 +201,26 @@ static int tok_tostring(lua_State *L) {
 
 static const char *const pretok_names[] = {"cl100k_base", "o200k_base", NULL};
 
-/* The arguments after the vocabulary: pretok, specials { [text] = id } (in sp, by id) and name. */
+/* The arguments after the vocabulary: pretok, specials { [text] = id } (in
+** sp, by id), name and the size of the cache of short pieces. */
 typedef struct vocab_args {
   int pretok;
   const char *name;
   rag_special sp[RAG_TOKENIZER_MAX_SPECIALS];
   size_t ns;
+  size_t cache;
 } vocab_args;
 
 static void check_vocab_args(lua_State *L, const char *fname, vocab_args *a) {
   size_t i;
   a->pretok = luaL_checkoption(L, 2, NULL, pretok_names);
   a->name = luaL_optstring(L, 4, pretok_names[a->pretok]);
+  a->cache = RAG_TOKENIZER_CACHE;
+  if (!lua_isnoneornil(L, 5)) {
+    lua_Integer n = luaL_checkinteger(L, 5);
+    luaL_argcheck(L, n >= 0 && n <= RAG_TOKENIZER_CACHE_MAX, 5, "cache size out of range");
+    a->cache = (size_t)n;
+  }
   a->ns = 0;
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_pushnil(L);
@@ -250,7 +259,8 @@ static int push_tokenizer(lua_State *L, const char *fname, const char *path, con
   char why[128];
   int rc;
   strncpy(u->name, a->name, sizeof u->name - 1);
-  rc = rag_tokenizer_new(data, len, (rag_pretok)a->pretok, a->sp, a->ns, &u->t, &errline);
+  rc = rag_tokenizer_new(data, len, (rag_pretok)a->pretok, a->sp, a->ns, a->cache, &u->t,
+                         &errline);
   if (rc == RAG_OK) return 1;
   snprintf(why, sizeof why, "%s", rag_strerror(rc));
   if (rc == RAG_EINVAL) snprintf(why, sizeof why, "bad special tokens");
@@ -263,7 +273,7 @@ static int push_tokenizer(lua_State *L, const char *fname, const char *path, con
   return lrag_error(L, rc, fname, "%s", why);
 }
 
-/* new(vocab_bytes, pretok, specials [, name]) */
+/* new(vocab_bytes, pretok, specials [, name [, cache]]) */
 static int tok_new(lua_State *L) {
   vocab_args a;
   size_t len;
@@ -272,7 +282,7 @@ static int tok_new(lua_State *L) {
   return push_tokenizer(L, "rag.tokenizer.new", NULL, data, len, &a);
 }
 
-/* load(path, pretok, specials [, name]): new over the bytes of a .tiktoken file. */
+/* load(path, pretok, specials [, name [, cache]]): new over the bytes of a .tiktoken file. */
 static int tok_load(lua_State *L) {
   static const char *fname = "rag.tokenizer.load";
   const char *path = lrag_checkpath(L, 1, fname), *why = NULL;

@@ -58,6 +58,13 @@ static int bpe_count(void *ud, const char *s, size_t len, size_t *n) {
   return rag_tokenizer_count((const rag_tokenizer *)ud, s, len, 0, n, &errpos);
 }
 
+static int bpe_count_upto(void *ud, const char *s, size_t len, size_t max,
+                          size_t *n) {
+  size_t errpos;
+  return rag_tokenizer_count_upto((const rag_tokenizer *)ud, s, len, 0, max, n,
+                                  &errpos);
+}
+
 static int bpe_ends(void *ud, const char *s, size_t len, size_t **ends,
                     size_t *n) {
   size_t errpos;
@@ -67,18 +74,21 @@ static int bpe_ends(void *ud, const char *s, size_t len, size_t **ends,
 
 void rag_chunk_measure_chars(rag_chunk_measure *m) {
   m->count = chars_count;
+  m->count_upto = NULL;
   m->ends = NULL; /* fixed walks code points itself */
   m->ud = NULL;
 }
 
 void rag_chunk_measure_approx(rag_chunk_measure *m) {
   m->count = approx_count;
+  m->count_upto = NULL;
   m->ends = approx_ends;
   m->ud = NULL;
 }
 
 void rag_chunk_measure_bpe(rag_chunk_measure *m, const rag_tokenizer *t) {
   m->count = bpe_count;
+  m->count_upto = bpe_count_upto;
   m->ends = bpe_ends;
   m->ud = (void *)(uintptr_t)t;
 }
@@ -201,7 +211,9 @@ static int begin(ctx *c, const char *s, size_t len, const rag_chunk_opts *o,
   return RAG_OK;
 }
 
-static int count(ctx *c, size_t a, size_t b, size_t *n) {
+/* The measure of [a, b), exact when it is at most max (else only above
+** it: pass (size_t)-1 for an exact count). */
+static int count_upto(ctx *c, size_t a, size_t b, size_t max, size_t *n) {
   if (a >= b) {
     *n = 0;
     return RAG_OK;
@@ -216,7 +228,13 @@ static int count(ctx *c, size_t a, size_t b, size_t *n) {
     *n = k;
     return RAG_OK;
   }
-  return c->m->count(c->m->ud, (const char *)c->s + a, b - a, n);
+  if (b - a <= max || c->m->count_upto == NULL) /* a unit is a byte at least */
+    return c->m->count(c->m->ud, (const char *)c->s + a, b - a, n);
+  return c->m->count_upto(c->m->ud, (const char *)c->s + a, b - a, max, n);
+}
+
+static int count(ctx *c, size_t a, size_t b, size_t *n) {
+  return count_upto(c, a, b, (size_t)-1, n);
 }
 
 /* [a, b) without whitespace at its edges, when trimming. */
@@ -230,11 +248,16 @@ static void measure_trim(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb) {
   *tb = b;
 }
 
-/* [a, b) trimmed and its measure. */
+/* [a, b) trimmed and its measure (exact when it is at most max). */
+static int measure_upto(ctx *c, size_t a, size_t b, size_t max, size_t *ta,
+                        size_t *tb, size_t *n) {
+  measure_trim(c, a, b, ta, tb);
+  return count_upto(c, *ta, *tb, max, n);
+}
+
 static int measure(ctx *c, size_t a, size_t b, size_t *ta, size_t *tb,
                    size_t *n) {
-  measure_trim(c, a, b, ta, tb);
-  return count(c, *ta, *tb, n);
+  return measure_upto(c, a, b, (size_t)-1, ta, tb, n);
 }
 
 /* Appends [a, b) of measure n, with its overlap with the chunk before. */
@@ -365,8 +388,8 @@ static int merge(ctx *c, size_t g0, size_t g1, size_t sepsz, size_t next) {
         count(c, v[start].a, ta, &cut_a);
         count(c, tb, v[j].b, &cut_b);
         n = total - cut_a - cut_b;
-      } else if ((rc = measure(c, v[start].a, v[j].b, &ta, &tb, &n)) !=
-                 RAG_OK) {
+      } else if ((rc = measure_upto(c, v[start].a, v[j].b, c->limit, &ta, &tb,
+                                    &n)) != RAG_OK) {
         return rc;
       }
       if (n <= c->limit || j == start) break;
@@ -374,8 +397,10 @@ static int merge(ctx *c, size_t g0, size_t g1, size_t sepsz, size_t next) {
       j--; /* joined, the pieces measure more than their sum */
     }
     if (n > c->limit) {
-      rc = next < c->nseps ? split(c, v[start].a, v[start].b, next)
-                           : push(c, ta, tb, n);
+      if (next < c->nseps)
+        rc = split(c, v[start].a, v[start].b, next);
+      else if ((rc = count(c, ta, tb, &n)) == RAG_OK) /* kept whole: exactly */
+        rc = push(c, ta, tb, n);
       if (rc != RAG_OK) return rc;
       start++;
       continue;
@@ -412,8 +437,9 @@ static int split(ctx *c, size_t a, size_t b, size_t lev) {
   next = c->seps[i].kind == RAG_SEP_CHAR ? c->nseps : i + 1;
   if (c->seps[i].kind == RAG_SEP_TEXT && c->o->keep == RAG_KEEP_NONE)
     rc = c->m->count(c->m->ud, c->seps[i].text, c->seps[i].len, &sepsz);
-  for (k = base; k < end && rc == RAG_OK; k++)
-    rc = count(c, c->stk.v[k].a, c->stk.v[k].b, &c->stk.v[k].size);
+  for (k = base; k < end && rc == RAG_OK; k++) /* exact for those that fit */
+    rc = count_upto(c, c->stk.v[k].a, c->stk.v[k].b, c->limit,
+                    &c->stk.v[k].size);
   for (k = base; k < end && rc == RAG_OK; k++) {
     piece p = c->stk.v[k];
     if (fits(c, p.size)) continue;
@@ -421,8 +447,9 @@ static int split(ctx *c, size_t a, size_t b, size_t lev) {
     g0 = k + 1;
     if (next < c->nseps) {
       rc = split(c, p.a, p.b, next);
-    } else if (c->o->langchain) {
-      rc = push(c, p.a, p.b, p.size); /* LangChain keeps it untrimmed */
+    } else if (c->o->langchain) { /* LangChain keeps it untrimmed */
+      if ((rc = count(c, p.a, p.b, &p.size)) == RAG_OK)
+        rc = push(c, p.a, p.b, p.size);
     } else {
       size_t ta, tb, n;
       if ((rc = measure(c, p.a, p.b, &ta, &tb, &n)) == RAG_OK)
@@ -445,9 +472,19 @@ static int finish(ctx *c, int rc) {
 /* [a, b) as one chunk when it fits once trimmed, else by the rules. */
 static int span(ctx *c, size_t a, size_t b) {
   size_t ta, tb, n;
-  int rc = measure(c, a, b, &ta, &tb, &n);
+  int rc = measure_upto(c, a, b, c->limit, &ta, &tb, &n);
   if (rc != RAG_OK) return rc;
   return n <= c->limit ? push(c, ta, tb, n) : split(c, a, b, 0);
+}
+
+/*
+** A whole text (or a chunk to cut smaller) by the recursive rules. One that
+** fits is one chunk, counted once: cutting it into pieces to count them
+** and then counting them joined would measure it twice, and more when the
+** pieces measure more than the whole. LangChain always cuts first.
+*/
+static int whole(ctx *c, size_t a, size_t b) {
+  return c->o->langchain ? split(c, a, b, 0) : span(c, a, b);
 }
 
 int rag_chunk_recursive(const char *s, size_t len, const rag_chunk_opts *o,
@@ -456,7 +493,7 @@ int rag_chunk_recursive(const char *s, size_t len, const rag_chunk_opts *o,
   ctx c;
   int rc = begin(&c, s, len, o, m, out, errpos);
   if (rc != RAG_OK || len == 0) return rc;
-  return finish(&c, split(&c, 0, len, 0));
+  return finish(&c, whole(&c, 0, len));
 }
 
 /* {====== Fixed windows ======} */
@@ -673,7 +710,7 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
   lo.size = sizes[0];
   if ((rc = begin(&c, s, len, &lo, m, out, errpos)) != RAG_OK) return rc;
   lo_i = out->n;
-  if (len > 0 && (rc = split(&c, 0, len, 0)) != RAG_OK) return finish(&c, rc);
+  if (len > 0 && (rc = whole(&c, 0, len)) != RAG_OK) return finish(&c, rc);
   hi_i = out->n;
   for (i = lo_i; i < hi_i; i++) out->v[i].level = 1;
   for (lv = 1; lv < nsizes; lv++) {
@@ -681,7 +718,11 @@ int rag_chunk_hierarchy(const char *s, size_t len, const rag_chunk_opts *o,
     for (k = lo_i; k < hi_i; k++) {
       size_t first = out->n, a = out->v[k].start, b = out->v[k].stop;
       c.prev = NONE;
-      if ((rc = split(&c, a, b, 0)) != RAG_OK) return finish(&c, rc);
+      if (!o->langchain && out->v[k].size <= c.limit) /* known to fit: no count */
+        rc = push(&c, a, b, out->v[k].size);
+      else
+        rc = whole(&c, a, b);
+      if (rc != RAG_OK) return finish(&c, rc);
       for (i = first; i < out->n; i++) {
         out->v[i].level = lv + 1;
         out->v[i].parent = k + 1;

@@ -13,14 +13,18 @@
 #include "rag_tokenizer.h"
 
 /*
-** A unit of size. count measures `len` bytes of valid UTF-8 at `s`; ends
-** gives the end offsets of the units of a whole text (a new array released
-** with rag_free, increasing, the last equal to len; an end may fall inside
-** a UTF-8 sequence), or is NULL for code points, which the fixed chunker
-** walks itself. Both return a status that the chunkers pass on.
+** A unit of size. count measures `len` bytes of valid UTF-8 at `s`;
+** count_upto (NULL: count does) may stop once the measure is above `max`,
+** *n then being some number above max, for spans the chunkers only need to
+** know do not fit; ends gives the end offsets of the units of a whole text
+** (a new array released with rag_free, increasing, the last equal to len;
+** an end may fall inside a UTF-8 sequence), or is NULL for code points,
+** which the fixed chunker walks itself. All return a status that the
+** chunkers pass on.
 */
 typedef struct rag_chunk_measure {
   int (*count)(void *ud, const char *s, size_t len, size_t *n);
+  int (*count_upto)(void *ud, const char *s, size_t len, size_t max, size_t *n);
   int (*ends)(void *ud, const char *s, size_t len, size_t **ends, size_t *n);
   void *ud;
 } rag_chunk_measure;

@@ -1,10 +1,10 @@
 /*
-** rag_tokenizer.c: tiktoken-compatible BPE. The vocabulary is a hash table
-** from token bytes to rank over one byte arena; the pre-tokenizer follows
-** each encoding's regex alternative by alternative, with the same
-** leftmost-first and backtracking outcome; pieces that are not whole tokens
-** are merged lowest rank first (leftmost on ties), as tiktoken does, long
-** ones by a search that reaches the same tokens in linear time.
+** rag_tokenizer.c: tiktoken-compatible BPE. Token bytes map to ranks by a
+** hash table over one byte arena (up to 16 bytes also by tables keyed by the
+** bytes as words); the pre-tokenizer follows each encoding's regex with the
+** same leftmost-first and backtracking outcome; pieces that are not tokens
+** merge lowest rank first as tiktoken's do (long ones by a linear search),
+** and short ones seen before come from a cache (rag_piececache.h).
 */
 #include "rag_tokenizer.h"
 
@@ -13,6 +13,7 @@
 #include <utf8proc.h>
 
 #include "rag.h"
+#include "rag_piececache.h"
 #include "rag_probe.h"
 #include "rag_text.h"
 #include "rag_utf8.h"
@@ -26,11 +27,26 @@
 #define LENS_SHORT 59      /* lens: tokens of 4 to 59 bytes; lens_long: up to LENS_LONG */
 #define LENS_LONG 187
 #define TRIPLE_WORDS 16384 /* 2^20 bits */
+#define WORD_BITS 19       /* log2 of the bits of the filter of tokens of 3 to 16 bytes */
 
 typedef struct token {
   uint32_t off; /* into the arena */
   uint32_t len; /* 0: no token has this rank */
 } token;
+
+/* A token of 3 to 8 bytes in the table of such tokens. */
+typedef struct short_token {
+  uint64_t bytes; /* zero-padded, as rag_piececache_word gives them */
+  uint32_t len;   /* 0: an empty cell */
+  uint32_t rank;
+} short_token;
+
+/* A token of 9 to 16 bytes in the table of those. */
+typedef struct mid_token {
+  uint64_t lo, hi; /* the first 8 bytes, then the rest zero-padded */
+  uint32_t len;    /* 0: an empty cell */
+  uint32_t rank;
+} mid_token;
 
 struct rag_tokenizer {
   rag_pretok pretok;
@@ -48,8 +64,14 @@ struct rag_tokenizer {
   uint32_t *slots;       /* tag | rank + 1, 0 = empty; open addressing */
   uint32_t mask;         /* slots - 1 */
   uint32_t tags;         /* the bits of a slot above rank + 1: bits of the hash */
+  short_token *shorts;   /* the tokens of 3 to 8 bytes again, by their bytes; open addressing */
+  uint32_t smask;        /* cells of shorts - 1 */
+  mid_token *mids;       /* and those of 9 to 16 bytes */
+  uint32_t mmask;        /* cells of mids - 1 */
+  uint64_t words[((size_t)1 << WORD_BITS) / 64]; /* a bit by the hash of each token in them */
   rag_special specials[RAG_TOKENIZER_MAX_SPECIALS];
   size_t nspecial;
+  rag_piececache cache;  /* the tokens of short pieces seen before; shared, lock-free */
 };
 
 /* --- hashing ------------------------------------------------------------ */
@@ -79,6 +101,16 @@ typedef struct tkey {
   uint32_t tag;
 } tkey;
 
+/* memcmp(a, b, n) == 0, without a call for most tokens. */
+static int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+  if (n == 0) return 1;
+  if (n <= 8) return rag_piececache_word(a, n) == rag_piececache_word(b, n);
+  if (n <= 16)
+    return rag_piececache_word(a, 8) == rag_piececache_word(b, 8) &&
+           rag_piececache_word(a + 8, n - 8) == rag_piececache_word(b + 8, n - 8);
+  return memcmp(a, b, n) == 0;
+}
+
 /* Stops at an empty slot or the one holding the token. Slots keep some
 ** bits of the hash beside the rank, so a miss seldom reads a token. */
 static int at_token(const void *ud, size_t i) {
@@ -88,7 +120,7 @@ static int at_token(const void *ud, size_t i) {
   if (e == 0) return 1;
   if ((e & k->t->tags) != k->tag) return 0;
   x = &k->t->tokens[(e & ~k->t->tags) - 1];
-  return x->len == k->n && memcmp(k->t->arena + x->off, k->p, k->n) == 0;
+  return x->len == k->n && same_bytes(k->t->arena + x->off, k->p, k->n);
 }
 
 /* The slot holding the n bytes at p, or the empty one where they would go
@@ -192,6 +224,71 @@ static uint64_t short_lens(const rag_tokenizer *t, uint64_t h) {
 
 #define IS_TRIPLE(t, p) ((t)->triples[hash3(p) >> 6] >> (hash3(p) & 63) & 1)
 
+/* A string of 3 to 16 bytes as shorts and mids see it: its bytes as two
+** words (the second 0 up to 8 bytes), its length and its hash. */
+typedef struct wkey {
+  uint64_t lo, hi;
+  uint32_t len, hash;
+} wkey;
+
+static void word_key(const unsigned char *p, size_t n, wkey *k) {
+  k->lo = rag_piececache_word(p, n < 8 ? n : 8);
+  k->hi = n > 8 ? rag_piececache_word(p + 8, n - 8) : 0;
+  k->len = (uint32_t)n;
+  k->hash = (uint32_t)((((k->lo ^ (uint64_t)n << 60) * 0x9e3779b97f4a7c15ull) ^
+                        k->hi * 0xc2b2ae3d27d4eb4full) >> 32);
+}
+
+/* Whether the filter lets a string of hash h through: always for a token,
+** seldom for anything else (a bit per hash of every token of 3 to 16
+** bytes, in 64 KB that stay in cache, where the tables take megabytes). */
+#define MAYBE_WORD(t, h) ((t)->words[(h) >> (32 - WORD_BITS + 6)] >> ((h) >> (32 - WORD_BITS) & 63) & 1)
+
+typedef struct skey {
+  const short_token *cells;
+  const wkey *k;
+} skey;
+
+static int at_short(const void *ud, size_t i) {
+  const skey *q = (const skey *)ud;
+  const short_token *e = &q->cells[i];
+  return e->len == 0 || (e->bytes == q->k->lo && e->len == q->k->len);
+}
+
+typedef struct mkey {
+  const mid_token *cells;
+  const wkey *k;
+} mkey;
+
+static int at_mid(const void *ud, size_t i) {
+  const mkey *q = (const mkey *)ud;
+  const mid_token *e = &q->cells[i];
+  return e->len == 0 || (e->lo == q->k->lo && e->hi == q->k->hi && e->len == q->k->len);
+}
+
+/* The cell of shorts holding k (3 to 8 bytes), or the empty one where it
+** would go; mid_cell the same in mids for 9 to 16 bytes. */
+static size_t short_cell(const rag_tokenizer *t, const wkey *k) {
+  skey q = {.cells = t->shorts, .k = k};
+  return rag_probe(t->smask, k->hash, at_short, &q);
+}
+
+static size_t mid_cell(const rag_tokenizer *t, const wkey *k) {
+  mkey q = {.cells = t->mids, .k = k};
+  return rag_probe(t->mmask, k->hash, at_mid, &q);
+}
+
+/* The rank of the string of key k (3 to 16 bytes), or NO_RANK. */
+static uint32_t word_rank(const rag_tokenizer *t, const wkey *k) {
+  if (k->len <= 8) {
+    const short_token *e = &t->shorts[short_cell(t, k)];
+    return e->len == 0 ? NO_RANK : e->rank;
+  } else {
+    const mid_token *e = &t->mids[mid_cell(t, k)];
+    return e->len == 0 ? NO_RANK : e->rank;
+  }
+}
+
 /* lookup, which first rules out most strings of 3 to 187 bytes by their
 ** first bytes and length. */
 static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n) {
@@ -200,6 +297,20 @@ static uint32_t rank_of(const rag_tokenizer *t, const unsigned char *p, size_t n
   if (n >= 4 && n <= LENS_SHORT && !(short_lens(t, hash4(p)) >> (n - 4) & 1)) return NO_RANK;
   if (n > LENS_SHORT && n <= LENS_LONG && !LONG_LEN(t, hash4(p), n)) return NO_RANK;
   return lookup(t, p, n);
+}
+
+/*
+** rank_of for the merges of short pieces (the cache's misses), which ask
+** about strings of 3 to 16 bytes most: those are filtered in 64 KB and
+** then found in shorts or mids in one memory access, where the token table
+** takes three (slot, token, bytes). The search over long pieces keeps to
+** rank_of and the token table that its own lookups warm.
+*/
+static uint32_t rank_short(const rag_tokenizer *t, const unsigned char *p, size_t n) {
+  wkey k;
+  if (n < 3 || n > 16) return rank_of(t, p, n);
+  word_key(p, n, &k);
+  return MAYBE_WORD(t, k.hash) ? word_rank(t, &k) : NO_RANK;
 }
 
 /* Which token lengths occur after which first bytes, so that a search for
@@ -222,6 +333,52 @@ static void index_lengths(rag_tokenizer *t) {
       t->lens_long[h >> 56][(k->len - 60) >> 6] |= 1ull << ((k->len - 60) & 63);
     }
   }
+}
+
+/* Cells for n entries, at most 2/3 full: most walks stay in a line. */
+static size_t cells_for(size_t n) {
+  size_t cells = 16;
+  while (cells < n + n / 2) cells *= 2;
+  return cells;
+}
+
+/* Fills shorts and mids from the token table. */
+static int index_short(rag_tokenizer *t) {
+  size_t ns = 0, nm = 0, cs, cm;
+  uint32_t rank;
+  for (rank = 0; rank < t->nranks; rank++) {
+    ns += t->tokens[rank].len >= 3 && t->tokens[rank].len <= 8;
+    nm += t->tokens[rank].len >= 9 && t->tokens[rank].len <= 16;
+  }
+  cs = cells_for(ns);
+  cm = cells_for(nm);
+  t->shorts = (short_token *)rag_malloc(cs * sizeof *t->shorts);
+  t->mids = (mid_token *)rag_malloc(cm * sizeof *t->mids);
+  if (t->shorts == NULL || t->mids == NULL) return RAG_ENOMEM;
+  memset(t->shorts, 0, cs * sizeof *t->shorts);
+  memset(t->mids, 0, cm * sizeof *t->mids);
+  t->smask = (uint32_t)(cs - 1);
+  t->mmask = (uint32_t)(cm - 1);
+  for (rank = 0; rank < t->nranks; rank++) {
+    const token *x = &t->tokens[rank];
+    wkey k;
+    if (x->len < 3 || x->len > 16) continue;
+    word_key(t->arena + x->off, x->len, &k);
+    t->words[k.hash >> (32 - WORD_BITS + 6)] |= 1ull << (k.hash >> (32 - WORD_BITS) & 63);
+    if (x->len <= 8) {
+      short_token *e = &t->shorts[short_cell(t, &k)];
+      e->bytes = k.lo;
+      e->len = x->len;
+      e->rank = rank;
+    } else {
+      mid_token *e = &t->mids[mid_cell(t, &k)];
+      e->lo = k.lo;
+      e->hi = k.hi;
+      e->len = x->len;
+      e->rank = rank;
+    }
+  }
+  return RAG_OK;
 }
 
 /* Splits data into lines (a final newline optional, CRLF accepted). */
@@ -286,11 +443,11 @@ static int load(rag_tokenizer *t, const unsigned char *d, size_t len, size_t *er
     if ((t->byte_rank[n] = lookup(t, &b, 1)) == NO_RANK) return RAG_EFORMAT;
   }
   index_lengths(t);
-  return RAG_OK;
+  return index_short(t);
 }
 
 int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
-                      const rag_special *specials, size_t nspecial,
+                      const rag_special *specials, size_t nspecial, size_t cache,
                       rag_tokenizer **out, size_t *errline) {
   rag_tokenizer *t;
   size_t i, extra = 0;
@@ -326,6 +483,7 @@ int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
     t->specials[i].id = specials[i].id;
   }
   t->nspecial = nspecial;
+  if (rc == RAG_OK) rc = rag_piececache_init(&t->cache, cache);
   if (rc != RAG_OK) {
     rag_tokenizer_free(t);
     return rc;
@@ -336,9 +494,12 @@ int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
 
 void rag_tokenizer_free(rag_tokenizer *t) {
   if (t == NULL) return;
+  rag_piececache_done(&t->cache);
   rag_free(t->arena);
   rag_free(t->tokens);
   rag_free(t->slots);
+  rag_free(t->shorts);
+  rag_free(t->mids);
   rag_free(t);
 }
 
@@ -348,6 +509,10 @@ size_t rag_tokenizer_nranks(const rag_tokenizer *t) {
 
 size_t rag_tokenizer_nspecials(const rag_tokenizer *t) {
   return t->nspecial;
+}
+
+size_t rag_tokenizer_cache_size(const rag_tokenizer *t) {
+  return rag_piececache_size(&t->cache);
 }
 
 const rag_special *rag_tokenizer_special(const rag_tokenizer *t, size_t i) {
@@ -405,15 +570,21 @@ static const unsigned char ascii_class[128] = {
   2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0,
 };
 
-/* Class of the (valid) UTF-8 character at s[i]; its length in *n. */
-static unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
+/* class_at past ASCII, out of line so that the ASCII test inlines. */
+static __attribute__((noinline)) unsigned class_wide(const unsigned char *s, size_t i,
+                                                     size_t *n) {
   int32_t c;
+  *n = rag_utf8_decode_valid(s + i, &c);
+  return class_of_cp(c);
+}
+
+/* Class of the (valid) UTF-8 character at s[i]; its length in *n. */
+static inline unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
   if (s[i] < 0x80) {
     *n = 1;
     return ascii_class[s[i]];
   }
-  *n = rag_utf8_decode_valid(s + i, &c);
-  return class_of_cp(c);
+  return class_wide(s, i, n);
 }
 
 /* --- pre-tokenization --------------------------------------------------- */
@@ -421,8 +592,41 @@ static unsigned class_at(const unsigned char *s, size_t i, size_t *n) {
 /* End of the run of characters whose class meets `want`, from i. */
 static size_t scan(const unsigned char *s, size_t len, size_t i, unsigned want) {
   size_t n;
-  while (i < len && (class_at(s, i, &n) & want)) i += n;
+  for (;;) {
+    while (i < len && s[i] < 0x80 && (ascii_class[s[i]] & want)) i++;
+    if (i >= len || s[i] < 0x80 || !(class_wide(s, i, &n) & want)) return i;
+    i += n;
+  }
+}
+
+#define BYTES(c) (0x0101010101010101ull * (c))
+
+/*
+** The end of the run of bytes in lo..hi (ASCII, lo >= 0x20) from i, eight
+** at a time where the byte order allows; with `fold`, of bytes that are in
+** lo..hi once ORed with 0x20 (letters in either case when lo..hi is a..z).
+*/
+static inline size_t ascii_run(const unsigned char *s, size_t len, size_t i, unsigned lo,
+                               unsigned hi, int fold) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (len - i >= 8) {
+    uint64_t w, y, other;
+    memcpy(&w, s + i, 8);
+    y = (fold ? w | BYTES(0x20) : w) & BYTES(0x7f);
+    /* top bit of each byte: at or above lo, and not above hi, and ASCII */
+    other = ~((y + BYTES(0x80 - lo)) & ~(y + BYTES(0x7f - hi)) & ~w) & BYTES(0x80);
+    if (other != 0) return i + ((size_t)__builtin_ctzll(other) >> 3);
+    i += 8;
+  }
+#endif
+  while (i < len && (fold ? s[i] | 0x20 : s[i]) >= lo && (fold ? s[i] | 0x20 : s[i]) <= hi) i++;
   return i;
+}
+
+/* scan(s, len, i, C_L), through ASCII letters eight at a time. */
+static size_t scan_letters(const unsigned char *s, size_t len, size_t i) {
+  i = ascii_run(s, len, i, 'a', 'z', 1);
+  return i < len && s[i] >= 0x80 ? scan(s, len, i, C_L) : i;
 }
 
 static size_t scan_not(const unsigned char *s, size_t len, size_t i, unsigned avoid) {
@@ -488,7 +692,31 @@ static size_t digits(const unsigned char *s, size_t len, size_t i) {
   return i;
 }
 
-static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
+/* 1 for the ASCII letters, by byte. */
+static const unsigned char ascii_letters[256] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+  0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+#define ASCII_LETTER(c) (ascii_letters[(unsigned char)(c)])
+
+/* next_cl100k past the pieces its inline part takes. */
+static __attribute__((noinline)) size_t next_cl100k_rest(const unsigned char *s, size_t len,
+                                                         size_t i) {
   size_t n0, n, e;
   unsigned c0 = class_at(s, i, &n0);
   if ((e = contraction(s, len, i)) != 0) return i + e;
@@ -498,6 +726,14 @@ static size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
   if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 0)) != 0) return e;
   return space(s, len, i);
+}
+
+/* The end of the cl100k piece at i; the commonest pieces first, inline: a
+** word, or a space and a word. */
+static inline size_t next_cl100k(const unsigned char *s, size_t len, size_t i) {
+  if (ASCII_LETTER(s[i])) return scan_letters(s, len, i + 1);
+  if (s[i] == ' ' && i + 1 < len && ASCII_LETTER(s[i + 1])) return scan_letters(s, len, i + 2);
+  return next_cl100k_rest(s, len, i);
 }
 
 /* o200k's two word alternatives:
@@ -530,13 +766,34 @@ static size_t word_o200k(const unsigned char *s, size_t len, size_t i, unsigned 
   return 0;
 }
 
-static size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
+/* word_o200k for a word of ASCII letters, or of a space and one, that
+** ends before an ASCII byte or the end: 0 for anything else. */
+static size_t word_o200k_ascii(const unsigned char *s, size_t len, size_t i) {
+  size_t p = i, u, e;
+  if (s[i] == ' ' && i + 1 < len) p = i + 1;
+  if (!ASCII_LETTER(s[p])) return 0;
+  u = ascii_run(s, len, p, 'A', 'Z', 0);
+  e = ascii_run(s, len, u, 'a', 'z', 0);
+  if (e < len && s[e] >= 0x80) return 0; /* a letter or mark may go on */
+  /* [UP]* [LO]+ when there are lower-case letters, else [UP]+ */
+  return e + contraction(s, len, e);
+}
+
+/* next_o200k past the pieces its inline part takes. */
+static __attribute__((noinline)) size_t next_o200k_rest(const unsigned char *s, size_t len,
+                                                        size_t i) {
   size_t n0, e;
   unsigned c0 = class_at(s, i, &n0);
   if ((e = word_o200k(s, len, i, c0, n0)) != 0) return e;
   if (c0 & C_N) return digits(s, len, i + n0);
   if ((e = punct(s, len, i, c0, 1)) != 0) return e;
   return space(s, len, i);
+}
+
+/* The end of the o200k piece at i; words of ASCII letters inline. */
+static inline size_t next_o200k(const unsigned char *s, size_t len, size_t i) {
+  size_t e = word_o200k_ascii(s, len, i);
+  return e != 0 ? e : next_o200k_rest(s, len, i);
 }
 
 size_t rag_tokenizer_pretoken(rag_pretok pretok, const char *s, size_t len, size_t i) {
@@ -571,6 +828,7 @@ typedef struct sink {
   uint32_t *ids;
   size_t *ends;
   size_t n, cap;
+  size_t max;            /* a count may stop once n is above this */
   int keep;
   const unsigned char *base;
   uint32_t *stack;       /* the tokens of the long piece so far */
@@ -602,8 +860,13 @@ typedef struct solo {
 #define FRESH ((size_t)-1)  /* a position not tried yet: guess, then the longest */
 #define ANY ((size_t)-2)    /* the longest token at a position, no guess */
 
+/* What the encoders return when a count has passed its sink's max: no
+** error (the RAG_E* codes are positive), only no need to go on. */
+#define PASSED (-1)
+
 static void sink_init(sink *k, int keep, const char *base) {
   memset(k, 0, sizeof *k);
+  k->max = (size_t)-1;
   k->keep = keep;
   k->base = (const unsigned char *)base;
 }
@@ -639,28 +902,40 @@ static int emit(sink *k, uint32_t id, const unsigned char *end) {
 ** r the rank of each part with the next. Returns the number of boundaries
 ** left, or 0 as soon as a merge would remove the boundary at `seam` (0:
 ** none). b and r have room for n + 1 entries. Records the merges in `rec`
-** unless it is NULL.
+** unless it is NULL, and the id of each part in `id` (n entries) unless it
+** is NULL. `rank` is rank_of or rank_short.
 */
+typedef uint32_t (*rank_fn)(const rag_tokenizer *t, const unsigned char *p, size_t n);
+
 static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size_t seam,
-                  uint32_t *b, uint32_t *r, solo *rec) {
+                  uint32_t *b, uint32_t *r, solo *rec, uint32_t *id, rank_fn rank) {
   size_t m = n + 1, i, best;
   for (i = 0; i < m; i++) {
     b[i] = (uint32_t)i;
     r[i] = i + 2 < m ? t->pair_rank[p[i] << 8 | p[i + 1]] : NO_RANK;
   }
+  if (id != NULL)
+    for (i = 0; i < n; i++) id[i] = t->byte_rank[p[i]];
   for (;;) {
-    uint32_t min = NO_RANK;
-    best = 0;
-    for (i = 0; i + 1 < m; i++)
-      if (r[i] < min) {
-        min = r[i];
-        best = i;
-      }
+    uint64_t low = UINT64_MAX; /* the lowest rank << 32 | its place: leftmost on ties */
+    uint32_t min;
+    for (i = 0; i + 1 < m; i++) {
+      uint64_t key = (uint64_t)r[i] << 32 | i;
+      low = key < low ? key : low; /* no branch to mispredict */
+    }
+    min = (uint32_t)(low >> 32);
+    best = (size_t)(uint32_t)low;
     if (min == NO_RANK) break;
     if (b[best + 1] == seam) return 0;
     /* parts best and best+1 become one: drop boundary best+1 */
-    memmove(b + best + 1, b + best + 2, (m - best - 2) * sizeof b[0]);
-    memmove(r + best + 1, r + best + 2, (m - best - 2) * sizeof r[0]);
+    for (i = best + 1; i + 1 < m; i++) { /* loops: mostly a few entries, no call */
+      b[i] = b[i + 1];
+      r[i] = r[i + 1];
+    }
+    if (id != NULL) { /* the merged part is the token of the pair's rank */
+      id[best] = min;
+      for (i = best + 1; i + 2 < m; i++) id[i] = id[i + 1];
+    }
     m--;
     if (rec != NULL) {
       rec->rank[rec->n] = min;
@@ -668,19 +943,77 @@ static size_t bpe(const rag_tokenizer *t, const unsigned char *p, size_t n, size
       rec->rlen[rec->n] = (uint8_t)(n - b[m - 2]);
       rec->n++;
     }
-    r[best] = best + 2 < m ? rank_of(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
-    if (best > 0) r[best - 1] = rank_of(t, p + b[best - 1], b[best + 1] - b[best - 1]);
+    r[best] = best + 2 < m ? rank(t, p + b[best], b[best + 2] - b[best]) : NO_RANK;
+    if (best > 0) r[best - 1] = rank(t, p + b[best - 1], b[best + 1] - b[best - 1]);
   }
   return m;
 }
 
-static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+/* The ids of the piece of len (2..SMALL_PIECE) bytes at p that is not a
+** token: their number. */
+static size_t small_ids(const rag_tokenizer *t, const unsigned char *p, size_t len,
+                        uint32_t *ids) {
   uint32_t b[SMALL_PIECE + 1], r[SMALL_PIECE + 1];
-  size_t m = bpe(t, p, len, 0, b, r, NULL), i;
-  int rc;
-  for (i = 0; i + 1 < m; i++)
-    if ((rc = emit(k, lookup(t, p + b[i], b[i + 1] - b[i]), p + b[i + 1])) != RAG_OK) return rc;
+  size_t i, w;
+  /* the first merges ask for 3 and 4 byte strings: fetch their cells at once */
+  if (len <= RAG_PIECECACHE_MAXLEN)
+    for (w = 3; w <= 4; w++)
+      for (i = 0; i + w <= len; i++) {
+        wkey k;
+        word_key(p + i, w, &k);
+        if (MAYBE_WORD(t, k.hash)) __builtin_prefetch(&t->shorts[k.hash & t->smask]);
+      }
+  return bpe(t, p, len, 0, b, r, NULL, ids, rank_short) - 1;
+}
+
+/* n ids of tokens that spell the bytes from p on. */
+static int emit_ids(const rag_tokenizer *t, const unsigned char *p, const uint32_t *ids,
+                    size_t n, sink *k) {
+  size_t i;
+  if (k->keep == KEEP_IDS) {
+    uint32_t *v = (uint32_t *)rag_grow(k->ids, &k->cap, k->n + n, sizeof *v);
+    if (v == NULL) return RAG_ENOMEM;
+    k->ids = v;
+    memcpy(v + k->n, ids, n * sizeof *v);
+  } else if (k->keep == KEEP_ENDS) {
+    size_t *v = (size_t *)rag_grow(k->ends, &k->cap, k->n + n, sizeof *v), end;
+    if (v == NULL) return RAG_ENOMEM;
+    k->ends = v;
+    end = (size_t)(p - k->base);
+    for (i = 0; i < n; i++) v[k->n + i] = end += t->tokens[ids[i]].len;
+  }
+  k->n += n;
   return RAG_OK;
+}
+
+static int merge_small(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  uint32_t ids[SMALL_PIECE];
+  return emit_ids(t, p, ids, small_ids(t, p, len, ids), k);
+}
+
+/*
+** A piece of at most RAG_PIECECACHE_MAXLEN bytes through the tokenizer's
+** cache: its tokens from there when they are kept (the count alone does for
+** a count), else computed and kept.
+*/
+static int encode_short(const rag_tokenizer *t, const unsigned char *p, size_t len,
+                        const rag_piecekey *key, sink *k) {
+  uint32_t ids[RAG_PIECECACHE_MAXLEN];
+  size_t n, had;
+  int kept = 0;
+  if (k->keep == KEEP_COUNT) {
+    if ((had = rag_piececache_get(key, NULL, NULL)) != 0) {
+      k->n += had;
+      return RAG_OK;
+    }
+  } else if ((had = rag_piececache_get(key, ids, &kept)) != 0 && kept) {
+    return emit_ids(t, p, ids, had, k);
+  }
+  if ((ids[0] = rank_short(t, p, len)) != NO_RANK) n = 1;
+  else if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
+  else n = small_ids(t, p, len, ids);
+  if (had == 0) rag_piececache_put(key, ids, n);
+  return emit_ids(t, p, ids, n, k);
 }
 
 /* The longest of the lengths in `mask` (bit j: length j + base) of a token
@@ -729,7 +1062,8 @@ static const solo *solo_of(const rag_tokenizer *t, uint32_t id, sink *k) {
     uint32_t b[SOLO_MAX + 1], r[SOLO_MAX + 1];
     u->id = id;
     u->n = 0;
-    u->whole = bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u) == 2;
+    u->whole =
+        bpe(t, t->arena + t->tokens[id].off, t->tokens[id].len, 0, b, r, u, NULL, rank_of) == 2;
   }
   return u;
 }
@@ -776,7 +1110,8 @@ static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32
     solo v = *solo_of(t, right, k); /* a copy: the left one may take its place */
     m = v.whole && (a == 0 || apart(t, s + i, solo_of(t, left, k), &v));
   } else {
-    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL);
+    m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL, NULL,
+            rank_of);
     m = m == (a ? 3u : 2u);
   }
   *slot = key | (uint64_t)m << 63;
@@ -877,21 +1212,40 @@ static int merge_long(const rag_tokenizer *t, const unsigned char *s, size_t len
   return RAG_OK;
 }
 
+/* A piece that is not short, or any piece without a cache. */
 static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
-  uint32_t r = rank_of(t, p, len);
+  uint32_t r = rank_short(t, p, len);
   if (r != NO_RANK) return emit(k, r, p + len);
   if (len == 1) return RAG_EFORMAT; /* cannot happen: every byte is a token */
   if (len <= SMALL_PIECE) return merge_small(t, p, len, k);
   return merge_long(t, p, len, k);
 }
 
+/* Pieces are split off BATCH at a time, and the cache sets of the short
+** ones fetched before any is looked up, so that their memory latencies
+** overlap. */
+#define BATCH 16
+
 static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_t len, sink *k) {
-  size_t i = 0, e;
-  int rc;
+  size_t i = 0, e, nb, b, end[BATCH];
+  rag_piecekey key[BATCH]; /* len 0: not looked up in the cache */
+  int rc, o200k = t->pretok == RAG_PRETOK_O200K, cached = t->cache.sets != NULL;
   while (i < len) {
-    e = t->pretok == RAG_PRETOK_O200K ? next_o200k(s, len, i) : next_cl100k(s, len, i);
-    if ((rc = encode_piece(t, s + i, e - i, k)) != RAG_OK) return rc;
-    i = e;
+    for (nb = 0, e = i; nb < BATCH && e < len; nb++) {
+      size_t a = e;
+      end[nb] = e = o200k ? next_o200k(s, len, a) : next_cl100k(s, len, a);
+      key[nb].len = 0;
+      if (e - a <= RAG_PIECECACHE_MAXLEN && cached) {
+        rag_piececache_key(&t->cache, s + a, e - a, &key[nb]);
+        __builtin_prefetch(key[nb].set);
+      }
+    }
+    for (b = 0; b < nb; i = end[b++]) {
+      rc = key[b].len ? encode_short(t, s + i, end[b] - i, &key[b], k)
+                      : encode_piece(t, s + i, end[b] - i, k);
+      if (rc != RAG_OK) return rc;
+    }
+    if (k->n > k->max) return PASSED;
   }
   return RAG_OK;
 }
@@ -961,6 +1315,7 @@ static int run(const rag_tokenizer *t, const char *str, size_t len, uint32_t all
 static int collect(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed, sink *k,
                    size_t *errpos) {
   int rc = run(t, s, len, allowed, k, errpos);
+  if (rc == PASSED) rc = RAG_OK;
   sink_done(k);
   if (rc != RAG_OK) {
     rag_free(k->ids);
@@ -988,6 +1343,17 @@ int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len, uint3
   sink k;
   int rc;
   sink_init(&k, KEEP_COUNT, s);
+  rc = collect(t, s, len, allowed, &k, errpos);
+  *n = k.n;
+  return rc;
+}
+
+int rag_tokenizer_count_upto(const rag_tokenizer *t, const char *s, size_t len, uint32_t allowed,
+                             size_t max, size_t *n, size_t *errpos) {
+  sink k;
+  int rc;
+  sink_init(&k, KEEP_COUNT, s);
+  k.max = max;
   rc = collect(t, s, len, allowed, &k, errpos);
   *n = k.n;
   return rc;

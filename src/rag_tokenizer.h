@@ -5,8 +5,11 @@
 ** utf8proc categories (no regex engine), and merges by rank, so that counts
 ** and ids equal OpenAI's tiktoken for cl100k_base and o200k_base.
 **
-** A tokenizer is immutable once built: any number of threads may encode,
-** count and decode with one tokenizer at the same time.
+** Any number of threads may encode, count and decode with one tokenizer at
+** the same time. Its vocabulary is immutable once built; the one part that
+** changes is a cache of the tokens of short pieces seen before, which those
+** threads share without locks (rag_piececache.h) and which never changes a
+** result, only how soon it comes.
 */
 #ifndef RAG_TOKENIZER_H
 #define RAG_TOKENIZER_H
@@ -31,24 +34,34 @@ typedef struct rag_special {
 
 #define RAG_TOKENIZER_MAX_SPECIALS 32
 
+/* The default and largest sizes of the cache of short pieces, in pieces
+** (32 bytes each). */
+#define RAG_TOKENIZER_CACHE 65536
+#define RAG_TOKENIZER_CACHE_MAX 1048576
+
 /*
 ** Builds a tokenizer from `len` bytes of a .tiktoken file at `data` and
 ** `nspecial` (<= RAG_TOKENIZER_MAX_SPECIALS) special tokens; all inputs are
-** borrowed and copied. RAG_EFORMAT: a malformed line (*errline, 1-based, or
+** borrowed and copied. `cache` is how many short pieces (up to 16 bytes,
+** such as " the") the tokenizer remembers the tokens of, rounded down to a
+** power of two, at most RAG_TOKENIZER_CACHE_MAX; 0: none. Results never depend on it.
+** RAG_EFORMAT: a malformed line (*errline, 1-based, or
 ** 0 when the vocabulary as a whole is unusable: empty, a single byte
 ** missing, a duplicate token or rank, a special id that is also a rank).
 ** RAG_EINVAL: too many specials or an empty special text.
 */
 int rag_tokenizer_new(const char *data, size_t len, rag_pretok pretok,
-                      const rag_special *specials, size_t nspecial,
+                      const rag_special *specials, size_t nspecial, size_t cache,
                       rag_tokenizer **out, size_t *errline);
 
 /* Frees a tokenizer; NULL is a no-op. */
 void rag_tokenizer_free(rag_tokenizer *t);
 
-/* Number of ranks (the largest rank + 1) and of special tokens. */
+/* Number of ranks (the largest rank + 1), of special tokens, and of the
+** pieces the cache holds at most (0: no cache). */
 size_t rag_tokenizer_nranks(const rag_tokenizer *t);
 size_t rag_tokenizer_nspecials(const rag_tokenizer *t);
+size_t rag_tokenizer_cache_size(const rag_tokenizer *t);
 /* The ith special token (0-based, i < nspecials); borrowed from t. */
 const rag_special *rag_tokenizer_special(const rag_tokenizer *t, size_t i);
 
@@ -67,6 +80,15 @@ int rag_tokenizer_encode(const rag_tokenizer *t, const char *s, size_t len,
 /* Like rag_tokenizer_encode, but only counts the tokens (no id array). */
 int rag_tokenizer_count(const rag_tokenizer *t, const char *s, size_t len,
                         uint32_t allowed, size_t *n, size_t *errpos);
+
+/*
+** Like rag_tokenizer_count, but it may stop early once the count is above
+** `max`: *n is the count when that is at most max, else some number above
+** max. For callers that only need to know that a text does not fit.
+*/
+int rag_tokenizer_count_upto(const rag_tokenizer *t, const char *s, size_t len,
+                             uint32_t allowed, size_t max, size_t *n,
+                             size_t *errpos);
 
 /*
 ** Like rag_tokenizer_encode, but gives where each token ends instead of its

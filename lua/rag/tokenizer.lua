@@ -78,7 +78,9 @@ end
 -- @tparam string path a .tiktoken file
 -- @tparam string name "cl100k_base" or "o200k_base": which split rules apply
 -- @tparam[opt] table opts `special_tokens` = `{ [text] = id }` (default:
---   the encoding's own); `name` = the name `info()` reports (default `name`)
+--   the encoding's own); `name` = the name `info()` reports (default `name`);
+--   `cache` = how many short pieces (up to 16 bytes) the tokenizer keeps the
+--   tokens of, an integer from 0 (none) to 1048576, default 65536 (2 MB)
 -- @treturn userdata a tokenizer with `encode`, `decode`, `count`, `info`, `close`
 -- @return nil, msg, "io" when the file cannot be read, or "format" when it
 --   is not a vocabulary
@@ -93,7 +95,7 @@ function M.load(path, name, opts)
   end
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= "special_tokens" and k ~= "name" then
+    if k ~= "special_tokens" and k ~= "name" and k ~= "cache" then
       error("rag.tokenizer.load: unknown option '" .. tostring(k) .. "'", 2)
     end
   end
@@ -103,7 +105,13 @@ function M.load(path, name, opts)
   if opts.name ~= nil and type(opts.name) ~= "string" then
     error("rag.tokenizer.load: name must be a string", 2)
   end
-  return core.tokenizer.load(path, name, opts.special_tokens or SPECIALS[name], opts.name or name)
+  local size = opts.cache
+  if size ~= nil and (type(size) ~= "number" or size ~= math.floor(size) or size < 0
+      or size > 1048576) then
+    error("rag.tokenizer.load: cache must be an integer from 0 to 1048576", 2)
+  end
+  return core.tokenizer.load(path, name, opts.special_tokens or SPECIALS[name], opts.name or name,
+    size)
 end
 
 --- The bundled tokenizer for an encoding, loaded once per process and

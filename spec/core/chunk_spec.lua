@@ -341,6 +341,26 @@ describe("rag.chunk.recursive", function()
     assert.equal(" a", got[1].text)
   end)
 
+  it("keeps a text whose exact count fits as one chunk, though its pieces count more", function()
+    -- cl100k: "Hello there.\n\nGeneral Kenobi." is 7 tokens whole (".\n\n" is
+    -- one), but its paragraphs "Hello there." and "\n\nGeneral Kenobi." are
+    -- 3 and 5: packed by that sum they would not fit 7 together
+    local tok = rag.tokenizer.get("cl100k_base")
+    local src = "Hello there.\n\nGeneral Kenobi."
+    assert.same({ 7, 3, 5 }, { tok:count(src), tok:count("Hello there."),
+      tok:count("\n\nGeneral Kenobi.") })
+    local got = chunk.recursive(src, { size = 7, tokenizer = tok })
+    assert.equal(1, #got)
+    assert.same({ src, 7 }, { got[1].text, got[1].tokens })
+    got = chunk.hierarchy(src, { sizes = { 100, 7 }, tokenizer = tok })
+    assert.same({ 1, 2 }, { got[1].meta.level, got[2].meta.level })
+    assert.same({ src, 7 }, { got[2].text, got[2].tokens })
+    got = chunk.recursive(src, { size = 6, tokenizer = tok })
+    assert.same({ "Hello there.", "General Kenobi." }, { got[1].text, got[2].text })
+    got = chunk.recursive(" " .. src .. "\n", { size = 7, tokenizer = tok }) -- counted trimmed
+    assert.same({ src, 7 }, { got[1].text, got[1].tokens })
+  end)
+
   it("returns no chunks for empty or blank text", function()
     assert.same({}, chunk.recursive("", {}))
     assert.same({}, chunk.recursive(" \n\n\t ", { unit = "char", size = 4 }))

@@ -12,6 +12,29 @@ local read = helpers.read
 local fixtures = json.decode(read("spec/fixtures/tiktoken/cases.json"))
 local encodings = { "cl100k_base", "o200k_base" }
 
+-- base64 of a string, for writing .tiktoken files
+local function base64(s)
+  local chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local quad = {}
+    for k = 1, 4 do
+      local v = math.floor(n / 64 ^ (4 - k)) % 64
+      quad[k] = chars:sub(v + 1, v + 1)
+    end
+    if not b then
+      quad[3] = "="
+    end
+    if not c then
+      quad[4] = "="
+    end
+    out[#out + 1] = table.concat(quad)
+  end
+  return table.concat(out)
+end
+
 describe("rag.tokenizer bundled vocabularies", function()
   it("are the genuine files (tiktoken's own sha256 values)", function()
     local dir = tokenizer.vocab_dir()
@@ -288,28 +311,6 @@ describe("rag.tokenizer long pieces", function()
     end
   end)
 
-  -- base64 of a string, for writing .tiktoken files
-  local function base64(s)
-    local chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    local out = {}
-    for i = 1, #s, 3 do
-      local a, b, c = s:byte(i, i + 2)
-      local n = a * 65536 + (b or 0) * 256 + (c or 0)
-      local quad = {}
-      for k = 1, 4 do
-        local v = math.floor(n / 64 ^ (4 - k)) % 64
-        quad[k] = chars:sub(v + 1, v + 1)
-      end
-      if not b then
-        quad[3] = "="
-      end
-      if not c then
-        quad[4] = "="
-      end
-      out[#out + 1] = table.concat(quad)
-    end
-    return table.concat(out)
-  end
 
   it("equal the Lua merge with random vocabularies, where BPE cannot reach some tokens", function()
     local rnd, tmp, unreachable = lcg(7), os.tmpname(), 0
@@ -403,6 +404,175 @@ describe("rag.tokenizer long pieces", function()
       assert.same(reference(ranks, ("a"):rep(n % 8)), { ids[#ids - 1], ids[#ids] })
     end)
   end
+end)
+
+describe("rag.tokenizer cache of short pieces", function()
+  local paths = {}
+  for _, name in ipairs(encodings) do
+    paths[name] = tokenizer.vocab_dir() .. "/" .. name .. ".tiktoken"
+  end
+
+  -- pieces that probe the cache's key and entries: every length around the
+  -- 8 and 16 bytes a key holds, pieces equal up to their last byte or past
+  -- their eighth, NUL bytes inside and at the end ("!" "!\0" "!\0\0" are
+  -- equal once zero-padded), and pieces of more than the 3 tokens an entry
+  -- keeps ids for
+  local function edge_pieces()
+    local t = {}
+    for n = 1, 18 do
+      t[#t + 1] = ("q"):rep(n)
+      t[#t + 1] = " " .. ("x"):rep(n - 1)
+      t[#t + 1] = (";"):rep(n)
+      t[#t + 1] = ("!"):rep(n - 1) .. "\0"
+      t[#t + 1] = "!" .. ("\0"):rep(n - 1)
+      t[#t + 1] = ("9"):rep(n)
+    end
+    for _, w in ipairs({ " internationally", " internationalis", " internationalIs",
+      " international", " internationa", " abcdefgh", " abcdefgi", " abcdefg", "abcdefgh",
+      " zqxjkvbpwmfhdlt", " zqxjkvbpwmfhdlu", "😀😀😀", "😀😀😀😀", "🦙🦙🦙", "→★→★",
+      "ǅʰǅʰ", "ſſſſ", "'s", "'S", "'ſ", " ſſ", "\r\n\r\n", "  ", "\t\t" }) do
+      t[#t + 1] = w
+    end
+    return t
+  end
+
+  -- random text of short pieces from a small alphabet: many distinct
+  -- pieces, many repeated (U+0301 and U+00A0 as bytes: Lua 5.1 has no \u escapes)
+  local ALPHABET = { "a", "b", "e", "A", "Z", " ", "  ", "\n", "\r\n", "'", "'s", "'LL", "1",
+    "23", ".", ",", "!?", "é", "É", "ſ", "\204\129", "中", "文", "😀", "\t", "\194\160", "ß", "Ⅻ",
+    "_", "-", "x'", "ǅ", "ʰ", "\0" }
+  local function random_text(rnd)
+    local t = {}
+    for j = 1, rnd(40) do
+      t[j] = ALPHABET[rnd(#ALPHABET)]
+    end
+    return table.concat(t)
+  end
+
+  it("info gives its size: 65536 pieces unless load's opts.cache says otherwise", function()
+    assert.equal(65536, tokenizer.get("cl100k_base"):info().cache)
+    for size, want in pairs({ [0] = 0, [1] = 2, [2] = 2, [5] = 4, [1000] = 512 }) do
+      local tok = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = size }))
+      assert.equal(want, tok:info().cache)
+      tok:close()
+    end
+  end)
+
+  for _, name in ipairs(encodings) do
+    it("never changes a result, whatever it holds or drops, " .. name, function()
+      -- off, two entries (every piece evicts one), four, and the shared default
+      local plain = assert(tokenizer.load(paths[name], name, { cache = 0 }))
+      local toks = { tokenizer.get(name) }
+      for _, size in ipairs({ 2, 4 }) do
+        toks[#toks + 1] = assert(tokenizer.load(paths[name], name, { cache = size }))
+      end
+      local texts = edge_pieces()
+      for _, c in ipairs(fixtures.cases) do
+        texts[#texts + 1] = c.text
+      end
+      for _, doc in ipairs(helpers.scifact()) do
+        texts[#texts + 1] = doc.title .. "\n\n" .. doc.text
+      end
+      local rnd = helpers.rng(4242)
+      for _ = 1, 300 do
+        texts[#texts + 1] = random_text(rnd)
+      end
+      local want = {}
+      for i, s in ipairs(texts) do
+        want[i] = plain:encode(s)
+      end
+      local many = 0
+      for _, p in ipairs(edge_pieces()) do -- a piece of more than 3 tokens is exercised
+        many = math.max(many, #plain:encode(p))
+      end
+      assert.is_true(many > 3)
+      -- counts fill entries that encodes then read, and the other way round,
+      -- in three passes: the first cold, the next warm or evicted
+      for pass = 1, 3 do
+        for _, tok in ipairs(toks) do
+          for i, s in ipairs(texts) do
+            local label = name .. " cache " .. tok:info().cache .. " pass " .. pass .. ": " .. s
+            if (i + pass) % 2 == 0 then
+              assert.equal(#want[i], tok:count(s), label)
+              assert.same(want[i], tok:encode(s), label)
+            else
+              assert.same(want[i], tok:encode(s), label)
+              assert.equal(#want[i], tok:count(s), label)
+            end
+          end
+        end
+      end
+      for i = 2, #toks do
+        toks[i]:close()
+      end
+      plain:close()
+    end)
+  end
+
+  it("moves an entry whole when it evicts one: bytes, length, count and ids", function()
+    -- two entries, one set: a new piece takes the first and moves the first
+    -- to the second. ";;\0\0" and ";;" are the same bytes zero-padded, so
+    -- only the length tells them apart; "\0\0" has their ";;" length and
+    -- 2 tokens where ";;" has 1.
+    local tok = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = 2 }))
+    local plain = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = 0 }))
+    assert.same({ 2, 1, 3 }, { plain:count("\0\0"), plain:count(";;"), plain:count(";;\0\0") })
+    for _, order in ipairs({ { "\0\0", ";;\0\0", "x", ";;" }, { ";;\0\0", "\0\0", "x", ";;" },
+      { ";;", "\0\0", ";;\0\0", "x", "\0\0", ";;", ";;\0\0" } }) do
+      for _, s in ipairs(order) do
+        assert.equal(plain:count(s), tok:count(s), s)
+      end
+      for _, s in ipairs(order) do
+        assert.same(plain:encode(s), tok:encode(s), s)
+      end
+    end
+    tok:close()
+    plain:close()
+  end)
+
+  it("tells apart strings equal but for trailing NUL bytes", function()
+    -- tokens of 3 to 8 bytes are compared as zero-padded words, and cached
+    -- pieces as two: only their lengths tell "!!\0" from "!!\0\0"
+    local lines = {}
+    for b = 0, 255 do
+      lines[#lines + 1] = base64(string.char(b)) .. " " .. b
+    end
+    for i, t in ipairs({ "!!", "!!\0", "\0\0\0\0" }) do
+      lines[#lines + 1] = base64(t) .. " " .. (255 + i)
+    end
+    local vocab = table.concat(lines, "\n")
+    for _, size in ipairs({ 0, 2, 65536 }) do
+      local tok = assert(rag.core.tokenizer.new(vocab, "cl100k_base", {}, "nul", size))
+      for _, case in ipairs({ { "!!\0\0", { 257, 0 } }, { "!!\0", { 257 } }, { "!!", { 256 } },
+        { "\0\0\0", { 0, 0, 0 } }, { "\0\0\0\0", { 258 } }, { "\0\0\0\0\0", { 0, 0, 0, 0, 0 } },
+        { "!!\0\0", { 257, 0 } }, { "\0\0\0", { 0, 0, 0 } } }) do
+        assert.same(case[2], tok:encode(case[1]), size .. ": " .. case[1])
+        assert.equal(#case[2], tok:count(case[1]), size .. ": " .. case[1])
+      end
+      tok:close()
+    end
+  end)
+
+  it("gives the same ids once full: many more distinct pieces than entries", function()
+    local plain = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = 0 }))
+    local small = assert(tokenizer.load(paths.cl100k_base, "cl100k_base", { cache = 64 }))
+    local rnd = helpers.rng(99)
+    local words = {}
+    for i = 1, 5000 do -- distinct pieces: a space and 1 to 15 random letters
+      local w = { " " }
+      for j = 1, rnd(15) do
+        w[j + 1] = string.char(96 + rnd(26))
+      end
+      words[i] = table.concat(w)
+    end
+    local text = table.concat(words)
+    local want = plain:encode(text)
+    assert.same(want, small:encode(text))
+    assert.equal(#want, small:count(text))
+    assert.same(want, small:encode(text)) -- what the full cache now holds
+    small:close()
+    plain:close()
+  end)
 end)
 
 describe("rag.tokenizer misuse", function()
