@@ -122,30 +122,28 @@ log(`lancedb: ${machine()}`);
 log(`lancedb: ${n} documents, ${queries.length} test queries, dim ${dim}, ` +
   `tables in ${os.tmpdir()}, median of ${passes}`);
 
-// (b) first: the RSS after the process's first ingest.
+// (b) first: the RSS after the process's first ingest. Then the passes of
+// each kind take turns, so that a change in the machine's load falls on all.
+const plain = { stem: false, removeStopWords: false, asciiFolding: false };
 const withVec = [];
+const textOnly = [];
+const textPlain = [];
 let last = await ingest(true);
 const rssIngest = procMB();
 const diskBytes = duBytes(last.dir);
 withVec.push(last);
-const textOnly = [];
 for (let i = 0; i < passes; i++) {
   const r = await ingest(false);
   textOnly.push(r);
   await drop(r);
-}
-// (a) again without stems, stop words and folding: plain lower-cased words.
-const plain = { stem: false, removeStopWords: false, asciiFolding: false };
-const textPlain = [];
-for (let i = 0; i < passes; i++) {
-  const r = await ingest(false, plain);
-  textPlain.push(r);
-  await drop(r);
-}
-for (let i = 1; i < passes; i++) {
-  await drop(last);
-  last = await ingest(true);
-  withVec.push(last);
+  const p = await ingest(false, plain);
+  textPlain.push(p);
+  await drop(p);
+  if (i > 0) {
+    await drop(last);
+    last = await ingest(true);
+    withVec.push(last);
+  }
 }
 const table = last.table;
 const fts = (await table.listIndices()).find((x) => x.indexType === "FTS");
