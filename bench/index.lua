@@ -31,6 +31,7 @@ else
   util.data_dir(nil, "", "bench-index")
 end
 local ROUNDS = tonumber(arg[2]) or 3
+local RSS_ONLY = arg[2] == "--rss" -- the child that measures a fresh process's RSS
 local clock, median = os.clock, util.median
 
 local data = assert(rag.eval.beir(dir))
@@ -58,6 +59,15 @@ end
 
 local function du(path)
   return tonumber(util.sh("du -sb " .. path .. " | cut -f1")) / 1e6
+end
+
+if RSS_ONLY then -- one ingest in a fresh process, as the peers measure theirs
+  local idx = rag.index.new()
+  assert(idx:add_many(docs))
+  collectgarbage()
+  collectgarbage()
+  print(string.format("%.1f", rss_mb()))
+  os.exit(0)
 end
 
 print(string.format("rag.index on %s: %d documents, %d test queries; %s; %s", dir, #docs,
@@ -203,6 +213,13 @@ do
     print(string.format("raw core (bm25 + %s + rrf, ids only) %8.0f queries/s; the index: %s",
       pair[1], #qids / median(qt), pair[3]))
   end
+end
+
+do
+  local lua = arg[-1] or "lua5.4"
+  local rss = util.sh(lua .. " bench/index.lua " .. dir .. " --rss")
+  print(string.format("RSS of a fresh process after ingesting with the defaults: %s MB (the"
+    .. " documents as Lua tables included, as the peers include theirs)", rss))
 end
 
 if os.getenv("BENCH_JSON") then
