@@ -3,7 +3,8 @@
 ** configurations picked by the first byte. Checks that every term is
 ** non-empty, every span lies in the input, spans never go backwards, the
 ** run refuses exactly the inputs that are not valid UTF-8 (at the first bad
-** byte), and a long-lived analyzer (with its stem cache) agrees with a new one.
+** byte), each term comes with its rag_fnv32, and a long-lived analyzer
+** (with its term cache) agrees with a new one.
 */
 #include <stdint.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "rag.h"
 #include "rag_analyzer.h"
+#include "rag_fnv.h"
 
 #define NCONFIGS 6
 
@@ -40,9 +42,11 @@ static void mix(uint64_t *h, const void *p, size_t n) {
   for (i = 0; i < n; i++) *h = (*h ^ b[i]) * UINT64_C(1099511628211);
 }
 
-static int emit(void *ud, const char *term, size_t termlen, size_t start, size_t stop) {
+static int emit(void *ud, const char *term, size_t termlen, uint32_t hash, size_t start,
+                size_t stop) {
   check *c = (check *)ud;
   if (termlen == 0 || term == NULL) __builtin_trap();
+  if (hash != rag_fnv32(term, termlen)) __builtin_trap();
   if (start >= stop || stop > c->len) __builtin_trap();
   if (c->nterms > 0 && (start < c->start || stop < c->stop)) __builtin_trap();
   mix(&c->digest, term, termlen);

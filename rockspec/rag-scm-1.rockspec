@@ -58,7 +58,7 @@ build = {
         "src/rag_hftok.c", "src/rag_model2vec.c", "src/lrag_model2vec.c",
         "src/rag_store.c", "src/rag_index.c", "src/lrag_index.c", "src/lrag_fs.c",
         "src/rag_digest.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
-        "src/rag_text.c", "src/rag_tokenizer.c",
+        "src/rag_termcache.c", "src/rag_text.c", "src/rag_tokenizer.c",
       },
       defines = { "_POSIX_C_SOURCE=200809L" },
       incdirs = { "src", "$(CJSON_INCDIR)", "$(UTF8PROC_INCDIR)", "$(STEMMER_INCDIR)",

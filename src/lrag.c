@@ -13,8 +13,8 @@
 
 #ifdef RAG_TESTING
 static int core_fail_alloc(lua_State *L) {
-  rag_test_fail_alloc((long)luaL_checkinteger(L, 1));
-  return 0;
+  lua_pushinteger(L, (lua_Integer)rag_test_fail_alloc((long)luaL_checkinteger(L, 1)));
+  return 1;
 }
 
 /*

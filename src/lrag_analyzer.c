@@ -1,6 +1,6 @@
 /*
 ** lrag_analyzer.c: rag.text.analyzer(opts) builds a "rag.analyzer" userdata
-** (a:tokenize, a:config, a:close); rag.text.tokenize(s [, analyzer [, opts]])
+** (a:tokenize, a:config, a:stats, a:close); rag.text.tokenize(s [, analyzer [, opts]])
 ** runs one, by default a cached English analyzer. Terms are collected in C
 ** during the run and pushed afterwards, so no Lua call happens inside it.
 */
@@ -45,10 +45,12 @@ static void collector_fin(void *p) {
 }
 
 /* The term callback: appends to the collector; RAG_ENOMEM stops the run. */
-static int collect(void *ud, const char *t, size_t n, size_t start, size_t stop) {
+static int collect(void *ud, const char *t, size_t n, uint32_t hash, size_t start,
+                   size_t stop) {
   collector *c = (collector *)ud;
   char *bytes;
   term *e;
+  (void)hash;
   if (n > ((size_t)-1) - c->len) return RAG_ENOMEM;
   if ((bytes = (char *)rag_grow(c->bytes, &c->cap, c->len + n, 1)) == NULL) return RAG_ENOMEM;
   c->bytes = bytes;
@@ -296,6 +298,16 @@ static int analyzer_config(lua_State *L) {
   return 1;
 }
 
+static int analyzer_stats(lua_State *L) {
+  size_t entries, bytes;
+  rag_analyzer_cache(lrag_checkanalyzer(L, 1), &entries, &bytes);
+  lua_createtable(L, 0, 3);
+  lrag_setint(L, "cache_entries", (lua_Integer)entries);
+  lrag_setint(L, "cache_bytes", (lua_Integer)bytes);
+  lrag_setint(L, "cache_limit", (lua_Integer)RAG_ANALYZER_CACHE_MAX);
+  return 1;
+}
+
 static int analyzer_tostring(lua_State *L) {
   lanalyzer *u = (lanalyzer *)luaL_checkudata(L, 1, MT);
   if (u->p == NULL) lua_pushliteral(L, "rag.analyzer (closed)");
@@ -305,6 +317,7 @@ static int analyzer_tostring(lua_State *L) {
 
 static const luaL_Reg analyzer_methods[] = {
     {"config", analyzer_config},
+    {"stats", analyzer_stats},
     {"tokenize", analyzer_tokenize},
     {NULL, NULL},
 };

@@ -94,8 +94,11 @@ typedef struct rag_span {
 #ifdef RAG_TESTING
 void *rag_test_malloc(size_t n);
 void *rag_test_realloc(void *p, size_t n);
-/* Fail the nth allocation from now (n >= 1); n = 0 disarms. */
-void rag_test_fail_alloc(long n);
+/*
+** Fail the nth allocation from now (n >= 1); n = 0 disarms. Returns the
+** allocations the previous arming still had to go: 0 when it fired.
+*/
+long rag_test_fail_alloc(long n);
 #define rag_malloc(n) rag_test_malloc(n)
 #define rag_realloc(p, n) rag_test_realloc((p), (n))
 #else

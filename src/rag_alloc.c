@@ -72,8 +72,10 @@ void rag_advise_huge(void *p, size_t n) {
 */
 static long countdown = 0;
 
-void rag_test_fail_alloc(long n) {
+long rag_test_fail_alloc(long n) {
+  long left = countdown;
   countdown = n > 0 ? n : 0;
+  return left;
 }
 
 static int should_fail(void) {

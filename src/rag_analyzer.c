@@ -2,9 +2,9 @@
 ** rag_analyzer.c: text to index terms in one pass over validated UTF-8.
 ** Words are runs of letters, marks, digits and connector punctuation (a
 ** simplified UAX #29 word segmentation), CJK runs become n-grams; each term
-** is case-folded, checked against the stopword set and Snowball-stemmed.
-** Terms are built in scratch buffers the analyzer owns: nothing is
-** allocated per term once the buffers have grown to the longest word.
+** is case-folded, checked against the stopword set and Snowball-stemmed,
+** and a bounded term cache remembers what each word became. Nothing is
+** allocated per term once the scratch buffers and the cache have grown.
 */
 #include "rag_analyzer.h"
 
@@ -16,6 +16,7 @@
 #include "rag.h"
 #include "rag_fnv.h"
 #include "rag_probe.h"
+#include "rag_termcache.h"
 #include "rag_text.h"
 #include "rag_utf8.h"
 
@@ -29,16 +30,19 @@
 #endif
 
 /*
-** Stemming costs ~180 ns a word, five times the rest of the analysis, and
-** word frequencies are Zipfian: a direct-mapped cache of recent stems
-** (64-byte entries, allocated once the analyzer has stemmed enough words to
-** make it pay) serves most words. Words longer than STEM_KEY bypass it.
+** Snowball stems an English word in about 2,500 instructions, ten times the
+** rest of its analysis, utf8proc folds a non-ASCII word in hundreds, and
+** word frequencies are Zipfian: a bounded memo (rag_termcache) maps each
+** source word that needs either to its term or to "dropped", so a repeated
+** word costs one lookup. Other words (numbers, identifiers, lowercase ASCII
+** when stemming is off) are not kept: for them a lookup saves nothing.
 */
-#ifndef RAG_ANALYZER_CACHE
-#define RAG_ANALYZER_CACHE 8192 /* entries, a power of two: 512 KiB */
-#endif
-#define CACHE_AFTER 512 /* stems before the cache is allocated */
-#define STEM_KEY 31
+
+/* rag_analyzer.h states the cache's bound. */
+typedef char cache_bound_stated[RAG_TERMCACHE_MAX_BYTES == RAG_ANALYZER_CACHE_MAX ? 1 : -1];
+
+/* What a word is, for the steps it goes through. */
+enum { T_ASCII = 1, T_UPPER = 2, T_STEM = 4, T_FLAGS = 8 };
 
 /*
 ** NFKC_Casefold as utf8proc approximates it: `ＡＢＣ`, `ABC` -> `abc`,
@@ -164,19 +168,13 @@ typedef struct stopset {
   size_t used, cap;
 } stopset;
 
-typedef struct stemslot {
-  unsigned char wlen, slen; /* wlen 0: empty */
-  char word[STEM_KEY];      /* the folded word */
-  char stem[STEM_KEY];      /* its stem */
-} stemslot;
-
 struct rag_analyzer {
   rag_analyzer_opts cfg;      /* the options, with lang and words copied */
   char *lang;                 /* cfg.lang's copy */
   char **words;               /* cfg.words's copy: pointers then the bytes */
   struct sb_stemmer *stemmer; /* NULL when stem is off */
-  stemslot *cache;            /* RAG_ANALYZER_CACHE stems, or NULL */
-  size_t nstems;              /* words stemmed while there was no cache */
+  rag_termcache memo;         /* source word -> term or dropped */
+  unsigned memo_flags;        /* bit f: remember the words of T_ flags f */
   stopset stop;
   char *buf;                  /* scratch: a lowercased ASCII term */
   size_t cap;
@@ -422,11 +420,12 @@ static int check_opts(const rag_analyzer_opts *o) {
 
 int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out) {
   rag_analyzer *a;
-  int rc;
+  int rc, f;
   *out = NULL;
   if ((rc = check_opts(o)) != RAG_OK) return rc;
   if ((a = (rag_analyzer *)rag_malloc(sizeof *a)) == NULL) return RAG_ENOMEM;
   memset(a, 0, sizeof *a);
+  rag_termcache_init(&a->memo);
   a->cfg = *o;
   a->cfg.stem = o->stem != 0;
   a->cfg.lowercase = o->lowercase != 0;
@@ -445,6 +444,9 @@ int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out) {
     rag_analyzer_free(a);
     return rc;
   }
+  for (f = 0; f < T_FLAGS; f++)
+    if (((f & T_STEM) && a->stemmer != NULL) || (a->cfg.lowercase && !(f & T_ASCII)))
+      a->memo_flags |= 1u << f;
   *out = a;
   return RAG_OK;
 }
@@ -452,7 +454,7 @@ int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out) {
 void rag_analyzer_free(rag_analyzer *a) {
   if (a == NULL) return;
   sb_stemmer_delete(a->stemmer);
-  rag_free(a->cache);
+  rag_termcache_free(&a->memo);
   rag_free(a->stop.slots);
   rag_free(a->stop.arena);
   rag_free(a->buf);
@@ -466,82 +468,161 @@ const rag_analyzer_opts *rag_analyzer_config(const rag_analyzer *a) {
   return &a->cfg;
 }
 
+void rag_analyzer_cache(const rag_analyzer *a, size_t *entries, size_t *bytes) {
+  *entries = a->memo.n;
+  *bytes = rag_termcache_bytes(&a->memo);
+}
+
 /* {====== Running ======} */
 
-enum { T_ASCII = 1, T_UPPER = 2, T_STEM = 4 };
+/*
+** What a word's characters say about it, gathered while it is scanned;
+** W_END, an ASCII byte that separates words whatever surrounds it; and
+** W_POINT, '.' and ',' (inside a word only between two digits).
+*/
+enum { W_ALNUM = 1, W_UPPER = 2, W_NOSTEM = 4, W_WIDE = 8, W_END = 16, W_POINT = 32 };
 
 /*
-** Replaces *t, *n by its stem (unless the stem is empty), through the cache;
-** h is rag_fnv32(*t, *n) when *n <= STEM_KEY.
+** Bytes by their W_ bits: ASCII letters and digits, the ASCII separators,
+** '.' and ','; 0 ('_', an apostrophe and every byte over 0x7F): the
+** general scan decides.
 */
-static int stem_term(rag_analyzer *a, const char **t, size_t *n, uint32_t h) {
-  stemslot *e = NULL;
+static const unsigned char word_bits[256] = {
+  16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
+  16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
+  16, 16, 16, 16, 16, 16, 16, 0, 16, 16, 16, 16, 32, 16, 32, 16, /*  ' , .  */
+  5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 16, 16, 16, 16, 16, 16,         /* 0-9 */
+  16, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,              /* A-O */
+  3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 16, 16, 16, 16, 0,           /* P-Z _ */
+  16, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,              /* a-o */
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 16, 16, 16, 16, 16,          /* p-z */
+};
+
+/* The T_ flags of a word from its W_ bits. */
+static int word_flags(unsigned seen) {
+  return (seen & W_WIDE ? 0 : T_ASCII) | (seen & W_UPPER ? T_UPPER : 0) |
+         (seen & W_NOSTEM ? 0 : T_STEM);
+}
+
+/*
+** Folds, filters and stems the term *t, *n, the source word (whose
+** rag_fnv32 is *h) with the T_ flags `flags`: on RAG_OK *t, *n is the term
+** and *h its rag_fnv32, or *n is 0 when it is dropped (a stopword, or
+** nothing left after folding).
+*/
+static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32_t *h) {
   const sb_symbol *r;
-  int m;
-  if (*n <= STEM_KEY) {
-    if (a->cache == NULL && ++a->nstems > CACHE_AFTER) {
-      a->cache = (stemslot *)rag_malloc(RAG_ANALYZER_CACHE * sizeof(stemslot));
-      if (a->cache == NULL) return RAG_ENOMEM;
-      memset(a->cache, 0, RAG_ANALYZER_CACHE * sizeof(stemslot));
-    }
-    if (a->cache != NULL) {
-      e = &a->cache[h & (RAG_ANALYZER_CACHE - 1)];
-      if (e->wlen == *n && memcmp(e->word, *t, *n) == 0) {
-        *t = e->stem;
-        *n = e->slen;
-        return RAG_OK;
-      }
+  int rc = RAG_OK, m, hashed = 1; /* hashed: *h is still the hash of *t */
+  if (a->cfg.lowercase && (flags & (T_ASCII | T_UPPER)) != T_ASCII) {
+    if (!(flags & T_ASCII)) rc = fold_utf8(a, *t, *n, t, n);
+    else rc = lower_ascii(a, *t, *n, t);
+    if (rc != RAG_OK) return rc;
+    if (*n == 0) return RAG_OK;
+    hashed = 0;
+  }
+  if (a->stop.n > 0 && *n >= a->stop.minlen && *n <= a->stop.maxlen) {
+    if (!hashed) *h = rag_fnv32(*t, *n), hashed = 1;
+    if (is_stop(&a->stop, *t, *n, *h)) {
+      *n = 0;
+      return RAG_OK;
     }
   }
-  if ((r = sb_stemmer_stem(a->stemmer, (const sb_symbol *)*t, (int)*n)) == NULL)
-    return RAG_ENOMEM;
-  if ((m = sb_stemmer_length(a->stemmer)) <= 0) return RAG_OK;
-  if (e != NULL && m <= STEM_KEY) {
-    e->wlen = (unsigned char)*n;
-    memcpy(e->word, *t, *n);
-    e->slen = (unsigned char)m;
-    memcpy(e->stem, r, (size_t)m);
+  if ((flags & T_STEM) && a->stemmer != NULL && *n <= RAG_ANALYZER_STEM_MAX) {
+    if ((r = sb_stemmer_stem(a->stemmer, (const sb_symbol *)*t, (int)*n)) == NULL)
+      return RAG_ENOMEM;
+    if ((m = sb_stemmer_length(a->stemmer)) > 0) { /* else the word stays */
+      *t = (const char *)r;
+      *n = (size_t)m;
+      hashed = 0;
+    }
   }
-  *t = (const char *)r;
-  *n = (size_t)m;
+  if (!hashed) *h = rag_fnv32(*t, *n);
   return RAG_OK;
 }
 
-/* Folds, filters and stems the source s[start, stop), then emits it. */
-static int put_term(rag_analyzer *a, const unsigned char *s, size_t start,
-                    size_t stop, int flags, rag_term_fn emit, void *ud) {
-  const char *t = (const char *)s + start;
+/* One run: the analyzer, its input and where the terms go. */
+typedef struct scan {
+  rag_analyzer *a;
+  const unsigned char *s;
+  size_t len;
+  rag_term_fn emit;
+  void *ud;
+} scan;
+
+/*
+** Analyzes and emits the source word s[start, stop) (hash h), remembering
+** it when memo. A remembered ASCII word with capitals is first sought
+** lowercased, which is how it analyzes ("The" as "the"): each word is
+** stemmed once whatever its case.
+*/
+static int put_new(const scan *sc, size_t start, size_t stop, int flags, uint32_t h,
+                   int memo) {
+  rag_analyzer *a = sc->a;
+  const char *src = (const char *)sc->s + start, *t = src;
   size_t n = stop - start;
-  uint32_t h = 0;
-  int rc = RAG_OK, drop, stem;
-  if (a->cfg.lowercase) {
-    if (!(flags & T_ASCII)) rc = fold_utf8(a, t, n, &t, &n);
-    else if (flags & T_UPPER) rc = lower_ascii(a, t, n, &t);
-    if (rc != RAG_OK) return rc;
-    if (n == 0) return RAG_OK;
+  uint32_t th = h;
+  int rc;
+  if (memo && a->cfg.lowercase && (flags & (T_ASCII | T_UPPER)) == (T_ASCII | T_UPPER)) {
+    const char *low;
+    uint32_t lh;
+    if ((rc = lower_ascii(a, src, n, &low)) != RAG_OK) return rc;
+    lh = rag_fnv32(low, n);
+    if (!rag_termcache_get(&a->memo, low, n, lh, &t, &n, &th)) {
+      t = low;
+      th = lh;
+      if ((rc = analyze(a, &t, &n, flags & ~T_UPPER, &th)) != RAG_OK) return rc;
+      rag_termcache_put(&a->memo, low, stop - start, lh, t, n, th);
+    }
+  } else if ((rc = analyze(a, &t, &n, flags, &th)) != RAG_OK) {
+    return rc;
   }
-  drop = a->stop.n > 0 && n >= a->stop.minlen && n <= a->stop.maxlen; /* may be */
-  stem = (flags & T_STEM) && a->stemmer != NULL && n <= RAG_ANALYZER_STEM_MAX;
-  if (drop || (stem && n <= STEM_KEY)) h = rag_fnv32(t, n);
-  if (drop && is_stop(&a->stop, t, n, h)) return RAG_OK;
-  if (stem && (rc = stem_term(a, &t, &n, h)) != RAG_OK) return rc;
-  return emit(ud, t, n, start, stop);
+  rc = n > 0 ? sc->emit(sc->ud, t, n, th, start, stop) : RAG_OK;
+  if (memo) rag_termcache_put(&a->memo, src, stop - start, h, t, n, th);
+  return rc;
+}
+
+/*
+** Emits the term of the source word s[start, stop), whose rag_fnv32 is h:
+** remembered, or analyzed (and then remembered when that costs a stemmer
+** or utf8proc call).
+*/
+static inline int put_term(const scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
+  const rag_analyzer *a = sc->a;
+  const char *t;
+  size_t n = stop - start;
+  uint32_t th;
+  if (n > RAG_TERMCACHE_KEY || !(a->memo_flags >> flags & 1))
+    return put_new(sc, start, stop, flags, h, 0);
+  if (!rag_termcache_get(&a->memo, (const char *)sc->s + start, n, h, &t, &n, &th))
+    return put_new(sc, start, stop, flags, h, 1);
+  return n > 0 ? sc->emit(sc->ud, t, n, th, start, stop) : RAG_OK;
 }
 
 /*
 ** The word starting at *pos (a letter, digit or connector): extends it over
 ** word characters, apostrophes between letters and points between digits.
-** Words without a letter or digit ("__") are dropped.
+** Words without a letter or digit ("__") are dropped. ASCII letters and
+** digits, most of any Latin text, take the short inner loop.
 */
-static int run_word(rag_analyzer *a, const unsigned char *s, size_t len,
-                    size_t *pos, rag_term_fn emit, void *ud) {
-  size_t i = *pos, start = i, k;
-  int last = C_SEP, flags = T_ASCII | T_STEM, alnum = 0;
+static int run_word(const scan *sc, size_t *pos) {
+  const unsigned char *s = sc->s;
+  size_t len = sc->len, i = *pos, start = i, k;
+  unsigned seen = 0, w;
+  int last = C_SEP;
+  uint32_t h = RAG_FNV32_BASIS;
   int32_t cp;
-  while (i < len) {
-    unsigned c = s[i];
+  for (;;) {
+    unsigned c;
     int cls;
-    if (c < 0x80) {
+    size_t from = i;
+    while (i < len && ((w = word_bits[s[i]]) & W_ALNUM)) {
+      seen |= w;
+      h = rag_fnv32_byte(h, s[i]);
+      i++;
+    }
+    if (i > from) last = word_bits[s[i - 1]] & W_NOSTEM ? C_DIGIT : C_LETTER;
+    if (i >= len) break;
+    if ((c = s[i]) < 0x80) {
       cls = ascii_class[c];
       k = 1;
     } else {
@@ -549,13 +630,11 @@ static int run_word(rag_analyzer *a, const unsigned char *s, size_t len,
       cls = classify(cp);
     }
     if (cls == C_LETTER) {
-      alnum = 1;
-      if (c - 'A' < 26u) flags |= T_UPPER;
+      seen |= W_ALNUM;
     } else if (cls == C_DIGIT) {
-      alnum = 1;
-      flags &= ~T_STEM;
+      seen |= W_ALNUM | W_NOSTEM;
     } else if (cls == C_CONN) {
-      flags &= ~T_STEM;
+      seen |= W_NOSTEM;
     } else if (cls == C_APOS || cls == C_POINT) {
       size_t k2;
       int want = cls == C_APOS ? C_LETTER : C_DIGIT;
@@ -564,17 +643,39 @@ static int run_word(rag_analyzer *a, const unsigned char *s, size_t len,
       break;
     }
     if (cls != C_MARK) last = cls;
-    if (c >= 0x80) flags &= ~T_ASCII;
+    if (c >= 0x80) seen |= W_WIDE;
+    h = rag_fnv32_more(h, s + i, k);
     i += k;
   }
   *pos = i;
-  return alnum ? put_term(a, s, start, i, flags, emit, ud) : RAG_OK;
+  if (!(seen & W_ALNUM)) return RAG_OK;
+  return put_term(sc, start, i, word_flags(seen), h);
+}
+
+/*
+** The word of ASCII letters and digits starting at *pos, when a separator,
+** a point after a letter or the end of input follows it (most words); else
+** run_word.
+*/
+static int run_ascii(const scan *sc, size_t *pos) {
+  const unsigned char *s = sc->s;
+  size_t len = sc->len, i = *pos, start = i;
+  unsigned seen = 0, w = 0;
+  uint32_t h = RAG_FNV32_BASIS;
+  while (i < len && ((w = word_bits[s[i]]) & W_ALNUM)) {
+    seen |= w;
+    h = rag_fnv32_byte(h, s[i]);
+    i++;
+  }
+  if (i < len && !(w & W_END) && !((w & W_POINT) && !(word_bits[s[i - 1]] & W_NOSTEM)))
+    return run_word(sc, pos);
+  *pos = i;
+  return put_term(sc, start, i, word_flags(seen), h);
 }
 
 /* Emits one CJK term over source bytes [start, stop), never stemmed. */
-static int put_cjk(rag_analyzer *a, const unsigned char *s, size_t start,
-                   size_t stop, rag_term_fn emit, void *ud) {
-  return put_term(a, s, start, stop, 0, emit, ud);
+static int put_cjk(const scan *sc, size_t start, size_t stop) {
+  return put_term(sc, start, stop, 0, rag_fnv32(sc->s + start, stop - start));
 }
 
 /*
@@ -582,10 +683,10 @@ static int put_cjk(rag_analyzer *a, const unsigned char *s, size_t start,
 ** and attaching jamo after it; terms are emitted as characters are found,
 ** so text order holds: in "both" mode U0 B01 U1 B12 U2.
 */
-static int run_cjk(rag_analyzer *a, const unsigned char *s, size_t len,
-                   size_t *pos, rag_term_fn emit, void *ud) {
-  rag_analyzer_cjk mode = a->cfg.cjk;
-  size_t i = *pos, rs = i, ps = 0, pe = 0, count = 0, k;
+static int run_cjk(const scan *sc, size_t *pos) {
+  const unsigned char *s = sc->s;
+  rag_analyzer_cjk mode = sc->a->cfg.cjk;
+  size_t len = sc->len, i = *pos, rs = i, ps = 0, pe = 0, count = 0, k;
   int32_t cp;
   int rc = RAG_OK;
   while (rc == RAG_OK && class_at(s, len, i, &cp, &k) == C_CJK) {
@@ -595,17 +696,17 @@ static int run_cjk(rag_analyzer *a, const unsigned char *s, size_t len,
     while ((cls = class_at(s, len, i, &cp, &k)) == C_MARK || (cls == C_CJK && cjk_attaches(cp)))
       i += k;
     if (count > 0 && (mode == RAG_ANALYZER_CJK_BIGRAM || mode == RAG_ANALYZER_CJK_BOTH))
-      rc = put_cjk(a, s, ps, i, emit, ud);
+      rc = put_cjk(sc, ps, i);
     if (rc == RAG_OK && (mode == RAG_ANALYZER_CJK_UNIGRAM || mode == RAG_ANALYZER_CJK_BOTH))
-      rc = put_cjk(a, s, cs, i, emit, ud);
+      rc = put_cjk(sc, cs, i);
     ps = cs;
     pe = i;
     count++;
   }
   *pos = i;
   if (rc != RAG_OK) return rc;
-  if (mode == RAG_ANALYZER_CJK_BIGRAM && count == 1) return put_cjk(a, s, ps, pe, emit, ud);
-  if (mode == RAG_ANALYZER_CJK_RUN) return put_cjk(a, s, rs, pe, emit, ud);
+  if (mode == RAG_ANALYZER_CJK_BIGRAM && count == 1) return put_cjk(sc, ps, pe);
+  if (mode == RAG_ANALYZER_CJK_RUN) return put_cjk(sc, rs, pe);
   return RAG_OK;
 }
 
@@ -613,14 +714,29 @@ int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
                      rag_term_fn emit, void *ud, size_t *errpos) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0, bad = rag_text_first_invalid(s, len);
+  scan sc;
   if (bad < len) {
     *errpos = bad + 1;
     return RAG_EENCODING;
   }
+  sc.a = a;
+  sc.s = s;
+  sc.len = len;
+  sc.emit = emit;
+  sc.ud = ud;
   while (i < len) {
+    unsigned w = word_bits[s[i]];
     int32_t cp;
     size_t k;
     int cls, rc;
+    if (w & W_END) {
+      i++;
+      continue;
+    }
+    if (w & W_ALNUM) {
+      if ((rc = run_ascii(&sc, &i)) != RAG_OK) return rc;
+      continue;
+    }
     if (s[i] < 0x80) {
       cls = ascii_class[s[i]];
       k = 1;
@@ -628,8 +744,8 @@ int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
       k = rag_utf8_decode_valid(s + i, &cp);
       cls = classify(cp);
     }
-    if (cls == C_LETTER || cls == C_DIGIT || cls == C_CONN) rc = run_word(a, s, len, &i, emit, ud);
-    else if (cls == C_CJK) rc = run_cjk(a, s, len, &i, emit, ud);
+    if (cls == C_LETTER || cls == C_DIGIT || cls == C_CONN) rc = run_word(&sc, &i);
+    else if (cls == C_CJK) rc = run_cjk(&sc, &i);
     else {
       i += k;
       continue;

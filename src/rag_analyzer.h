@@ -44,11 +44,12 @@ typedef struct rag_analyzer_opts {
 
 /*
 ** A term callback: `term` (termlen > 0 bytes, not NUL-terminated) is valid
-** only during the call; [start, stop) is the 0-based byte span of its source
+** only during the call; `hash` is its rag_fnv32 (rag_fnv.h), for callers
+** that look terms up; [start, stop) is the 0-based byte span of its source
 ** in the input. A non-zero return stops the run, which returns that value.
 ** The callback must not run the same analyzer.
 */
-typedef int (*rag_term_fn)(void *ud, const char *term, size_t termlen,
+typedef int (*rag_term_fn)(void *ud, const char *term, size_t termlen, uint32_t hash,
                            size_t start, size_t stop);
 
 /* Fills *o with the defaults: english, stem, lowercase, bigrams, built-in stopwords. */
@@ -84,14 +85,25 @@ void rag_analyzer_free(rag_analyzer *a);
 const rag_analyzer_opts *rag_analyzer_config(const rag_analyzer *a);
 
 /*
+** The largest memory an analyzer's term cache holds (3 MiB): the cache maps
+** words it has stemmed or folded through utf8proc (up to 64 bytes) to their
+** terms, at most 65,536 of them, and starts over when full.
+*/
+#define RAG_ANALYZER_CACHE_MAX ((size_t)3 << 20)
+
+/* The words `a`'s term cache holds (*entries) and its memory (*bytes). */
+void rag_analyzer_cache(const rag_analyzer *a, size_t *entries, size_t *bytes);
+
+/*
 ** Analyzes `len` bytes at `s` (borrowed) and calls `emit` for each term in
 ** text order (start and stop never decrease). Returns RAG_OK; RAG_EENCODING
 ** when `s` is not valid UTF-8, with *errpos the 1-based offset of the first
 ** invalid byte and `emit` never called; RAG_ENOMEM (the terms emitted so far
 ** stand); or the first non-zero value `emit` returned.
 ** An analyzer is not thread-safe: it owns a stemmer, scratch buffers and a
-** stem cache, so use one analyzer per thread (or lock). What it keeps
-** across runs never changes results: equal input gives equal terms.
+** term cache, so use one analyzer per thread (or lock). What it keeps
+** across runs never changes results: equal input gives equal terms. The
+** cache never fails a run: when it cannot grow it stops remembering.
 */
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len,
                      rag_term_fn emit, void *ud, size_t *errpos);

@@ -15,7 +15,6 @@
 
 #include "rag_bm25_internal.h"
 #include "rag_file.h"
-#include "rag_fnv.h"
 #include "rag_probe.h"
 #include "rag_topk.h"
 
@@ -374,9 +373,10 @@ static void maybe_renumber(rag_bm25 *b) {
 
 /* {====== Adding and removing ======} */
 
-static int on_doc_term(void *ud, const char *s, size_t n, size_t start, size_t stop) {
+static int on_doc_term(void *ud, const char *s, size_t n, uint32_t h, size_t start,
+                       size_t stop) {
   rag_bm25 *b = (rag_bm25 *)ud;
-  uint32_t h = rag_fnv32(s, n), tid = rag_bm25_term_find(b, s, n, h);
+  uint32_t tid = rag_bm25_term_find(b, s, n, h);
   term *t;
   (void)start;
   (void)stop;
@@ -541,9 +541,10 @@ static double tfc0(const scorer *s) {
 
 /* {====== Queries ======} */
 
-static int on_query_term(void *ud, const char *s, size_t n, size_t start, size_t stop) {
+static int on_query_term(void *ud, const char *s, size_t n, uint32_t h, size_t start,
+                         size_t stop) {
   rag_bm25 *b = (rag_bm25 *)ud;
-  uint32_t tid = rag_bm25_term_find(b, s, n, rag_fnv32(s, n));
+  uint32_t tid = rag_bm25_term_find(b, s, n, h);
   size_t i, off = 0;
   (void)start;
   (void)stop;
