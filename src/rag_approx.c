@@ -64,6 +64,7 @@ static const unsigned char kind[256] = {
 typedef struct cuts {
   size_t *ends;
   size_t n, cap;
+  size_t max; /* the scan may stop once n is above this */
   unsigned long long cost; /* thousandths */
   int keep;
 } cuts;
@@ -99,7 +100,7 @@ static int scan(const unsigned char *s, size_t len, cuts *c, size_t *errpos) {
   int32_t cp;
   int rc = RAG_OK;
   *errpos = 0;
-  while (i < len && rc == RAG_OK) {
+  while (i < len && rc == RAG_OK && c->n <= c->max) {
     int k = kind[s[i]];
     unsigned long long w;
     switch (k) {
@@ -159,14 +160,18 @@ static int scan(const unsigned char *s, size_t len, cuts *c, size_t *errpos) {
 }
 
 int rag_approx_count(const char *s, size_t len, size_t *n, size_t *errpos) {
-  cuts c = {NULL, 0, 0, 0, 0};
+  return rag_approx_count_upto(s, len, (size_t)-1, n, errpos);
+}
+
+int rag_approx_count_upto(const char *s, size_t len, size_t max, size_t *n, size_t *errpos) {
+  cuts c = {NULL, 0, 0, max, 0, 0};
   int rc = scan((const unsigned char *)s, len, &c, errpos);
   *n = rc == RAG_OK ? c.n : 0;
   return rc;
 }
 
 int rag_approx_split(const char *s, size_t len, size_t **ends, size_t *n, size_t *errpos) {
-  cuts c = {NULL, 0, 0, 0, 1};
+  cuts c = {NULL, 0, 0, (size_t)-1, 0, 1};
   int rc = scan((const unsigned char *)s, len, &c, errpos);
   *ends = NULL;
   *n = 0;

@@ -23,6 +23,14 @@
 int rag_approx_count(const char *s, size_t len, size_t *n, size_t *errpos);
 
 /*
+** Like rag_approx_count, but it may stop early once the count is above
+** `max`: *n is the count when that is at most max, else some number above
+** max, and bytes after where it stopped are not checked (for text known to
+** be valid UTF-8).
+*/
+int rag_approx_count_upto(const char *s, size_t len, size_t max, size_t *n, size_t *errpos);
+
+/*
 ** The same split with its cut points: on RAG_OK, *ends is a new array of *n
 ** exclusive end offsets, increasing, the last equal to len (NULL when *n ==
 ** 0), released with rag_free. RAG_EENCODING as above; RAG_ENOMEM: nothing

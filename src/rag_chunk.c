@@ -46,6 +46,13 @@ static int approx_count(void *ud, const char *s, size_t len, size_t *n) {
   return rag_approx_count(s, len, n, &errpos);
 }
 
+static int approx_count_upto(void *ud, const char *s, size_t len, size_t max,
+                             size_t *n) {
+  size_t errpos;
+  (void)ud;
+  return rag_approx_count_upto(s, len, max, n, &errpos);
+}
+
 static int approx_ends(void *ud, const char *s, size_t len, size_t **ends,
                        size_t *n) {
   size_t errpos;
@@ -81,7 +88,7 @@ void rag_chunk_measure_chars(rag_chunk_measure *m) {
 
 void rag_chunk_measure_approx(rag_chunk_measure *m) {
   m->count = approx_count;
-  m->count_upto = NULL;
+  m->count_upto = approx_count_upto;
   m->ends = approx_ends;
   m->ud = NULL;
 }
