@@ -41,7 +41,7 @@
 /* rag_analyzer.h states the cache's bound. */
 typedef char cache_bound_stated[RAG_TERMCACHE_MAX_BYTES == RAG_ANALYZER_CACHE_MAX ? 1 : -1];
 
-/* What a word is, for the steps it goes through. */
+/* What a word is, for the steps it goes through (see also W_ below). */
 enum { T_ASCII = 1, T_UPPER = 2, T_STEM = 4, T_FLAGS = 8 };
 
 /*
@@ -476,11 +476,12 @@ void rag_analyzer_cache(const rag_analyzer *a, size_t *entries, size_t *bytes) {
 /* {====== Running ======} */
 
 /*
-** What a word's characters say about it, gathered while it is scanned;
-** W_END, an ASCII byte that separates words whatever surrounds it; and
-** W_POINT, '.' and ',' (inside a word only between two digits).
+** What a word's characters say about it, gathered while it is scanned (the
+** low three bits are its T_ flags, T_ASCII and T_STEM inverted); W_END, an
+** ASCII byte that separates words whatever surrounds it; and W_POINT, '.'
+** and ',' (inside a word only between two digits).
 */
-enum { W_ALNUM = 1, W_UPPER = 2, W_NOSTEM = 4, W_WIDE = 8, W_END = 16, W_POINT = 32 };
+enum { W_WIDE = 1, W_UPPER = 2, W_NOSTEM = 4, W_ALNUM = 8, W_END = 16, W_POINT = 32 };
 
 /*
 ** Bytes by their W_ bits: ASCII letters and digits, the ASCII separators,
@@ -490,18 +491,17 @@ enum { W_ALNUM = 1, W_UPPER = 2, W_NOSTEM = 4, W_WIDE = 8, W_END = 16, W_POINT =
 static const unsigned char word_bits[256] = {
   16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
   16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
-  16, 16, 16, 16, 16, 16, 16, 0, 16, 16, 16, 16, 32, 16, 32, 16, /*  ' , .  */
-  5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 16, 16, 16, 16, 16, 16,         /* 0-9 */
-  16, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,              /* A-O */
-  3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 16, 16, 16, 16, 0,           /* P-Z _ */
-  16, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,              /* a-o */
-  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 16, 16, 16, 16, 16,          /* p-z */
+  16, 16, 16, 16, 16, 16, 16, 0, 16, 16, 16, 16, 32, 16, 32, 16,   /*  ' , .  */
+  12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 16, 16, 16, 16, 16, 16, /* 0-9 */
+  16, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,  /* A-O */
+  10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 16, 16, 16, 16, 0,   /* P-Z _ */
+  16, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,                 /* a-o */
+  8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 16,             /* p-z */
 };
 
 /* The T_ flags of a word from its W_ bits. */
 static int word_flags(unsigned seen) {
-  return (seen & W_WIDE ? 0 : T_ASCII) | (seen & W_UPPER ? T_UPPER : 0) |
-         (seen & W_NOSTEM ? 0 : T_STEM);
+  return (int)((seen & (W_WIDE | W_UPPER | W_NOSTEM)) ^ (T_ASCII | T_STEM));
 }
 
 /*
