@@ -436,12 +436,8 @@ static int index_remove(lua_State *L) {
   return 1;
 }
 
-static void push_doc(lua_State *L, const rag_store_doc *d) {
-  lua_createtable(L, 0, 6);
-  lua_pushlstring(L, d->id, d->idlen);
-  lua_setfield(L, -2, "id");
-  lua_pushlstring(L, d->text, d->textlen);
-  lua_setfield(L, -2, "text");
+/* source, title (when the document has them) and meta into the table on top. */
+static void set_provenance(lua_State *L, const rag_store_doc *d) {
   if (d->has_source) {
     lua_pushlstring(L, d->source, d->sourcelen);
     lua_setfield(L, -2, "source");
@@ -452,6 +448,15 @@ static void push_doc(lua_State *L, const rag_store_doc *d) {
   }
   push_meta(L, d);
   lua_setfield(L, -2, "meta");
+}
+
+static void push_doc(lua_State *L, const rag_store_doc *d) {
+  lua_createtable(L, 0, 6);
+  lua_pushlstring(L, d->id, d->idlen);
+  lua_setfield(L, -2, "id");
+  lua_pushlstring(L, d->text, d->textlen);
+  lua_setfield(L, -2, "text");
+  set_provenance(L, d);
   lrag_setint(L, "chunks", (lua_Integer)d->nchunks);
 }
 
@@ -684,16 +689,7 @@ static void push_hit(lua_State *L, rag_index *ix, const rag_index_hit *h) {
   lua_setfield(L, -2, "score");
   lua_pushlstring(L, d->text + h->start - 1, h->stop - h->start + 1);
   lua_setfield(L, -2, "text");
-  if (d->has_source) {
-    lua_pushlstring(L, d->source, d->sourcelen);
-    lua_setfield(L, -2, "source");
-  }
-  if (d->has_title) {
-    lua_pushlstring(L, d->title, d->titlelen);
-    lua_setfield(L, -2, "title");
-  }
-  push_meta(L, d);
-  lua_setfield(L, -2, "meta");
+  set_provenance(L, d);
   lrag_setint(L, "start", (lua_Integer)h->start);
   lrag_setint(L, "stop", (lua_Integer)h->stop);
   lua_createtable(L, 0, 2);
