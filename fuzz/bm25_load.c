@@ -9,6 +9,7 @@
 ** and CRCs recomputed. A failed load must say RAG_EFORMAT, RAG_EVERSION or
 ** RAG_ECORRUPT; a loaded index must pass rag_bm25_check, search, take a
 ** remove and adds, and dump to bytes that load back and dump identically.
+** The first byte's next bit picks a borrowing load or a copying one.
 */
 #include <math.h>
 #include <stdint.h>
@@ -136,7 +137,7 @@ static void exercise(rag_bm25 *b, const char *q, size_t qlen) {
   /* the dump loads back and dumps to the same bytes and hits */
   must(rag_bm25_dump(b, &d1, &n1) == RAG_OK);
   must(rag_bm25_check(b) == RAG_OK);
-  must(rag_bm25_load_mem(d1, n1, &c, &why) == RAG_OK);
+  must(rag_bm25_load_mem(d1, n1, 1, &c, &why) == RAG_OK); /* d1 outlives c */
   must(rag_bm25_check(c) == RAG_OK);
   must(rag_bm25_count(c) == rag_bm25_count(b));
   must(rag_bm25_dump(c, &d2, &n2) == RAG_OK);
@@ -347,9 +348,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rag_bm25 *b = NULL;
   const char *why = NULL, *q;
   size_t qlen;
-  int rc, mode;
+  int rc, mode, borrow;
   if (size < 1) return 0;
   mode = data[0] % 4;
+  borrow = (data[0] >> 2) & 1;
   data++;
   size--;
   if (mode == 0 || mode == 3) {
@@ -357,7 +359,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     must(p != NULL);
     if (size) memcpy(p, data, size);
     if (mode == 3) fix_crcs(p, size);
-    rc = rag_bm25_load_mem(p, size, &b, &why);
+    rc = rag_bm25_load_mem(p, size, borrow, &b, &why);
     query_from(data + (size > HEADER ? HEADER : size), size > HEADER ? size - HEADER : 0, &q,
                &qlen);
     if (loaded(rc, b, why)) exercise(b, q, qlen);
@@ -385,7 +387,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the undamaged dump loads, searches the same and dumps identically */
     must(rag_bm25_dump(a, &d0, &n0) == RAG_OK);
     must(rag_bm25_check(a) == RAG_OK);
-    must(rag_bm25_load_mem(d0, n0, &c, &why) == RAG_OK && rag_bm25_check(c) == RAG_OK);
+    must(rag_bm25_load_mem(d0, n0, borrow, &c, &why) == RAG_OK && rag_bm25_check(c) == RAG_OK);
     must(rag_bm25_dump(c, &d1, &n1) == RAG_OK && n1 == n0 && memcmp(d0, d1, n0) == 0);
     for (i = 0; i < NQUERIES; i++) {
       result r, s;
@@ -414,7 +416,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (n == 0) break;
       }
-      rc = rag_bm25_load_mem(p, n, &b, &why);
+      rc = rag_bm25_load_mem(p, n, borrow, &b, &why);
     } else { /* edit the sections, then make every length and CRC agree */
       file f;
       split(&f, d0, n0);
@@ -423,7 +425,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
              ops[i][4]);
       p = join(&f, &n);
       for (i = 0; i < NSEC; i++) rag_free(f.sec[i]);
-      rc = rag_bm25_load_mem(p, n, &b, &why);
+      rc = rag_bm25_load_mem(p, n, borrow, &b, &why);
       rag_free(d0);
       d0 = p;
     }

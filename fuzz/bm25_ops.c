@@ -219,7 +219,7 @@ static void add(rag_bm25 *b, model *m, int d, const char *t, size_t len, int bad
 
 static void del(rag_bm25 *b, model *m, int d) {
   int removed = -1;
-  rag_bm25_remove(b, ids[d].s, ids[d].n, &removed);
+  must(rag_bm25_remove(b, ids[d].s, ids[d].n, &removed) == RAG_OK);
   must(removed == m->live[d]);
   m->live[d] = 0;
 }
@@ -317,7 +317,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rag_bm25 *c;
     must(rag_bm25_dump(b, &buf, &n) == RAG_OK);
     after(b, &m);
-    must(rag_bm25_load_mem(buf, n, &c, &why) == RAG_OK);
+    must(rag_bm25_load_mem(buf, n, 0, &c, &why) == RAG_OK);
     must(rag_bm25_check(c) == RAG_OK);
     compare(b, c, &m, q, ql);
     must(rag_bm25_dump(c, &buf2, &n2) == RAG_OK);

@@ -96,8 +96,8 @@ static int bm25_remove(lua_State *L) {
   rag_bm25 *b = check_open(L, "rag.bm25.remove");
   size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.bm25.remove", &idlen);
-  int removed;
-  rag_bm25_remove(b, id, idlen, &removed);
+  int removed, rc = rag_bm25_remove(b, id, idlen, &removed);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.bm25.remove", NULL);
   lua_pushboolean(L, removed);
   return 1;
 }

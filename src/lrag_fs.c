@@ -12,7 +12,6 @@
 #include <sys/types.h>
 
 #include "rag.h"
-#include "rag_digest.h"
 #include "rag_file.h"
 
 /* fs.write(path, bytes) -> true | nil, msg, code: temporary file, fsync, rename. */
@@ -66,14 +65,13 @@ static int fs_mkdir(lua_State *L) {
 /* fs.sum(path) -> size, crc32 | nil, msg, code */
 static int fs_sum(lua_State *L) {
   const char *path = lrag_checkpath(L, 1, "rag.fs.sum");
-  unsigned char *buf;
   size_t n;
+  uint32_t crc;
   const char *why = NULL;
-  int err = 0, rc = rag_file_read(path, &buf, &n, &why, &err);
+  int err = 0, rc = rag_file_sum(path, &n, &crc, &why, &err);
   if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.fs.sum", path, why, err);
   lua_pushinteger(L, (lua_Integer)n);
-  lua_pushinteger(L, (lua_Integer)rag_digest_crc32(0, buf, n));
-  rag_free(buf);
+  lua_pushinteger(L, (lua_Integer)crc);
   return 2;
 }
 

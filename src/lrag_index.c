@@ -7,13 +7,8 @@
 */
 #include "lrag.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lrag_vec.h"
 #include "rag.h"
@@ -23,17 +18,26 @@
 
 #define MT "rag._index" /* internal: rag.index is the public class */
 
+enum { PART_STORE, PART_BM25, PART_VECTORS, NPARTS };
+
 typedef struct lindex {
-  rag_index *ix; /* NULL once closed */
-  void *map;     /* the read-only mapping the store borrows, or NULL */
-  size_t maplen;
+  rag_index *ix;       /* NULL once closed */
+  const unsigned char *map[NPARTS]; /* the read-only mappings the parts borrow, or NULL */
+  size_t maplen[NPARTS];
 } lindex;
+
+static void unmap_all(lindex *x) {
+  int i;
+  for (i = 0; i < NPARTS; i++) {
+    rag_file_unmap(x->map[i], x->maplen[i]);
+    x->map[i] = NULL;
+  }
+}
 
 static void index_fin(void *u) {
   lindex *x = (lindex *)u;
-  rag_index_free(x->ix);
-  if (x->map != NULL) (void)munmap(x->map, x->maplen);
-  x->map = NULL;
+  rag_index_free(x->ix); /* first: the parts borrow the mappings */
+  unmap_all(x);
 }
 
 static const lrag_class index_class;
@@ -430,8 +434,8 @@ static int index_remove(lua_State *L) {
   lindex *x = check_open(L, "rag.index.remove");
   size_t len;
   const char *id = lrag_checkid(L, 2, "rag.index.remove", &len);
-  int removed;
-  rag_index_remove(x->ix, id, len, &removed);
+  int removed, rc = rag_index_remove(x->ix, id, len, &removed);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.index.remove", NULL);
   lua_pushboolean(L, removed);
   return 1;
 }
@@ -514,7 +518,7 @@ static int index_stats(lua_State *L) {
   lrag_setint(L, "dim", (lua_Integer)rag_index_dim(ix));
   lrag_setstr(L, "vector", rag_index_vec(ix) ? "exact" : rag_index_hnsw(ix) ? "hnsw" : "none");
   lrag_setint(L, "memory", (lua_Integer)mem);
-  lrag_setbool(L, "mapped", x->map != NULL);
+  lrag_setbool(L, "mapped", x->map[PART_STORE] != NULL);
   return 1;
 }
 
@@ -865,39 +869,40 @@ static int index_new(lua_State *L) {
   return 1;
 }
 
-/* Maps the file at path read-only; RAG_EIO (*err) when it cannot. */
-static int map_file(const char *path, void **p, size_t *n, const char **why, int *err) {
-  struct stat st;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  *p = NULL;
-  *n = 0;
-  if (fd < 0) {
-    *err = errno;
-    return RAG_EIO;
+/* A part's loader: rag_store_load_mem, rag_bm25_load_mem, ... as one type. */
+typedef int (*part_load)(const unsigned char *p, size_t n, int borrow, void *out,
+                         const char **why);
+
+static int load_store(const unsigned char *p, size_t n, int borrow, void *out, const char **why) {
+  return rag_store_load_mem(p, n, borrow, (rag_store **)out, why);
+}
+
+static int load_bm25(const unsigned char *p, size_t n, int borrow, void *out, const char **why) {
+  return rag_bm25_load_mem(p, n, borrow, (rag_bm25 **)out, why);
+}
+
+/* Loads part i from path with `load`: borrowing a read-only mapping kept in
+** x->map[i] with `map`, else from a copy of the file freed after. */
+static int load_part(lindex *x, int i, const char *path, int map, part_load load, void *out,
+                     const char **why, int *err) {
+  unsigned char *buf = NULL;
+  size_t n = 0;
+  int rc;
+  if (map) {
+    rc = rag_file_map(path, &x->map[i], &x->maplen[i], why, err);
+    return rc == RAG_OK ? load(x->map[i], x->maplen[i], 1, out, why) : rc;
   }
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *err = S_ISREG(st.st_mode) ? errno : 0;
-    *why = "not a regular file";
-    (void)close(fd);
-    return RAG_EIO;
-  }
-  *n = (size_t)st.st_size;
-  if (*n > 0) {
-    *p = mmap(NULL, *n, PROT_READ, MAP_SHARED, fd, 0);
-    if (*p == MAP_FAILED) {
-      *err = errno;
-      *p = NULL;
-      (void)close(fd);
-      return RAG_EIO;
-    }
-  }
-  (void)close(fd);
-  return RAG_OK;
+  rc = rag_file_read(path, &buf, &n, why, err);
+  if (rc == RAG_OK) rc = load(buf, n, 0, out, why);
+  rag_free(buf);
+  return rc;
 }
 
 /*
 ** rag.core.index.open{ store = path, bm25 = path, vectors = path|nil,
-** kind = "exact"|"hnsw", map = bool } -> index | nil, msg, code.
+** kind = "exact"|"hnsw", map = bool } -> index | nil, msg, code. With map,
+** the store and the BM25 lists are used where a read-only mapping of their
+** files puts them, shared by every process that maps the same files.
 */
 static int index_open(lua_State *L) {
   static const char *fname = "rag.index.open";
@@ -916,21 +921,10 @@ static int index_open(lua_State *L) {
   x = (lindex *)lrag_newobject(L, &index_class, sizeof *x);
   lua_getfield(L, 1, "store");
   path = lrag_checkpath(L, -1, fname);
-  if (map) {
-    rc = map_file(path, &x->map, &x->maplen, &why, &err);
-    if (rc == RAG_OK)
-      rc = rag_store_load_mem((const unsigned char *)x->map, x->maplen, 1, &s, &why);
-  } else {
-    unsigned char *buf = NULL;
-    size_t n = 0;
-    rc = rag_file_read(path, &buf, &n, &why, &err);
-    if (rc == RAG_OK) rc = rag_store_load_mem(buf, n, 0, &s, &why);
-    rag_free(buf);
-  }
-  if (rc != RAG_OK) goto fail;
+  if ((rc = load_part(x, PART_STORE, path, map, load_store, &s, &why, &err)) != RAG_OK) goto fail;
   lua_getfield(L, 1, "bm25");
   path = lrag_checkpath(L, -1, fname);
-  if ((rc = rag_bm25_load(path, &b, &why, &err)) != RAG_OK) goto fail;
+  if ((rc = load_part(x, PART_BM25, path, map, load_bm25, &b, &why, &err)) != RAG_OK) goto fail;
   lua_getfield(L, 1, "vectors");
   if (!lua_isnil(L, -1)) {
     path = lrag_checkpath(L, -1, fname);
@@ -952,8 +946,7 @@ fail:
   rag_vec_free(v);
   rag_hnsw_free(h);
   rag_store_free(s);
-  if (x->map != NULL) (void)munmap(x->map, x->maplen);
-  x->map = NULL;
+  unmap_all(x);
   if (rc == RAG_ENOMEM) return lrag_error(L, rc, fname, NULL);
   return lrag_file_error(L, rc, fname, path, why, err);
 }

@@ -194,7 +194,7 @@ int rag_bm25_new(const rag_bm25_opts *o, rag_bm25 **out) {
 void rag_bm25_free(rag_bm25 *b) {
   size_t i;
   if (b == NULL) return;
-  for (i = 0; i < b->nterms; i++) rag_free(b->terms[i].post);
+  for (i = 0; i < b->nterms && !b->borrowed; i++) rag_free(b->terms[i].post);
   for (i = 0; i < b->ids.n; i++) rag_free(b->docs[i].fwd);
   rag_free(b->terms);
   rag_free(b->tslots);
@@ -230,6 +230,74 @@ static void next_stamp(rag_bm25 *b) {
     for (i = 0; i < b->nterms; i++) b->terms[i].mark = 0;
     b->stamp = 1;
   }
+}
+
+/* {====== Borrowed lists ======} */
+
+/* Frees the lists in posts[0, n) and every forward list; for a failed own. */
+static void own_undo(rag_bm25 *b, uint8_t **posts, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) rag_free(posts[i]);
+  for (i = 0; i < b->ids.n; i++) {
+    rag_free(b->docs[i].fwd);
+    b->docs[i].fwd = NULL;
+  }
+}
+
+int rag_bm25_own(rag_bm25 *b) {
+  size_t nd = b->ids.n, i, d;
+  uint8_t **posts;
+  uint32_t *fsz;
+  if (!b->borrowed) return RAG_OK;
+  posts = (uint8_t **)rag_malloc(b->nterms * sizeof *posts + 1);
+  fsz = (uint32_t *)rag_malloc(nd * sizeof *fsz + 1);
+  if (posts == NULL || fsz == NULL) goto nomem;
+  memset(fsz, 0, nd * sizeof *fsz);
+  for (i = 0; i < b->nterms; i++) { /* forward list sizes (a load checked the lists) */
+    const term *t = &b->terms[i];
+    const uint8_t *p = t->post, *e = t->plen ? p + t->plen : p;
+    uint32_t next = 0, x, tf;
+    size_t len = rag_varint_len(i);
+    while (p < e) {
+      p = rag_bm25_get_posting(p, &next, &x, &tf);
+      fsz[x] += (uint32_t)len;
+    }
+  }
+  for (i = 0; i < b->nterms; i++) {
+    const term *t = &b->terms[i];
+    posts[i] = (uint8_t *)rag_malloc((size_t)t->plen + 1);
+    if (posts[i] == NULL) {
+      own_undo(b, posts, i);
+      goto nomem;
+    }
+    if (t->plen > 0) memcpy(posts[i], t->post, t->plen);
+  }
+  for (d = 0; d < nd; d++) {
+    b->docs[d].fwdlen = 0; /* the cursor that writes the list */
+    if ((b->docs[d].fwd = (uint8_t *)rag_malloc((size_t)fsz[d] + 1)) == NULL) {
+      own_undo(b, posts, b->nterms);
+      goto nomem;
+    }
+  }
+  for (i = 0; i < b->nterms; i++) {
+    term *t = &b->terms[i];
+    const uint8_t *p, *e;
+    uint32_t next = 0, x, tf;
+    t->post = posts[i];
+    t->pcap = t->plen + 1;
+    for (p = t->post, e = p + t->plen; p < e;) {
+      p = rag_bm25_get_posting(p, &next, &x, &tf);
+      b->docs[x].fwdlen += (uint32_t)rag_put_varint(b->docs[x].fwd + b->docs[x].fwdlen, i);
+    }
+  }
+  b->borrowed = 0;
+  rag_free(posts);
+  rag_free(fsz);
+  return RAG_OK;
+nomem:
+  rag_free(posts);
+  rag_free(fsz);
+  return RAG_ENOMEM;
 }
 
 /* {====== Compaction ======} */
@@ -430,6 +498,7 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   uint8_t *list, *p;
   int rc;
   if (idlen >= UINT32_MAX) return RAG_ETOOBIG;
+  if (rag_bm25_own(b) != RAG_OK) return RAG_ENOMEM;
   if (b->ids.n >= MAX_DOCS) {
     if (rag_bm25_renumber(b) != RAG_OK) return RAG_ENOMEM;
     if (b->ids.n >= MAX_DOCS) return RAG_ETOOBIG;
@@ -472,13 +541,15 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   return RAG_OK;
 }
 
-void rag_bm25_remove(rag_bm25 *b, const char *id, size_t idlen, int *removed) {
+int rag_bm25_remove(rag_bm25 *b, const char *id, size_t idlen, int *removed) {
   uint32_t d = rag_ids_find(&b->ids, id, idlen);
   *removed = 0;
-  if (d == RAG_IDS_NONE) return;
+  if (d == RAG_IDS_NONE) return RAG_OK;
+  if (rag_bm25_own(b) != RAG_OK) return RAG_ENOMEM;
   drop_doc(b, d);
   *removed = 1;
   maybe_renumber(b);
+  return RAG_OK;
 }
 
 /* {====== Scoring ======} */
@@ -852,10 +923,10 @@ int rag_bm25_check(const rag_bm25 *b) {
     nlive++;
     total += b->dl[d];
     id = rag_ids_get(&b->ids, (uint32_t)d, &idlen);
-    if (x->fwd == NULL || tfs[d] != b->dl[d] || !rag_ids_linked(&b->ids, (uint32_t)d) ||
-        rag_ids_find(&b->ids, id, idlen) != d)
+    if ((x->fwd == NULL) != b->borrowed || tfs[d] != b->dl[d] ||
+        !rag_ids_linked(&b->ids, (uint32_t)d) || rag_ids_find(&b->ids, id, idlen) != d)
       ok = 0;
-    else {
+    else if (!b->borrowed) {
       const uint8_t *p = x->fwd, *e = p + x->fwdlen;
       while (p < e) {
         uint64_t tid;

@@ -73,10 +73,20 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text,
                  size_t len, size_t *errpos);
 
 /*
-** Removes the document `id`; *removed is 1 when it was live, else 0. Never
-** fails; dead postings are dropped lazily, within the cost of later calls.
+** Removes the document `id`; *removed is 1 when it was live, else 0. Dead
+** postings are dropped lazily, within the cost of later calls. Never fails
+** on an index that owns its lists; a borrowing load's index takes them
+** first (rag_bm25_own), which can fail with RAG_ENOMEM, removing nothing.
 */
-void rag_bm25_remove(rag_bm25 *b, const char *id, size_t idlen, int *removed);
+int rag_bm25_remove(rag_bm25 *b, const char *id, size_t idlen, int *removed);
+
+/*
+** An index from a borrowing load searches the posting lists where they lie;
+** before its first change it copies them and builds what a change needs.
+** Adding and removing do this themselves; a caller that must not fail
+** halfway (rag_index) calls it first. RAG_ENOMEM: nothing changed.
+*/
+int rag_bm25_own(rag_bm25 *b);
 
 /* The number of live documents. */
 size_t rag_bm25_count(const rag_bm25 *b);
@@ -156,12 +166,14 @@ int rag_bm25_save(rag_bm25 *b, const char *path, int *err);
 int rag_bm25_dump(rag_bm25 *b, unsigned char **buf, size_t *n);
 
 /*
-** Loads an index from `n` bytes at `p` (borrowed). RAG_EFORMAT (not an index
-** file), RAG_EVERSION (a newer format), RAG_ECORRUPT (a checksum or
-** consistency check failed), RAG_ENOMEM; *why (static text) says what was
-** wrong. Never reads outside the buffer.
+** Loads an index from `n` bytes at `p`. RAG_EFORMAT (not an index file),
+** RAG_EVERSION (a newer format), RAG_ECORRUPT (a checksum or consistency
+** check failed), RAG_ENOMEM; *why (static text) says what was wrong. Never
+** reads outside the buffer. With `borrow`, the index keeps using the posting
+** lists in the bytes at p (a read-only mapping, say), which must outlive it
+** and never change; every check is made all the same.
 */
-int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out,
+int rag_bm25_load_mem(const unsigned char *p, size_t n, int borrow, rag_bm25 **out,
                       const char **why);
 
 /* As rag_bm25_load_mem for the file at `path`; RAG_EIO as rag_file_read

@@ -144,7 +144,7 @@ typedef struct loader {
   const char **ids;  /* into the file's bytes until the documents are linked */
   uint32_t *idlens;
   uint64_t *tfsum;   /* the tfs of a document's postings, to check against its dl */
-  uint32_t *fwd;     /* bytes of its forward list, then the cursor that writes it */
+  uint32_t *fwd;     /* bytes of its forward list, checked to fit (rag_bm25_own) */
 } loader;
 
 /* PARM: the scoring parameters into o (the analyzer options at their defaults). */
@@ -251,7 +251,7 @@ static int read_docs(loader *ld, rag_reader r, const char **why) {
 }
 
 /* One term's list of plen bytes at *post, checked posting by posting and
-** copied into term tid; the documents' tf sums and forward list sizes grow. */
+** lent to term tid; the documents' tf sums and forward list sizes grow. */
 static int read_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, uint64_t plen,
                      const char **why) {
   term *t = &ld->b->terms[tid];
@@ -275,10 +275,9 @@ static int read_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, ui
     cnt++;
   }
   if (cnt != df) return rag_corrupt(why, "document frequency disagrees with its list");
-  t->post = (uint8_t *)rag_malloc((size_t)plen);
-  if (t->post == NULL) return RAG_ENOMEM;
-  memcpy(t->post, pr.e - plen, (size_t)plen);
-  t->plen = t->pcap = (uint32_t)plen;
+  t->post = (uint8_t *)(uintptr_t)(pr.e - plen); /* borrowed until rag_bm25_own */
+  t->plen = (uint32_t)plen;
+  t->pcap = 0;
   t->df = (uint32_t)df;
   t->next = next;
   ld->b->live_postings += (size_t)df;
@@ -314,40 +313,26 @@ static int read_terms(loader *ld, rag_reader r, rag_reader post, const char **wh
   return RAG_OK;
 }
 
-/* Each document: its length agrees, its id is new; then the forward lists. */
+/* Each document: its length agrees, its id is new. */
 static int link_docs(loader *ld, const char **why) {
   rag_bm25 *b = ld->b;
-  size_t d, i;
+  size_t d;
   int rc = rag_ids_reserve(&b->ids, ld->ndocs, (size_t)ld->idbytes);
   if (rc == RAG_ETOOBIG) return rag_corrupt(why, "bad document count");
   if (rc != RAG_OK) return rc;
   for (d = 0; d < ld->ndocs; d++) {
-    rag_bm25_doc *x = &b->docs[d];
     if (ld->tfsum[d] != b->dl[d])
       return rag_corrupt(why, "document length disagrees with its postings");
     if (rag_ids_find(&b->ids, ld->ids[d], ld->idlens[d]) != RAG_IDS_NONE)
       return rag_corrupt(why, "duplicate id");
-    x->fwd = (uint8_t *)rag_malloc((size_t)ld->fwd[d] + 1);
-    if (x->fwd == NULL) return RAG_ENOMEM;
-    rag_ids_push(&b->ids, ld->ids[d], ld->idlens[d]); /* what rag_bm25_free releases */
-    ld->fwd[d] = 0; /* now the cursor */
+    rag_ids_push(&b->ids, ld->ids[d], ld->idlens[d]);
   }
   b->nlive = ld->ndocs;
-  for (i = 0; i < b->nterms; i++) {
-    const term *t = &b->terms[i];
-    const uint8_t *q = t->post, *e = q + t->plen;
-    uint32_t next = 0;
-    while (q < e) {
-      uint32_t x, tf;
-      q = rag_bm25_get_posting(q, &next, &x, &tf);
-      ld->fwd[x] += (uint32_t)rag_put_varint(b->docs[x].fwd + ld->fwd[x], i);
-    }
-  }
-  for (d = 0; d < ld->ndocs; d++) b->docs[d].fwdlen = ld->fwd[d];
   return RAG_OK;
 }
 
-int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const char **why) {
+int rag_bm25_load_mem(const unsigned char *p, size_t n, int borrow, rag_bm25 **out,
+                      const char **why) {
   static const char tags[NSECTIONS][5] = {"PARM", "ANLZ", "DOCS", "TERM", "POST"};
   rag_reader sec[NSECTIONS];
   uint32_t version;
@@ -358,9 +343,11 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
   rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
                      "not a bm25 index (bad magic)", why);
   if (rc == RAG_OK) rc = read_config(&ld, sec, why);
+  if (rc == RAG_OK) ld.b->borrowed = 1; /* the lists stay in p (rag_bm25_free knows) */
   if (rc == RAG_OK) rc = read_docs(&ld, sec[2], why);
   if (rc == RAG_OK) rc = read_terms(&ld, sec[3], sec[4], why);
   if (rc == RAG_OK) rc = link_docs(&ld, why);
+  if (rc == RAG_OK && !borrow) rc = rag_bm25_own(ld.b);
   rag_free((void *)ld.ids);
   rag_free(ld.idlens);
   rag_free(ld.tfsum);
@@ -374,7 +361,7 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, rag_bm25 **out, const ch
 }
 
 static int load_mem(const unsigned char *p, size_t n, void *out, const char **why) {
-  return rag_bm25_load_mem(p, n, (rag_bm25 **)out, why);
+  return rag_bm25_load_mem(p, n, 0, (rag_bm25 **)out, why);
 }
 
 int rag_bm25_load(const char *path, rag_bm25 **out, const char **why, int *err) {

@@ -52,6 +52,7 @@ struct rag_bm25 {
   char *pool; /* term bytes */
   size_t poollen, poolcap;
 
+  int borrowed; /* the lists are in a loader's bytes, no forward lists yet (rag_bm25_own) */
   rag_ids ids;       /* document number -> id; removed documents' ids unlinked */
   rag_bm25_doc *docs; /* document number -> forward list */
   uint32_t *dl;      /* document number -> length in terms, or RAG_BM25_DEAD */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,6 +237,56 @@ int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char *
   }
   (void)close(fd);
   *n = got;
+  return RAG_OK;
+}
+
+int rag_file_map(const char *path, const unsigned char **p, size_t *n, const char **why,
+                 int *err) {
+  struct stat st;
+  int fd, rc;
+  *p = NULL;
+  *n = 0;
+  *err = 0;
+  if ((rc = open_regular(path, &fd, &st, why, err)) != RAG_OK) return rc;
+  if (st.st_size > 0) {
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      *err = errno;
+      (void)close(fd);
+      return RAG_EIO;
+    }
+    *p = (const unsigned char *)m;
+    *n = (size_t)st.st_size;
+  }
+  (void)close(fd);
+  return RAG_OK;
+}
+
+void rag_file_unmap(const unsigned char *p, size_t n) {
+  if (p != NULL) (void)munmap((void *)(uintptr_t)p, n);
+}
+
+int rag_file_sum(const char *path, size_t *n, uint32_t *crc, const char **why, int *err) {
+  unsigned char buf[16384];
+  struct stat st;
+  int fd, rc;
+  *n = 0;
+  *crc = 0;
+  *err = 0;
+  if ((rc = open_regular(path, &fd, &st, why, err)) != RAG_OK) return rc;
+  for (;;) {
+    ssize_t k = read(fd, buf, sizeof buf);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      *err = errno;
+      (void)close(fd);
+      return RAG_EIO;
+    }
+    if (k == 0) break;
+    *crc = rag_digest_crc32(*crc, buf, (size_t)k);
+    *n += (size_t)k;
+  }
+  (void)close(fd);
   return RAG_OK;
 }
 

@@ -95,6 +95,19 @@ int rag_file_write(const char *path, const void *p, size_t n, int *err);
 */
 int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err);
 
+/*
+** Maps the regular file at `path` read-only and shared, *n bytes at *p (NULL
+** for an empty file): what a borrowing load of many processes uses, one copy
+** in the page cache. Errors as rag_file_read's. rag_file_unmap releases it.
+*/
+int rag_file_map(const char *path, const unsigned char **p, size_t *n, const char **why,
+                 int *err);
+void rag_file_unmap(const unsigned char *p, size_t n);
+
+/* The size and CRC-32 of the regular file at `path`, read in small pieces.
+** Errors as rag_file_read's. */
+int rag_file_sum(const char *path, size_t *n, uint32_t *crc, const char **why, int *err);
+
 /* Parses the n bytes of a file at p into *out (a typed pointer's address). */
 typedef int (*rag_load_fn)(const unsigned char *p, size_t n, void *out, const char **why);
 

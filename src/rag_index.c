@@ -197,7 +197,7 @@ static void remove_leaves(rag_index *ix, const rag_store_doc *d, int all) {
     int removed;
     if (!all && !d->chunks[i].leaf) continue;
     len = rag_store_chunk_name(ix->buf, d->id, d->idlen, (uint32_t)i + 1);
-    rag_bm25_remove(ix->b, ix->buf, len, &removed);
+    (void)rag_bm25_remove(ix->b, ix->buf, len, &removed); /* owned: cannot fail */
     vec_remove(ix, ix->buf, len);
   }
 }
@@ -233,7 +233,7 @@ static int add_leaves(rag_index *ix, const rag_store_doc *d, const float *vecs, 
       rc = rag_hnsw_add(ix->h, ix->buf, nl, vecs + leaf * ix->dim, bad);
     if (rc != RAG_OK) {
       int removed;
-      rag_bm25_remove(ix->b, ix->buf, nl, &removed);
+      (void)rag_bm25_remove(ix->b, ix->buf, nl, &removed); /* owned: cannot fail */
       if (rc == RAG_EENCODING && d->has_title && d->titlelen > 0)
         *errpos = *errpos > d->titlelen + 1 ? *errpos - d->titlelen - 1 : 0;
       return rc;
@@ -269,6 +269,12 @@ static int keep_vectors(rag_index *ix, const rag_store_doc *d) {
   return RAG_OK;
 }
 
+/* The parts of a mapped index take their own copies before the first change,
+** so that removing can never fail halfway through a put or a remove. */
+static int own_parts(rag_index *ix) {
+  return rag_bm25_own(ix->b);
+}
+
 int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size_t *errpos,
                   rag_vec_bad *bad) {
   uint32_t slot;
@@ -277,6 +283,7 @@ int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size
   *errpos = 0;
   if ((rc = rag_store_check_doc(d)) != RAG_OK) return rc;
   if (ix->dim > 0 && vecs == NULL) return RAG_EINVAL;
+  if ((rc = own_parts(ix)) != RAG_OK) return rc;
   if ((rc = need_buf(ix, d->idlen + 11)) != RAG_OK || (rc = find_leaves(ix, d)) != RAG_OK)
     return rc;
   slot = rag_store_find(ix->s, d->id, d->idlen);
@@ -301,12 +308,14 @@ int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size
   return rc;
 }
 
-void rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed) {
+int rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed) {
   uint32_t slot = rag_store_find(ix->s, id, len);
   *removed = 0;
-  if (slot == RAG_IDS_NONE) return;
+  if (slot == RAG_IDS_NONE) return RAG_OK;
+  if (own_parts(ix) != RAG_OK) return RAG_ENOMEM;
   remove_leaves(ix, rag_store_doc_at(ix->s, slot), 0);
   rag_store_remove(ix->s, id, len, removed);
+  return RAG_OK;
 }
 
 /* {====== Searching ======} */

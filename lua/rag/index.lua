@@ -48,8 +48,8 @@ end
 
 -- The tokenizer option of chunk options, as a name for the manifest.
 local function tokenizer_name(tok)
-  if tok == nil then
-    return nil
+  if tok == nil or type(tok) == "string" then
+    return tok
   end
   local ok, info = pcall(function()
     return tok:info()
@@ -249,6 +249,9 @@ local function apply(self, fname, items)
   if not o.chunker and #items > 0 then
     error(fname .. ": the index's chunker '" .. tostring(o.chunker_name) .. "' is not a "
       .. "rag.chunk function; pass it again as rag.index.open(dir, { chunker = f })", 3)
+  end
+  if type(o.chunk.tokenizer) == "string" then -- an opened index loads it on its first add
+    o.chunk.tokenizer = require("rag.tokenizer").get(o.chunk.tokenizer)
   end
   for i, it in ipairs(items) do
     local chunks, msg, code = o.chunker(it.doc.text, o.chunk)
@@ -712,11 +715,7 @@ function M.open(dir, opts)
   for k, v in pairs(o.chunk or ch.options or {}) do
     copts[k] = v
   end
-  if type(copts.tokenizer) == "string" then
-    local tok = copts.tokenizer
-    copts.tokenizer = require("rag.tokenizer").get(tok)
-  end
-  s.chunk = copts
+  s.chunk = copts -- a tokenizer by name, loaded on the first add (a search needs none)
   local idx = wrap(c, s, edesc, o.readonly)
   idx.gen = m.generation
   return idx

@@ -671,7 +671,7 @@ describe("rag.index persistence", function()
     rmdir(dir)
   end)
 
-  it("opens read-only with the store mapped, and refuses changes", function()
+  it("opens read-only with the store and BM25 mapped, and refuses changes", function()
     local dir = tmpname()
     local idx = rag.index.new({ embedder = hashing() })
     idx:add_many(docs)
@@ -687,6 +687,37 @@ describe("rag.index persistence", function()
       assert.matches("read%-only", err)
     end
     ro:close()
+    rmdir(dir)
+  end)
+
+  it("searches a mapped BM25 in place, and copies it before a change, files untouched", function()
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = false })
+    idx:add_many(docs)
+    idx:save(dir)
+    local paths = { store = dir .. "/store-1.rag", bm25 = dir .. "/bm25-1.rag" }
+    local sums = {}
+    for part, p in pairs(paths) do
+      sums[part] = { rag.core.fs.sum(p) }
+    end
+    local mapped = assert(rag.core.index.open({ store = paths.store, bm25 = paths.bm25, map = true }))
+    local copied = assert(rag.core.index.open({ store = paths.store, bm25 = paths.bm25 }))
+    for _, q in ipairs(QUERIES) do
+      same_hits(copied:search(q, {}, "bm25"), mapped:search(q, {}, "bm25"), q)
+    end
+    -- the first change makes the mapped index copy what it borrows
+    for _, id in ipairs({ docs[1].id, docs[7].id }) do
+      assert.is_true(mapped:remove(id))
+      assert.is_true(copied:remove(id))
+    end
+    assert.is_true(mapped:check())
+    for _, q in ipairs(QUERIES) do
+      same_hits(copied:search(q, {}, "bm25"), mapped:search(q, {}, "bm25"), q)
+    end
+    mapped:close()
+    for part, p in pairs(paths) do
+      assert.are.same(sums[part], { rag.core.fs.sum(p) }, part)
+    end
     rmdir(dir)
   end)
 
