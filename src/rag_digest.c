@@ -1,10 +1,11 @@
 /*
 ** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's EVP one-shot digest,
-** which is thread-safe and keeps no state between calls; CRC-32 by table.
+** which is thread-safe and keeps no state between calls; CRC-32 by tables.
 */
 #include "rag_digest.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
 
 #include "rag.h"
 
@@ -63,9 +64,40 @@ static const uint32_t crc_table[256] = {
 
 };
 
+/*
+** Slicing by 8: slice[k][b] is the CRC of byte b followed by k zero bytes, so
+** that eight bytes fold in with eight lookups (Kounavis and Berry, "A
+** Systematic Approach to Building High Performance Software-Based CRC
+** Generators", 2005). Built once from crc_table; about 4 times the speed of
+** the byte-wise loop, which still does the tails.
+*/
+static uint32_t slice[8][256];
+static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
+
+static void slice_init(void) {
+  int i, k;
+  for (i = 0; i < 256; i++) slice[0][i] = crc_table[i];
+  for (k = 1; k < 8; k++)
+    for (i = 0; i < 256; i++)
+      slice[k][i] = (slice[k - 1][i] >> 8) ^ crc_table[slice[k - 1][i] & 0xffu];
+}
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 uint32_t rag_digest_crc32(uint32_t crc, const void *data, size_t len) {
   const unsigned char *p = (const unsigned char *)data;
   crc = ~crc;
+  if (len >= 64) {
+    (void)pthread_once(&slice_once, slice_init);
+    for (; len >= 8; len -= 8, p += 8) {
+      uint32_t a = le32(p) ^ crc, b = le32(p + 4);
+      crc = slice[7][a & 0xffu] ^ slice[6][(a >> 8) & 0xffu] ^ slice[5][(a >> 16) & 0xffu] ^
+            slice[4][a >> 24] ^ slice[3][b & 0xffu] ^ slice[2][(b >> 8) & 0xffu] ^
+            slice[1][(b >> 16) & 0xffu] ^ slice[0][b >> 24];
+    }
+  }
   while (len--) crc = crc_table[(crc ^ *p++) & 0xffu] ^ (crc >> 8);
   return ~crc;
 }
