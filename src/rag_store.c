@@ -431,7 +431,8 @@ int rag_store_order(const rag_store *s, uint32_t *slots) {
   return RAG_OK;
 }
 
-int rag_store_save(const rag_store *s, const char *path, int *err) {
+/* Writes the store to path, or into a new buffer when path is NULL. */
+static int save(const rag_store *s, const char *path, int *err, unsigned char **buf, size_t *n) {
   saving sv;
   uint32_t *order = (uint32_t *)rag_malloc((s->ids.n > 0 ? s->ids.n : 1) * sizeof *order);
   int rc;
@@ -440,10 +441,22 @@ int rag_store_save(const rag_store *s, const char *path, int *err) {
   if ((rc = rag_store_order(s, order)) == RAG_OK) {
     sv.s = s;
     sv.order = order;
-    rc = rag_file_save(path, write_store, &sv, err);
+    rc = path != NULL ? rag_file_save(path, write_store, &sv, err)
+                      : rag_file_dump(write_store, &sv, buf, n);
   }
   rag_free(order);
   return rc;
+}
+
+int rag_store_save(const rag_store *s, const char *path, int *err) {
+  return save(s, path, err, NULL, NULL);
+}
+
+int rag_store_dump(const rag_store *s, unsigned char **buf, size_t *n) {
+  int err;
+  *buf = NULL;
+  *n = 0;
+  return save(s, NULL, &err, buf, n);
 }
 
 /* {====== Loading ======} */

@@ -170,6 +170,9 @@ int rag_store_matches(const rag_store *s, uint32_t slot, const rag_store_filter 
 */
 int rag_store_save(const rag_store *s, const char *path, int *err);
 
+/* The same bytes into a new buffer the caller frees with rag_free. RAG_ENOMEM. */
+int rag_store_dump(const rag_store *s, unsigned char **buf, size_t *n);
+
 /*
 ** Loads a store from the n bytes at p. With `borrow` the store's strings
 ** point into p, which must outlive it and stay unchanged (a read-only
