@@ -18,7 +18,7 @@
 #include "rag_vec.h"
 #include "vecfuzz.h"
 
-#define NSEC 4
+#define NSEC 6
 #define NQ 4
 
 /* A copy of search results that outlives the next call on the index. */
@@ -273,11 +273,11 @@ static void exercise(rag_vec *v, input *in) {
     const char *s0 = rag_vec_id(v, 0, &len);
     if (len <= sizeof id) {
       memcpy(id, s0, len);
-      rag_vec_remove(v, id, len, &removed);
+      must(rag_vec_remove(v, id, len, &removed) == RAG_OK);
       must(removed == 1 && rag_vec_count(v) == before - 1);
       must(rag_vec_check(v));
       must(rag_vec_get(v, id, len, got) == 0);
-      rag_vec_remove(v, id, len, &removed);
+      must(rag_vec_remove(v, id, len, &removed) == RAG_OK);
       must(removed == 0);
     }
   }
@@ -303,7 +303,7 @@ static void exercise(rag_vec *v, input *in) {
   /* the dump loads back, dumps to the same bytes and searches the same */
   must(rag_vec_dump(v, &d1, &n1) == RAG_OK);
   must(rag_vec_check(v));
-  must(rag_vec_load_mem(d1, n1, &c, &why) == RAG_OK);
+  must(rag_vec_load_mem(d1, n1, 0, &c, &why) == RAG_OK);
   must(rag_vec_check(c) && rag_vec_count(c) == rag_vec_count(v));
   must(rag_vec_dump(c, &d2, &n2) == RAG_OK);
   must(n1 == n2 && memcmp(d1, d2, n1) == 0);
@@ -347,7 +347,7 @@ static rag_vec *build(input *in) {
     const ident *id = &ids[pick_id(take(in))];
     if (op % 8 == 7) {
       int removed;
-      rag_vec_remove(v, id->s, id->n, &removed);
+      must(rag_vec_remove(v, id->s, id->n, &removed) == RAG_OK);
     } else {
       float x[MAXDIM];
       size_t comp, before = rag_vec_count(v);
@@ -378,7 +378,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     must(p != NULL);
     if (size) memcpy(p, data, size);
     if (mode == 3) fix_crcs(p, size, NSEC);
-    rc = rag_vec_load_mem(p, size, &v, &why);
+    rc = rag_vec_load_mem(p, size, 0, &v, &why);
     in.p = data + (size > RAG_FILE_HEADER ? RAG_FILE_HEADER : size);
     in.e = data + size;
     if (load_ok(rc, v, why)) exercise(v, &in);
@@ -404,7 +404,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a = build(&in);
     /* the undamaged dump loads and dumps identically */
     must(rag_vec_dump(a, &d0, &n0) == RAG_OK);
-    must(rag_vec_load_mem(d0, n0, &c, &why) == RAG_OK && rag_vec_check(c));
+    must(rag_vec_load_mem(d0, n0, 0, &c, &why) == RAG_OK && rag_vec_check(c));
     must(rag_vec_dump(c, &d1, &n1) == RAG_OK && n1 == n0 &&
          memcmp(d0, d1, n0) == 0);
     rag_free(d1);
@@ -412,7 +412,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rag_vec_free(a);
     if (mode == 1) {
       n = damage(d0, n0, (const uint8_t(*)[5])ops, nm);
-      rc = rag_vec_load_mem(d0, n, &v, &why);
+      rc = rag_vec_load_mem(d0, n, 0, &v, &why);
     } else {
       file f;
       split(&f, d0, n0, NSEC);
@@ -423,7 +423,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       unsplit(&f);
       rag_free(d0);
       d0 = p;
-      rc = rag_vec_load_mem(p, n, &v, &why);
+      rc = rag_vec_load_mem(p, n, 0, &v, &why);
     }
     in.p = start;
     if (load_ok(rc, v, why)) exercise(v, &in);

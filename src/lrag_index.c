@@ -430,8 +430,8 @@ static int index_remove(lua_State *L) {
   lindex *x = check_open(L, "rag.index.remove");
   size_t len;
   const char *id = lrag_checkid(L, 2, "rag.index.remove", &len);
-  int removed;
-  rag_index_remove(x->ix, id, len, &removed);
+  int removed, rc = rag_index_remove(x->ix, id, len, &removed);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.index.remove", NULL);
   lua_pushboolean(L, removed);
   return 1;
 }
@@ -526,7 +526,7 @@ static int index_attach(lua_State *L) {
   rag_hnsw *h = NULL;
   if (rag_index_dim(x->ix) > 0 || rag_store_leaves(rag_index_store(x->ix)) > 0)
     luaL_error(L, "%s: the index already has vectors or chunks", fname);
-  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = (rag_vec *)lrag_takeobject(L, 2, "rag.vec", fname);
+  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = lrag_takevec(L, 2, fname);
   else h = (rag_hnsw *)lrag_takeobject(L, 2, "rag.hnsw", fname);
   rag_index_attach(x->ix, v, h);
   return 0;
@@ -849,10 +849,11 @@ static int index_new(lua_State *L) {
       luaL_testudata(L, 2, "rag.hnsw") == NULL)
     luaL_error(L, "%s: argument 2 must be a rag.vec or rag.hnsw, got %s", fname,
                luaL_typename(L, 2));
+  lrag_ownvec(L, 2, fname); /* may raise: before anything is taken */
   x = (lindex *)lrag_newobject(L, &index_class, sizeof *x);
   if ((rc = rag_store_new(&s)) != RAG_OK) return lrag_error(L, rc, fname, NULL);
   b = (rag_bm25 *)lrag_takeobject(L, 1, "rag.bm25", fname);
-  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = (rag_vec *)lrag_takeobject(L, 2, "rag.vec", fname);
+  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = lrag_takevec(L, 2, fname);
   else if (!lua_isnoneornil(L, 2)) h = (rag_hnsw *)lrag_takeobject(L, 2, "rag.hnsw", fname);
   rc = rag_index_new(b, v, h, s, &x->ix);
   if (rc != RAG_OK) {

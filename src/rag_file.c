@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -237,6 +238,35 @@ int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char *
   (void)close(fd);
   *n = got;
   return RAG_OK;
+}
+
+int rag_file_map(const char *path, void **p, size_t *n, const char **why, int *err) {
+  struct stat st;
+  int fd, rc;
+  *p = NULL;
+  *n = 0;
+  *err = 0;
+  if ((rc = open_regular(path, &fd, &st, why, err)) != RAG_OK) return rc;
+  if ((uint64_t)st.st_size > (size_t)-1) {
+    (void)close(fd);
+    return RAG_ENOMEM;
+  }
+  if (st.st_size > 0) {
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      *err = errno;
+      (void)close(fd);
+      return RAG_EIO;
+    }
+    *p = m;
+    *n = (size_t)st.st_size;
+  }
+  (void)close(fd);
+  return RAG_OK;
+}
+
+void rag_file_unmap(void *p, size_t n) {
+  if (p != NULL) (void)munmap(p, n);
 }
 
 int rag_file_load(const char *path, rag_load_fn load, void *out, const char **why, int *err) {

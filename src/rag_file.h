@@ -95,6 +95,15 @@ int rag_file_write(const char *path, const void *p, size_t n, int *err);
 */
 int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err);
 
+/*
+** Maps a regular file whole, read-only and shared (mmap), at a page-aligned
+** *p; an empty file gives *p = NULL, *n = 0. Errors as rag_file_read. The
+** pages are the file's: a file replaced by rename (as rag_file_save does)
+** leaves the mapping intact, but one truncated in place would fault.
+*/
+int rag_file_map(const char *path, void **p, size_t *n, const char **why, int *err);
+void rag_file_unmap(void *p, size_t n); /* NULL is a no-op */
+
 /* Parses the n bytes of a file at p into *out (a typed pointer's address). */
 typedef int (*rag_load_fn)(const unsigned char *p, size_t n, void *out, const char **why);
 

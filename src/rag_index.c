@@ -178,9 +178,10 @@ size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *bu
 
 /* {====== Changes ======} */
 
+/* Never fails: put and remove made the vectors their own first (rag_vec_own). */
 static void vec_remove(rag_index *ix, const char *name, size_t len) {
   int removed;
-  if (ix->v != NULL) rag_vec_remove(ix->v, name, len, &removed);
+  if (ix->v != NULL) (void)rag_vec_remove(ix->v, name, len, &removed);
   if (ix->h != NULL) rag_hnsw_remove(ix->h, name, len, &removed);
 }
 
@@ -277,6 +278,7 @@ int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size
   *errpos = 0;
   if ((rc = rag_store_check_doc(d)) != RAG_OK) return rc;
   if (ix->dim > 0 && vecs == NULL) return RAG_EINVAL;
+  if (ix->v != NULL && (rc = rag_vec_own(ix->v)) != RAG_OK) return rc;
   if ((rc = need_buf(ix, d->idlen + 11)) != RAG_OK || (rc = find_leaves(ix, d)) != RAG_OK)
     return rc;
   slot = rag_store_find(ix->s, d->id, d->idlen);
@@ -301,12 +303,15 @@ int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size
   return rc;
 }
 
-void rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed) {
+int rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed) {
   uint32_t slot = rag_store_find(ix->s, id, len);
+  int rc;
   *removed = 0;
-  if (slot == RAG_IDS_NONE) return;
+  if (slot == RAG_IDS_NONE) return RAG_OK;
+  if (ix->v != NULL && (rc = rag_vec_own(ix->v)) != RAG_OK) return rc;
   remove_leaves(ix, rag_store_doc_at(ix->s, slot), 0);
   rag_store_remove(ix->s, id, len, removed);
+  return RAG_OK;
 }
 
 /* {====== Searching ======} */

@@ -68,8 +68,12 @@ size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *bu
 int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size_t *errpos,
                   rag_vec_bad *bad);
 
-/* Removes document `id` and its chunks from every part; never fails. */
-void rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed);
+/*
+** Removes document `id` and its chunks from every part. Fails only when
+** its vectors are borrowed from a loaded file and copying them runs out of
+** memory (rag_vec_own): RAG_ENOMEM, the index unchanged, *removed 0.
+*/
+int rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed);
 
 typedef enum rag_index_mode { RAG_INDEX_HYBRID, RAG_INDEX_BM25, RAG_INDEX_VECTOR } rag_index_mode;
 
