@@ -116,7 +116,7 @@ local function saved(v)
 end
 
 describe("rag.vec file version 2", function()
-  it("holds the planes, norms, rows and scales as the index does, each on a 64-byte line", function()
+  it("holds planes, norms, rows and scales as the index does, each on a 64-byte line", function()
     local dim, n = 7, 11
     local vs = data.random(21, n, dim)
     for _, dtype in ipairs(DTYPES) do
@@ -163,7 +163,7 @@ describe("rag.vec file version 2", function()
     end
   end)
 
-  it("round-trips every dtype bit for bit, mapped or copied, and saves the same bytes again", function()
+  it("round-trips every dtype bit for bit, mapped or copied, and saves the same bytes", function()
     local vs = data.lowrank(22, 40, 9, 3)
     vs[41] = { 1e-40, -1e-44, 0.3, -0.0, 0, 1, -1, 60000, 1e-7 } -- subnormals, signed zero
     for _, metric in ipairs(METRICS) do
@@ -246,10 +246,12 @@ describe("rag.vec file version 2", function()
     ok, msg, code = vec.load(p, { map = true })
     assert.is_nil(ok)
     assert.equal("format", code)
+    assert.matches("bad magic", msg)
     helpers.write(p, helpers.with_version(helpers.read(saved(vec.new({ dim = 2 }))), 3))
     ok, msg, code = vec.load(p, { map = true })
     assert.is_nil(ok)
     assert.equal("version", code)
+    assert.matches("newer version", msg)
     os.remove(p)
   end)
 end)
@@ -262,7 +264,8 @@ describe("rag.vec file version 1", function()
       idsec[#idsec + 1] = varint(#id) .. id
     end
     return container(1, {
-      { tag = "PARM", payload = helpers.u32(dim) .. string.char(METRIC_CODE[metric], DTYPE_CODE[dtype]) },
+      { tag = "PARM",
+        payload = helpers.u32(dim) .. string.char(METRIC_CODE[metric], DTYPE_CODE[dtype]) },
       { tag = "IDS ", payload = table.concat(idsec) },
       { tag = "ROWS", payload = table.concat(rows) },
       { tag = "SCAL", payload = scales and vec.pack(scales) or "" },
@@ -303,7 +306,8 @@ describe("rag.vec file version 1", function()
         assert.equal(vec.pack(f32[i]), vec.pack(v:get(id)))
       end
       assert.equal("c", v:search({ 0.25, 0.5, 0.125 }, 1)[1].id)
-      assert.same(v:search({ 1, 2, 3 }, 3, { filter = { "a", "bb", "c" } }), v:search({ 1, 2, 3 }, 3))
+      assert.same(v:search({ 1, 2, 3 }, 3, { filter = { "a", "bb", "c" } }),
+        v:search({ 1, 2, 3 }, 3))
     end)
     -- f16: 0.5 -1.25 2 | 0.75 -0.125 1
     rows = { u16(0x3800) .. u16(0xBD00) .. u16(0x4000), u16(0x3A00) .. u16(0xB000) .. u16(0x3C00) }
@@ -333,7 +337,8 @@ describe("rag.vec file version 1", function()
     local p = helpers.tmpname()
     helpers.write(p, ok)
     assert.is_truthy(vec.load(p))
-    helpers.write(p, ok:sub(1, 8) .. helpers.u32(1) .. helpers.u32(6) .. ok:sub(17)) -- sections of v2
+    -- version 1 claiming the six sections of version 2
+    helpers.write(p, ok:sub(1, 8) .. helpers.u32(1) .. helpers.u32(6) .. ok:sub(17))
     assert.is_nil(vec.load(p))
     os.remove(p)
   end)
@@ -374,7 +379,8 @@ describe("rag.vec damaged version 2 files", function()
     refused(edited(f32, "ROWS", function(x, sec) return data_at(sec, x, 11, "\128\127") end),
       "bad component")
     refused(edited(f32, "LOWS", function(x, sec)
-      return data_at(sec, x, 1, string.char(x:byte(pad_of(sec) + 1), (x:byte(pad_of(sec) + 2) + 128) % 256))
+      local b = pad_of(sec)
+      return data_at(sec, x, 1, string.char(x:byte(b + 1), (x:byte(b + 2) + 128) % 256))
     end), "bad norm")
     refused(edited(f32, "NORM", function(x, sec)
       return data_at(sec, x, 5, helpers.u32(le(x, pad_of(sec) + 5, 4) + 1))
