@@ -43,7 +43,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 
 .PHONY: all deps deps-all test test-one test-all test-openresty asan fuzz-smoke demo rock lint quality \
   bench-json bench-tokenizer bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
-  bench-icount bench-index bench-index-peers fuzz \
+  bench-icount bench-index bench-index-peers bench-vec-map fuzz \
   check-exports clean
 
 all: $(SO)
@@ -154,6 +154,12 @@ ANN_ARGS ?=
 bench-ann: all
 	@sh .ci/deps python3-hnswlib python3-faiss python3-numpy
 	@$(RUN) $(LUA) bench/ann.lua --peer --remove 0.2 $(ANN_ARGS)
+
+# The anon and file RSS that a copied and a mapped rag.vec.load add in a fresh
+# process (5,490 x 512 f32 rows, SciFact's chunk count; VEC_MAP_ARGS="N DIM")
+VEC_MAP_ARGS ?=
+bench-vec-map: all
+	@$(RUN) $(LUA) bench/vec_map.lua $(VEC_MAP_ARGS)
 
 # The peers of bench/index.lua on SciFact, in one run on this machine: LanceDB
 # and Orama (npm packages pinned in bench/peers/package.json and its lock,

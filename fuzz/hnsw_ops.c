@@ -119,7 +119,7 @@ static void del(world *w, int d) {
     must(removed == w->m.live[d]);
     must(rag_hnsw_get(w->g[i], ids[d].s, ids[d].n, row) == 0);
   }
-  rag_vec_remove(w->v, ids[d].s, ids[d].n, &removed);
+  must(rag_vec_remove(w->v, ids[d].s, ids[d].n, &removed) == RAG_OK);
   must(removed == w->m.live[d]);
   if (w->m.live[d]) {
     w->m.live[d] = 0;

@@ -11,14 +11,19 @@
 ** computed here from its own rows, best first with ties by id; filtered
 ** searches and search_batch must agree with plain ones bit for bit; it must
 ** take a remove and adds, and dump to bytes that load back and dump
-** identically.
+** identically. Every load is made three ways that must agree: copied,
+** borrowed from a read-only page-aligned copy (as a mapped file is, so a
+** write into it traps), and borrowed from an unaligned copy, which must
+** copy; the borrowed index goes through everything the copied one does.
 */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "rag_vec.h"
 #include "vecfuzz.h"
 
-#define NSEC 4
+#define NSEC 6 /* of a version 2 dump */
 #define NQ 4
 
 /* A copy of search results that outlives the next call on the index. */
@@ -252,6 +257,118 @@ static void searches(rag_vec *v, float *qs[NQ], input *in) {
   free(allowed);
 }
 
+/* {====== Three loads of the same bytes ======} */
+
+/* A read-only copy of n bytes on pages of their own (so 64-byte aligned). */
+static unsigned char *ro_copy(const unsigned char *p, size_t n) {
+  void *m = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  must(m != MAP_FAILED);
+  if (n) memcpy(m, p, n);
+  must(mprotect(m, n ? n : 1, PROT_READ) == 0);
+  return (unsigned char *)m;
+}
+
+typedef struct loads {
+  rag_vec *c, *b; /* copied; borrowed from ro */
+  unsigned char *ro;
+  size_t n;
+} loads;
+
+static void loads_free(loads *l) {
+  rag_vec_free(l->c);
+  rag_vec_free(l->b); /* before its bytes go */
+  must(munmap(l->ro, l->n ? l->n : 1) == 0);
+}
+
+static void same_bytes(const rag_vec *x, const rag_vec *y) {
+  unsigned char *dx = NULL, *dy = NULL;
+  size_t nx = 0, ny = 0;
+  must(rag_vec_dump(x, &dx, &nx) == RAG_OK && rag_vec_dump(y, &dy, &ny) == RAG_OK);
+  must(nx == ny && memcmp(dx, dy, nx) == 0);
+  rag_free(dx);
+  rag_free(dy);
+}
+
+/* x and y give the same hits for nq queries (search_batch when nq > 1),
+** slot for slot and bit for bit, or the same refusal. */
+static void same_search(rag_vec *x, rag_vec *y, const float *q, size_t nq, size_t k) {
+  const rag_hit *h;
+  rag_hit *keep;
+  size_t n, m, i;
+  rag_vec_bad bad;
+  int rx, ry;
+  rx = nq == 1 ? rag_vec_search(x, q, k, NULL, &h, &n, &bad)
+               : rag_vec_search_batch(x, q, nq, k, &h, &n, &bad);
+  if (nq > 1) n *= nq;
+  keep = (rag_hit *)malloc((n + 1) * sizeof *keep);
+  must(keep != NULL);
+  if (n) memcpy(keep, h, n * sizeof *h);
+  ry = nq == 1 ? rag_vec_search(y, q, k, NULL, &h, &m, &bad)
+               : rag_vec_search_batch(y, q, nq, k, &h, &m, &bad);
+  if (nq > 1) m *= nq;
+  must(rx == ry && n == m);
+  for (i = 0; i < n; i++)
+    must(keep[i].id == h[i].id && memcmp(&keep[i].score, &h[i].score, sizeof h[i].score) == 0);
+  free(keep);
+}
+
+/*
+** Loads the n bytes at p copied and borrowed (into l), and borrowed from
+** an unaligned copy; all three must give the same status and reason, and
+** indexes that dump the same bytes and search the same. Only a version 2
+** file with rows is borrowed, and a copy owns what a borrower maps.
+*/
+static int load_all(const unsigned char *p, size_t n, loads *l, const char **why) {
+  const char *wb = NULL, *wu = NULL;
+  unsigned char *raw = (unsigned char *)malloc(n + 80), *un;
+  rag_vec *u = NULL;
+  int rc, rb, ru, v2 = n >= 12 && le(p + 8, 4) == 2;
+  must(raw != NULL);
+  un = raw + (64 - (uintptr_t)raw % 64) % 64 + 8; /* 8 bytes past a line */
+  if (n) memcpy(un, p, n);
+  memset(l, 0, sizeof *l);
+  l->n = n;
+  l->ro = ro_copy(p, n);
+  rc = rag_vec_load_mem(p, n, 0, &l->c, why);
+  rb = rag_vec_load_mem(l->ro, n, 1, &l->b, &wb);
+  ru = rag_vec_load_mem(un, n, 1, &u, &wu);
+  free(raw); /* u must not have borrowed it */
+  must(rc == rb && rc == ru);
+  if (rc != RAG_OK) {
+    must(l->c == NULL && l->b == NULL && u == NULL);
+    must(strcmp(*why, wb) == 0 && strcmp(*why, wu) == 0);
+    return rc;
+  }
+  {
+    size_t count = rag_vec_count(l->c), i, d = rag_vec_config(l->c)->dim, mapped;
+    float *q = floats(2 * d);
+    must(rag_vec_check(l->b) && rag_vec_check(u) && rag_vec_count(l->b) == count);
+    must(rag_vec_mapped(l->c) == 0 && rag_vec_mapped(u) == 0);
+    mapped = rag_vec_mapped(l->b);
+    must((mapped > 0) == (v2 && count > 0));
+    must(rag_vec_memory(l->c) >= rag_vec_memory(l->b) + mapped);
+    same_bytes(l->c, l->b);
+    same_bytes(l->c, u);
+    for (i = 0; i < d; i++) {
+      q[i] = 1.0f;
+      q[d + i] = (float)((int)(i % 3) - 1);
+    }
+    if (count > 0) {
+      size_t len;
+      const char *id = rag_vec_id(l->c, 0, &len);
+      must(rag_vec_get(l->c, id, len, q + d) == 1);
+    }
+    same_search(l->c, l->b, q, 1, count + 1);
+    same_search(l->c, l->b, q + d, 1, 3);
+    same_search(l->c, u, q + d, 1, count + 1);
+    same_search(l->c, l->b, q, 2, 5);
+    must(rag_vec_mapped(l->b) == mapped); /* searching copies nothing */
+    free(q);
+  }
+  rag_vec_free(u);
+  return RAG_OK;
+}
+
 /* Everything a loaded index must survive; `in` supplies a query and choices. */
 static void exercise(rag_vec *v, input *in) {
   const rag_vec_opts *o = rag_vec_config(v);
@@ -273,11 +390,11 @@ static void exercise(rag_vec *v, input *in) {
     const char *s0 = rag_vec_id(v, 0, &len);
     if (len <= sizeof id) {
       memcpy(id, s0, len);
-      rag_vec_remove(v, id, len, &removed);
+      must(rag_vec_remove(v, id, len, &removed) == RAG_OK);
       must(removed == 1 && rag_vec_count(v) == before - 1);
       must(rag_vec_check(v));
       must(rag_vec_get(v, id, len, got) == 0);
-      rag_vec_remove(v, id, len, &removed);
+      must(rag_vec_remove(v, id, len, &removed) == RAG_OK);
       must(removed == 0);
     }
   }
@@ -303,10 +420,16 @@ static void exercise(rag_vec *v, input *in) {
   /* the dump loads back, dumps to the same bytes and searches the same */
   must(rag_vec_dump(v, &d1, &n1) == RAG_OK);
   must(rag_vec_check(v));
-  must(rag_vec_load_mem(d1, n1, &c, &why) == RAG_OK);
+  must(rag_vec_load_mem(d1, n1, 0, &c, &why) == RAG_OK);
   must(rag_vec_check(c) && rag_vec_count(c) == rag_vec_count(v));
   must(rag_vec_dump(c, &d2, &n2) == RAG_OK);
   must(n1 == n2 && memcmp(d1, d2, n1) == 0);
+  {
+    loads l;
+    must(load_all(d1, n1, &l, &why) == RAG_OK);
+    must(rag_vec_mapped(l.b) > 0); /* a dump is version 2, with the row added */
+    loads_free(&l);
+  }
   {
     size_t k = rag_vec_count(v) + 1;
     result r, s;
@@ -347,7 +470,7 @@ static rag_vec *build(input *in) {
     const ident *id = &ids[pick_id(take(in))];
     if (op % 8 == 7) {
       int removed;
-      rag_vec_remove(v, id->s, id->n, &removed);
+      must(rag_vec_remove(v, id->s, id->n, &removed) == RAG_OK);
     } else {
       float x[MAXDIM];
       size_t comp, before = rag_vec_count(v);
@@ -365,7 +488,6 @@ static rag_vec *build(input *in) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  rag_vec *v = NULL;
   const char *why = NULL;
   input in;
   int rc, mode;
@@ -375,14 +497,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size--;
   if (mode == 0 || mode == 3) {
     unsigned char *p = (unsigned char *)rag_malloc(size + 1);
+    loads l;
     must(p != NULL);
     if (size) memcpy(p, data, size);
-    if (mode == 3) fix_crcs(p, size, NSEC);
-    rc = rag_vec_load_mem(p, size, &v, &why);
+    if (mode == 3) { /* as many sections as the header says */
+      size_t nsec = size >= 16 ? (size_t)le(p + 12, 4) : 0;
+      fix_crcs(p, size, nsec < MAXSEC ? nsec : MAXSEC);
+    }
+    rc = load_all(p, size, &l, &why);
     in.p = data + (size > RAG_FILE_HEADER ? RAG_FILE_HEADER : size);
     in.e = data + size;
-    if (load_ok(rc, v, why)) exercise(v, &in);
-    rag_vec_free(v);
+    if (load_ok(rc, l.c, why)) {
+      exercise(l.c, &in);
+      in.p = data + (size > RAG_FILE_HEADER ? RAG_FILE_HEADER : size);
+      exercise(l.b, &in); /* its first change copies the rows: a write into l.ro traps */
+    }
+    loads_free(&l);
     rag_free(p);
     return 0;
   }
@@ -404,7 +534,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a = build(&in);
     /* the undamaged dump loads and dumps identically */
     must(rag_vec_dump(a, &d0, &n0) == RAG_OK);
-    must(rag_vec_load_mem(d0, n0, &c, &why) == RAG_OK && rag_vec_check(c));
+    must(rag_vec_load_mem(d0, n0, 0, &c, &why) == RAG_OK && rag_vec_check(c));
     must(rag_vec_dump(c, &d1, &n1) == RAG_OK && n1 == n0 &&
          memcmp(d0, d1, n0) == 0);
     rag_free(d1);
@@ -412,7 +542,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rag_vec_free(a);
     if (mode == 1) {
       n = damage(d0, n0, (const uint8_t(*)[5])ops, nm);
-      rc = rag_vec_load_mem(d0, n, &v, &why);
     } else {
       file f;
       split(&f, d0, n0, NSEC);
@@ -423,11 +552,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       unsplit(&f);
       rag_free(d0);
       d0 = p;
-      rc = rag_vec_load_mem(p, n, &v, &why);
     }
-    in.p = start;
-    if (load_ok(rc, v, why)) exercise(v, &in);
-    rag_vec_free(v);
+    {
+      loads l;
+      rc = load_all(d0, n, &l, &why);
+      in.p = start;
+      if (load_ok(rc, l.c, why)) {
+        exercise(l.c, &in);
+        in.p = start;
+        exercise(l.b, &in);
+      }
+      loads_free(&l);
+    }
     rag_free(d0);
   }
   return 0;

@@ -22,7 +22,7 @@ enum { PART_STORE, PART_BM25, PART_VECTORS, NPARTS };
 
 typedef struct lindex {
   rag_index *ix;       /* NULL once closed */
-  const unsigned char *map[NPARTS]; /* the read-only mappings the parts borrow, or NULL */
+  void *map[NPARTS];   /* the read-only mappings the parts borrow, or NULL */
   size_t maplen[NPARTS];
 } lindex;
 
@@ -530,7 +530,7 @@ static int index_attach(lua_State *L) {
   rag_hnsw *h = NULL;
   if (rag_index_dim(x->ix) > 0 || rag_store_leaves(rag_index_store(x->ix)) > 0)
     luaL_error(L, "%s: the index already has vectors or chunks", fname);
-  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = (rag_vec *)lrag_takeobject(L, 2, "rag.vec", fname);
+  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = lrag_takevec(L, 2, fname);
   else h = (rag_hnsw *)lrag_takeobject(L, 2, "rag.hnsw", fname);
   rag_index_attach(x->ix, v, h);
   return 0;
@@ -853,10 +853,11 @@ static int index_new(lua_State *L) {
       luaL_testudata(L, 2, "rag.hnsw") == NULL)
     luaL_error(L, "%s: argument 2 must be a rag.vec or rag.hnsw, got %s", fname,
                luaL_typename(L, 2));
+  lrag_ownvec(L, 2, fname); /* may raise: before anything is taken */
   x = (lindex *)lrag_newobject(L, &index_class, sizeof *x);
   if ((rc = rag_store_new(&s)) != RAG_OK) return lrag_error(L, rc, fname, NULL);
   b = (rag_bm25 *)lrag_takeobject(L, 1, "rag.bm25", fname);
-  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = (rag_vec *)lrag_takeobject(L, 2, "rag.vec", fname);
+  if (luaL_testudata(L, 2, "rag.vec") != NULL) v = lrag_takevec(L, 2, fname);
   else if (!lua_isnoneornil(L, 2)) h = (rag_hnsw *)lrag_takeobject(L, 2, "rag.hnsw", fname);
   rc = rag_index_new(b, v, h, s, &x->ix);
   if (rc != RAG_OK) {
@@ -881,6 +882,10 @@ static int load_bm25(const unsigned char *p, size_t n, int borrow, void *out, co
   return rag_bm25_load_mem(p, n, borrow, (rag_bm25 **)out, why);
 }
 
+static int load_vec(const unsigned char *p, size_t n, int borrow, void *out, const char **why) {
+  return rag_vec_load_mem(p, n, borrow, (rag_vec **)out, why);
+}
+
 /* Loads part i from path with `load`: borrowing a read-only mapping kept in
 ** x->map[i] with `map`, else from a copy of the file freed after. */
 static int load_part(lindex *x, int i, const char *path, int map, part_load load, void *out,
@@ -890,7 +895,7 @@ static int load_part(lindex *x, int i, const char *path, int map, part_load load
   int rc;
   if (map) {
     rc = rag_file_map(path, &x->map[i], &x->maplen[i], why, err);
-    return rc == RAG_OK ? load(x->map[i], x->maplen[i], 1, out, why) : rc;
+    return rc == RAG_OK ? load((const unsigned char *)x->map[i], x->maplen[i], 1, out, why) : rc;
   }
   rc = rag_file_read(path, &buf, &n, why, err);
   if (rc == RAG_OK) rc = load(buf, n, 0, out, why);
@@ -901,8 +906,9 @@ static int load_part(lindex *x, int i, const char *path, int map, part_load load
 /*
 ** rag.core.index.open{ store = path, bm25 = path, vectors = path|nil,
 ** kind = "exact"|"hnsw", map = bool } -> index | nil, msg, code. With map,
-** the store and the BM25 lists are used where a read-only mapping of their
-** files puts them, shared by every process that maps the same files.
+** the store, the BM25 lists and the exact vectors are used where a read-only
+** mapping of their files puts them, shared by every process that maps the
+** same files (HNSW graphs are still copied).
 */
 static int index_open(lua_State *L) {
   static const char *fname = "rag.index.open";
@@ -928,7 +934,8 @@ static int index_open(lua_State *L) {
   lua_getfield(L, 1, "vectors");
   if (!lua_isnil(L, -1)) {
     path = lrag_checkpath(L, -1, fname);
-    rc = kind == 0 ? rag_vec_load(path, &v, &why, &err) : rag_hnsw_load(path, &h, &why, &err);
+    rc = kind == 0 ? load_part(x, PART_VECTORS, path, map, load_vec, &v, &why, &err)
+                   : rag_hnsw_load(path, &h, &why, &err);
     if (rc != RAG_OK) goto fail;
   }
   leaves = rag_store_leaves(s);

@@ -1,9 +1,10 @@
 /*
-** lrag_vec.c: rag.vec.new(opts) and rag.vec.load(path) make a "rag.vec"
-** userdata over the exact index: add, remove, search, search_batch, get,
-** stats, save, close, #v; rag.vec.pack and rag.vec.unpack convert between
-** Lua arrays and packed little-endian float32 strings. Also what rag.hnsw
-** and the embedders share (lrag_vec.h).
+** lrag_vec.c: rag.vec.new(opts) and rag.vec.load(path [, {map=}]) make a
+** "rag.vec" userdata over the exact index: add, remove, search,
+** search_batch, get, stats, save, close, #v; rag.vec.pack and
+** rag.vec.unpack convert between Lua arrays and packed little-endian
+** float32 strings. A mapped load keeps the file mapped while the index
+** borrows its rows. Also what rag.hnsw and the embedders share (lrag_vec.h).
 */
 #include "lrag.h"
 
@@ -13,12 +14,15 @@
 
 #include "lrag_vec.h"
 #include "rag.h"
+#include "rag_file.h"
 #include "rag_vec.h"
 
 #define MT "rag.vec"
 
 typedef struct lvec {
-  rag_vec *v; /* NULL once closed */
+  rag_vec *v;    /* NULL once closed */
+  void *map;     /* the mapped file whose rows v borrows, or NULL */
+  size_t maplen;
   size_t dim;
   float in[1]; /* dim floats: the converted argument */
 } lvec;
@@ -177,8 +181,11 @@ int lrag_embedtexts(lua_State *L, int idx, size_t dim, int packed, const char *f
 
 /* {====== rag.vec ======} */
 
-static void vec_fin(void *u) {
-  rag_vec_free(((lvec *)u)->v);
+static void vec_fin(void *p) {
+  lvec *u = (lvec *)p;
+  rag_vec_free(u->v);
+  rag_file_unmap(u->map, u->maplen);
+  u->map = NULL;
 }
 
 static const lrag_class vec_class;
@@ -210,20 +217,68 @@ static int vec_new(lua_State *L) {
   return 1;
 }
 
-static void free_vec(void *p) {
-  rag_vec_free((rag_vec *)p);
+/* A load under way: the index and the mapping it may borrow from. */
+typedef struct loading {
+  rag_vec *v;
+  void *map;
+  size_t maplen;
+} loading;
+
+static void loading_fin(void *p) {
+  loading *ld = (loading *)p;
+  rag_vec_free(ld->v);
+  rag_file_unmap(ld->map, ld->maplen);
+  ld->v = NULL;
+  ld->map = NULL;
 }
 
+/*
+** rag.vec.load(path [, { map = true }]): map maps the file read-only and
+** shared, and the index reads its rows there (a version 1 file is copied
+** and unmapped at once); the first change copies them.
+*/
 static int vec_load(lua_State *L) {
-  const char *path = lrag_checkpath(L, 1, "rag.vec.load"), *why;
-  lrag_box *box = lrag_box_new(L, free_vec); /* holds v until the object does */
-  rag_vec *v;
-  int err, rc = rag_vec_load(path, &v, &why, &err);
+  static const char *const allowed[] = {"map", NULL};
+  const char *path = lrag_checkpath(L, 1, "rag.vec.load"), *why = "";
+  loading *ld;
+  lvec *u;
+  int err = 0, rc, map;
+  lrag_checkopts(L, 2, "rag.vec.load", allowed);
+  map = lrag_optboolean(L, 2, "rag.vec.load", "map", 0);
+  ld = (loading *)lrag_box_embed(L, sizeof *ld, loading_fin); /* until the object holds them */
+  if (map) {
+    rc = rag_file_map(path, &ld->map, &ld->maplen, &why, &err);
+    if (rc == RAG_OK)
+      rc = rag_vec_load_mem((const unsigned char *)ld->map, ld->maplen, 1, &ld->v, &why);
+  } else {
+    rc = rag_vec_load(path, &ld->v, &why, &err);
+  }
   if (rc != RAG_OK) return lrag_file_error(L, rc, "rag.vec.load", path, why, err);
-  box->p = v;
-  push_vec(L, rag_vec_config(v)->dim)->v = v;
-  box->p = NULL;
+  if (rag_vec_mapped(ld->v) == 0) { /* copied after all */
+    rag_file_unmap(ld->map, ld->maplen);
+    ld->map = NULL;
+  }
+  u = push_vec(L, rag_vec_config(ld->v)->dim);
+  u->v = ld->v;
+  u->map = ld->map;
+  u->maplen = ld->maplen;
+  ld->v = NULL;
+  ld->map = NULL;
   return 1;
+}
+
+void lrag_ownvec(lua_State *L, int idx, const char *fname) {
+  lvec *u = (lvec *)lrag_toobject(L, idx, &vec_class);
+  int rc;
+  if (u == NULL || u->v == NULL || u->map == NULL) return;
+  if ((rc = rag_vec_own(u->v)) != RAG_OK) lrag_error(L, rc, fname, NULL);
+  rag_file_unmap(u->map, u->maplen);
+  u->map = NULL;
+}
+
+rag_vec *lrag_takevec(lua_State *L, int idx, const char *fname) {
+  lrag_ownvec(L, idx, fname);
+  return (rag_vec *)lrag_takeobject(L, idx, MT, fname);
 }
 
 static int vec_add(lua_State *L) {
@@ -243,8 +298,8 @@ static int vec_remove(lua_State *L) {
   lvec *u = check_open(L, "rag.vec.remove");
   size_t idlen;
   const char *id = lrag_checkid(L, 2, "rag.vec.remove", &idlen);
-  int removed;
-  rag_vec_remove(u->v, id, idlen, &removed);
+  int removed, rc = rag_vec_remove(u->v, id, idlen, &removed);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.vec.remove", NULL);
   lua_pushboolean(L, removed);
   return 1;
 }
@@ -335,6 +390,7 @@ static int vec_len(lua_State *L) {
 static int vec_stats(lua_State *L) {
   lvec *u = check_open(L, "rag.vec.stats");
   lrag_pushvecstats(L, rag_vec_kernel(u->v), rag_vec_count(u->v), rag_vec_memory(u->v));
+  lrag_setint(L, "mapped", (lua_Integer)rag_vec_mapped(u->v));
   return 1;
 }
 

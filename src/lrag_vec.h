@@ -21,6 +21,19 @@ void lrag_vecopts(lua_State *L, int idx, const char *fname, size_t *dim, int *me
 */
 int lrag_vecerror(lua_State *L, int rc, const char *fname, size_t dim, const rag_vec_bad *bad);
 
+/*
+** A mapped rag.vec at idx (anything else is left alone) copies its rows
+** and lets its file go; raises when out of memory. Call it before taking
+** anything that a raise would leak.
+*/
+void lrag_ownvec(lua_State *L, int idx, const char *fname);
+
+/*
+** Takes the core index out of the open rag.vec at idx, as lrag_takeobject
+** does, after lrag_ownvec: the caller keeps the index, not its mapping.
+*/
+rag_vec *lrag_takevec(lua_State *L, int idx, const char *fname);
+
 /* Pushes { count, dim, metric, dtype, memory, kernel }. */
 void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory);
 

@@ -240,14 +240,17 @@ int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char *
   return RAG_OK;
 }
 
-int rag_file_map(const char *path, const unsigned char **p, size_t *n, const char **why,
-                 int *err) {
+int rag_file_map(const char *path, void **p, size_t *n, const char **why, int *err) {
   struct stat st;
   int fd, rc;
   *p = NULL;
   *n = 0;
   *err = 0;
   if ((rc = open_regular(path, &fd, &st, why, err)) != RAG_OK) return rc;
+  if ((uint64_t)st.st_size > (size_t)-1) {
+    (void)close(fd);
+    return RAG_ENOMEM;
+  }
   if (st.st_size > 0) {
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
@@ -255,15 +258,15 @@ int rag_file_map(const char *path, const unsigned char **p, size_t *n, const cha
       (void)close(fd);
       return RAG_EIO;
     }
-    *p = (const unsigned char *)m;
+    *p = m;
     *n = (size_t)st.st_size;
   }
   (void)close(fd);
   return RAG_OK;
 }
 
-void rag_file_unmap(const unsigned char *p, size_t n) {
-  if (p != NULL) (void)munmap((void *)(uintptr_t)p, n);
+void rag_file_unmap(void *p, size_t n) {
+  if (p != NULL) (void)munmap(p, n);
 }
 
 int rag_file_sum(const char *path, size_t *n, uint32_t *crc, const char **why, int *err) {

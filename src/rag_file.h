@@ -96,13 +96,13 @@ int rag_file_write(const char *path, const void *p, size_t n, int *err);
 int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err);
 
 /*
-** Maps the regular file at `path` read-only and shared, *n bytes at *p (NULL
-** for an empty file): what a borrowing load of many processes uses, one copy
-** in the page cache. Errors as rag_file_read's. rag_file_unmap releases it.
+** Maps a regular file whole, read-only and shared (mmap), at a page-aligned
+** *p; an empty file gives *p = NULL, *n = 0. Errors as rag_file_read. The
+** pages are the file's: a file replaced by rename (as rag_file_save does)
+** leaves the mapping intact, but one truncated in place would fault.
 */
-int rag_file_map(const char *path, const unsigned char **p, size_t *n, const char **why,
-                 int *err);
-void rag_file_unmap(const unsigned char *p, size_t n);
+int rag_file_map(const char *path, void **p, size_t *n, const char **why, int *err);
+void rag_file_unmap(void *p, size_t n); /* NULL is a no-op */
 
 /* The size and CRC-32 of the regular file at `path`, read in small pieces.
 ** Errors as rag_file_read's. */

@@ -178,9 +178,10 @@ size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *bu
 
 /* {====== Changes ======} */
 
+/* Never fails: put and remove made the vectors their own first (rag_vec_own). */
 static void vec_remove(rag_index *ix, const char *name, size_t len) {
   int removed;
-  if (ix->v != NULL) rag_vec_remove(ix->v, name, len, &removed);
+  if (ix->v != NULL) (void)rag_vec_remove(ix->v, name, len, &removed);
   if (ix->h != NULL) rag_hnsw_remove(ix->h, name, len, &removed);
 }
 
@@ -272,7 +273,9 @@ static int keep_vectors(rag_index *ix, const rag_store_doc *d) {
 /* The parts of a mapped index take their own copies before the first change,
 ** so that removing can never fail halfway through a put or a remove. */
 static int own_parts(rag_index *ix) {
-  return rag_bm25_own(ix->b);
+  int rc = rag_bm25_own(ix->b);
+  if (rc == RAG_OK && ix->v != NULL) rc = rag_vec_own(ix->v);
+  return rc;
 }
 
 int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size_t *errpos,

@@ -68,8 +68,11 @@ size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *bu
 int rag_index_put(rag_index *ix, const rag_store_doc *d, const float *vecs, size_t *errpos,
                   rag_vec_bad *bad);
 
-/* Removes document `id` and its chunks from every part. Fails only on a
-** mapped index's first change (RAG_ENOMEM taking copies), removing nothing. */
+/*
+** Removes document `id` and its chunks from every part. Fails only on a
+** mapped index's first change, when copying what it borrows runs out of
+** memory (rag_bm25_own, rag_vec_own): RAG_ENOMEM, the index unchanged.
+*/
 int rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed);
 
 typedef enum rag_index_mode { RAG_INDEX_HYBRID, RAG_INDEX_BM25, RAG_INDEX_VECTOR } rag_index_mode;

@@ -4,14 +4,29 @@
 ** File format (integers little-endian; grammar of header, section and str
 ** in rag_file.h):
 **
-**   file     = header section{4}       magic "RAGVEC\0\0", version 1
+**   file     = header section{6}       magic "RAGVEC\0\0", version 2
 **   "PARM"   dim:u32 metric:u8 dtype:u8
 **   "IDS "   count:varint str{count}
-**   "ROWS"   count rows of dim components: f32 or f16 (IEEE, little-endian) or i8
-**   "SCAL"   count scales:f32 for i8 rows; empty for f32 and f16
+**   "ROWS"   pad, then f32: the high plane, count * dim u16 (each component's
+**            high 16 bits, row after row); f16: count * dim f16; i8: count * dim i8
+**   "LOWS"   pad, then f32: the low plane, count * dim u16; nothing for f16 and i8
+**   "NORM"   pad, then f32: count norms:f32 (each row's norm_up); nothing otherwise
+**   "SCAL"   pad, then i8: count scales:f32; nothing otherwise
+**   pad      = zero bytes up to the next file offset that is a multiple of 64
+**              (0 to 63, by where the payload starts)
 **
-** A file loads only when every checksum and length agrees, the ids are
-** unique, and every component and scale is finite (scales above zero).
+** The row sections are the in-memory layout itself, each starting on a
+** 64-byte line as rag_block's rows do: a borrowing load of a file mapped at
+** an aligned address points the index into the file and copies nothing
+** row-sized. Version 1 (still read, converted as it loads) had four
+** sections, no pad:
+**
+**   "PARM" and "IDS " as above; "ROWS" count rows of dim components (f32,
+**   f16 or i8); "SCAL" count scales:f32 for i8 rows, empty for f32 and f16
+**
+** A file loads only when every checksum, pad and length agrees, the ids are
+** unique, every component and scale is finite (scales above zero) and every
+** f32 norm is the one norm_up gives, whether the rows are copied or borrowed.
 **
 ** f32 rows are kept as two planes: the high 16 bits of every component (a
 ** truncated bfloat16) of all rows, then the low 16 bits, with each row's
@@ -23,6 +38,7 @@
 #include "rag_vec.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "rag_file.h"
@@ -33,8 +49,10 @@
 #endif
 
 static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'V', 'E', 'C', 0, 0};
-#define FORMAT_VERSION 1u
-#define NSECTIONS 4u
+#define FORMAT_VERSION 2u
+#define NSECTIONS 6u
+#define NROWSECS 4u           /* ROWS, LOWS, NORM, SCAL */
+#define LINE 64u              /* row sections start on lines of this many bytes */
 #define BLOCK 256            /* rows scored per kernel call */
 #define BATCH_BYTES (96 * 1024) /* rows per cache block of search_batch */
 
@@ -55,7 +73,9 @@ struct rag_vec {
   size_t stride;        /* bytes per row in rows: dim * 2 for f32, else rowbytes */
   float *norms;         /* f32: each row's Euclidean norm, rounded up */
   float *scales;        /* i8 only */
-  size_t cap;           /* rows allocated */
+  size_t cap;           /* rows allocated; 0 while borrowed */
+  int borrowed;         /* rows, lo, norms and scales point into a loaded file's bytes */
+  size_t mapped;        /* the bytes of those while borrowed */
   float *tmp;           /* dim floats: the prepared vector or query */
   float *row;           /* f32: a rebuilt row, or search_batch's block of them */
   size_t rowcap;        /* floats in row */
@@ -107,8 +127,10 @@ void rag_vec_free(rag_vec *v) {
   rag_ids_free(&v->ids);
   rag_block_free(&v->rowmem);
   rag_block_free(&v->lomem);
-  rag_free(v->norms);
-  rag_free(v->scales);
+  if (!v->borrowed) {
+    rag_free(v->norms);
+    rag_free(v->scales);
+  }
   rag_free(v->tmp);
   rag_free(v->row);
   rag_free(v->lb);
@@ -196,16 +218,60 @@ static int prepare(const rag_vec *v, const float *x, float *out, rag_vec_bad *ba
   return rag_kernel_prepare(&v->kern, x, out, &bad->component, &bad->why);
 }
 
-/* Room for `need` rows; a failure leaves the rows as they were (some blocks grown). */
+/*
+** A borrowed index's rows copied into owned memory with room for cap rows
+** (cap * stride checked by the caller); a failure leaves them borrowed.
+*/
+static int rows_own(rag_vec *v, size_t cap) {
+  size_t n = v->ids.n;
+  rag_block hi = {NULL, NULL}, lo = {NULL, NULL};
+  float *nr = NULL, *sc = NULL;
+  int ok = rag_block_resize(&hi, 0, cap * v->stride) == RAG_OK;
+  if (ok && v->hk.split)
+    ok = rag_block_resize(&lo, 0, cap * v->stride) == RAG_OK &&
+         (nr = (float *)rag_malloc(cap * sizeof *nr)) != NULL;
+  if (ok && v->o.dtype == RAG_I8) ok = (sc = (float *)rag_malloc(cap * sizeof *sc)) != NULL;
+  if (!ok) {
+    rag_block_free(&hi);
+    rag_block_free(&lo);
+    rag_free(nr);
+    rag_free(sc);
+    return RAG_ENOMEM;
+  }
+  if (n > 0) {
+    memcpy(hi.p, v->rows, n * v->stride);
+    if (v->hk.split) {
+      memcpy(lo.p, v->lo, n * v->stride);
+      memcpy(nr, v->norms, n * sizeof *nr);
+    }
+    if (sc != NULL) memcpy(sc, v->scales, n * sizeof *sc);
+  }
+  v->rowmem = hi;
+  v->lomem = lo;
+  v->rows = hi.p;
+  v->lo = lo.p;
+  v->norms = nr;
+  v->scales = sc;
+  v->cap = cap;
+  v->borrowed = 0;
+  v->mapped = 0;
+  return RAG_OK;
+}
+
+/*
+** Room for `need` rows in owned memory (a borrowed index copies its rows
+** first); a failure leaves the rows as they were (some blocks grown).
+*/
 static int rows_fit(rag_vec *v, size_t need) {
   size_t cap = v->cap ? v->cap : 64, keep = v->ids.n * v->stride;
-  if (need <= v->cap) return RAG_OK;
+  if (!v->borrowed && need <= v->cap) return RAG_OK;
   while (cap < need) {
     if (cap > ((size_t)-1) / 2) return RAG_ENOMEM;
     cap *= 2;
   }
   if (RAG_MUL_OVERFLOWS(cap, v->stride) || RAG_MUL_OVERFLOWS(cap, sizeof(float)))
     return RAG_ENOMEM;
+  if (v->borrowed) return rows_own(v, cap);
   if (rag_block_resize(&v->rowmem, keep, cap * v->stride) != RAG_OK) return RAG_ENOMEM;
   v->rows = v->rowmem.p;
   if (v->hk.split) {
@@ -225,6 +291,10 @@ static int rows_fit(rag_vec *v, size_t need) {
   return RAG_OK;
 }
 
+int rag_vec_own(rag_vec *v) {
+  return v->borrowed ? rows_fit(v, v->ids.n) : RAG_OK;
+}
+
 int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_vec_bad *bad) {
   uint32_t slot;
   int rc = prepare(v, x, v->tmp, bad);
@@ -234,16 +304,21 @@ int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_ve
     if ((rc = rag_ids_reserve(&v->ids, 1, idlen)) != RAG_OK) return rc;
     if ((rc = rows_fit(v, v->ids.n + 1)) != RAG_OK) return rc;
     slot = rag_ids_push(&v->ids, id, idlen);
+  } else if ((rc = rag_vec_own(v)) != RAG_OK) {
+    return rc;
   }
   row_put(v, slot, v->tmp);
   return RAG_OK;
 }
 
-void rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed) {
+int rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed) {
   uint32_t slot = rag_ids_find(&v->ids, id, idlen);
   size_t last;
-  *removed = slot != RAG_IDS_NONE;
-  if (!*removed) return;
+  int rc;
+  *removed = 0;
+  if (slot == RAG_IDS_NONE) return RAG_OK;
+  if ((rc = rag_vec_own(v)) != RAG_OK) return rc;
+  *removed = 1;
   last = v->ids.n - 1;
   if (slot != last) {
     memcpy(row_at(v, slot), row_at(v, last), v->stride);
@@ -255,6 +330,7 @@ void rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed) {
   }
   rag_ids_swap_remove(&v->ids, slot);
   rag_ids_tidy(&v->ids);
+  return RAG_OK;
 }
 
 int rag_vec_get(const rag_vec *v, const char *id, size_t idlen, float *out) {
@@ -503,34 +579,64 @@ int rag_vec_search_batch(rag_vec *v, const float *qs, size_t nq, size_t k,
   return RAG_OK;
 }
 
-size_t rag_vec_memory(const rag_vec *v) {
-  return sizeof *v + rag_ids_memory(&v->ids) + (v->rows ? v->cap * v->stride + 63 : 0) +
-         (v->lo ? v->cap * v->stride + 63 : 0) + (v->norms ? v->cap * sizeof(float) : 0) +
+size_t rag_vec_memory(const rag_vec *v) { /* a borrowed index's rows: cap 0, no blocks */
+  return sizeof *v + rag_ids_memory(&v->ids) +
+         (v->rowmem.base ? v->cap * v->stride + 63 : 0) +
+         (v->lomem.base ? v->cap * v->stride + 63 : 0) + (v->norms ? v->cap * sizeof(float) : 0) +
          (v->scales ? v->cap * sizeof(float) : 0) + v->o.dim * sizeof(float) +
          v->rowcap * sizeof(float) + v->lbcap * sizeof(double) + v->ccap * sizeof(cand) +
          v->qscap * sizeof(float) + v->bufcap * sizeof(float) + v->hcap * sizeof(rag_hit) +
          v->acap * sizeof(uint32_t) + v->seencap * sizeof(uint32_t);
 }
 
+size_t rag_vec_mapped(const rag_vec *v) {
+  return v->mapped;
+}
+
 /* {====== Saving and loading ======} */
 
+/* The zero bytes that bring a payload starting at file offset `off` to a line. */
+static size_t pad_at(uint64_t off) {
+  return (size_t)((LINE - off % LINE) % LINE);
+}
+
+/* The data bytes of ROWS, LOWS, NORM and SCAL for n rows. */
+static void row_sizes(const rag_vec *v, uint64_t n, uint64_t sz[NROWSECS]) {
+  sz[0] = n * v->stride;
+  sz[1] = v->hk.split ? n * v->stride : 0;
+  sz[2] = v->hk.split ? n * 4 : 0;
+  sz[3] = v->o.dtype == RAG_I8 ? n * 4 : 0;
+}
+
+static const char TAGS[NSECTIONS][5] = {"PARM", "IDS ", "ROWS", "LOWS", "NORM", "SCAL"};
+
 static void write_index(const void *obj, rag_writer *w) {
+  static const unsigned char zeros[LINE] = {0};
   const rag_vec *v = (const rag_vec *)obj;
-  size_t n = v->ids.n, i;
-  uint64_t len[NSECTIONS], size = RAG_FILE_HEADER;
+  const void *data[NROWSECS];
+  size_t n = v->ids.n, i, pad[NROWSECS];
+  uint64_t len[NSECTIONS], sz[NROWSECS], off;
+  data[0] = v->rows;
+  data[1] = v->lo;
+  data[2] = v->norms;
+  data[3] = v->scales;
   len[0] = 4 + 1 + 1;
   len[1] = rag_varint_len(n);
   for (i = 0; i < n; i++) len[1] += rag_str_size(v->ids.e[i].len);
-  len[2] = (uint64_t)n * v->kern.rowbytes;
-  len[3] = v->scales ? (uint64_t)n * 4 : 0;
-  for (i = 0; i < NSECTIONS; i++) size += 16 + len[i];
-  rag_w_header(w, MAGIC, FORMAT_VERSION, NSECTIONS, size);
-  rag_w_begin(w, "PARM", len[0]);
+  row_sizes(v, n, sz);
+  off = RAG_FILE_HEADER + 16 + len[0] + 16 + len[1];
+  for (i = 0; i < NROWSECS; i++) { /* a payload starts 12 bytes into its section */
+    pad[i] = pad_at(off + 12);
+    len[2 + i] = pad[i] + sz[i];
+    off += 16 + len[2 + i];
+  }
+  rag_w_header(w, MAGIC, FORMAT_VERSION, NSECTIONS, off);
+  rag_w_begin(w, TAGS[0], len[0]);
   rag_w_uint(w, v->o.dim, 4);
   rag_w_uint(w, (uint64_t)v->o.metric, 1);
   rag_w_uint(w, (uint64_t)v->o.dtype, 1);
   rag_w_end(w);
-  rag_w_begin(w, "IDS ", len[1]);
+  rag_w_begin(w, TAGS[1], len[1]);
   rag_w_varint(w, n);
   for (i = 0; i < n; i++) {
     size_t l;
@@ -538,23 +644,12 @@ static void write_index(const void *obj, rag_writer *w) {
     rag_w_str(w, s, l);
   }
   rag_w_end(w);
-  rag_w_begin(w, "ROWS", len[2]);
-  if (v->hk.split) { /* plain f32, rebuilt in pieces */
-    float buf[256];
-    size_t d = v->o.dim, j, m;
-    for (i = 0; i < n; i++)
-      for (j = 0; j < d; j += m) {
-        m = d - j < 256 ? d - j : 256;
-        rag_kernel_f32_join(hi_at(v, i) + j, lo_at(v, i) + j, m, buf);
-        rag_w_put(w, buf, m * sizeof *buf);
-      }
-  } else {
-    rag_w_put(w, v->rows, (size_t)len[2]);
+  for (i = 0; i < NROWSECS; i++) {
+    rag_w_begin(w, TAGS[2 + i], len[2 + i]);
+    rag_w_put(w, zeros, pad[i]);
+    rag_w_put(w, data[i], (size_t)sz[i]);
+    rag_w_end(w);
   }
-  rag_w_end(w);
-  rag_w_begin(w, "SCAL", len[3]);
-  if (v->scales) rag_w_put(w, v->scales, (size_t)len[3]);
-  rag_w_end(w);
 }
 
 int rag_vec_dump(const rag_vec *v, unsigned char **buf, size_t *n) {
@@ -565,15 +660,18 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
   return rag_file_save(path, write_index, v, err);
 }
 
-/* Rows [0, n) are sound; f32 rows carry their norms (checked in v->row). */
-static int rows_ok(rag_vec *v, size_t n) {
+/* Why rows [0, n) are unsound ("bad component", "bad norm"), or NULL when
+** they are sound; f32 rows are rebuilt in v->row to be checked. */
+static const char *row_fault(rag_vec *v, size_t n) {
   size_t i;
-  if (!v->hk.split) return rag_kernel_rows_ok(&v->kern, v->rows, v->scales, n);
+  if (!v->hk.split)
+    return rag_kernel_rows_ok(&v->kern, v->rows, v->scales, n) ? NULL : "bad component";
   for (i = 0; i < n; i++) {
     const float *x = (const float *)row_get(v, i, v->row);
-    if (!rag_kernel_rows_ok(&v->kern, x, NULL, 1) || v->norms[i] != norm_up(x, v->o.dim)) return 0;
+    if (!rag_kernel_rows_ok(&v->kern, x, NULL, 1)) return "bad component";
+    if (v->norms[i] != norm_up(x, v->o.dim)) return "bad norm";
   }
-  return 1;
+  return NULL;
 }
 
 /* PARM: the index's options. */
@@ -591,27 +689,26 @@ static int read_params(rag_reader r, rag_vec_opts *o, const char **why) {
   return RAG_OK;
 }
 
-/* IDS: every id, once; ROWS and SCAL are as long as the id count says. */
-static int read_ids(rag_vec *v, const rag_reader *sec, const char **why) {
-  rag_reader r = sec[1];
-  uint64_t count, i, bytes = 0;
-  int rc;
-  if (!rag_r_varint(&r, &count) || count > (uint64_t)(r.e - r.p) || count > RAG_IDS_MAX)
+/* IDS: the id count and the bytes of all ids, every id well-formed. */
+static int scan_ids(rag_reader r, uint64_t *count, uint64_t *bytes, const char **why) {
+  uint64_t i;
+  *bytes = 0;
+  if (!rag_r_varint(&r, count) || *count > (uint64_t)(r.e - r.p) || *count > RAG_IDS_MAX)
     return rag_corrupt(why, "bad id count");
-  if (count * v->kern.rowbytes != (uint64_t)(sec[2].e - sec[2].p) ||
-      (uint64_t)(sec[3].e - sec[3].p) != (v->o.dtype == RAG_I8 ? count * 4 : 0))
-    return rag_corrupt(why, "row section size disagrees with the id count");
-  for (i = 0; i < count; i++) { /* the id bytes, to reserve once */
+  for (i = 0; i < *count; i++) {
     const char *s;
     size_t l;
     if (!rag_r_str(&r, &s, &l)) return rag_corrupt(why, "bad id");
-    bytes += l;
+    *bytes += l;
   }
-  if (r.p != r.e) return rag_corrupt(why, "bad id section");
-  if ((rc = rag_ids_reserve(&v->ids, (size_t)count, (size_t)bytes)) != RAG_OK ||
-      (rc = rows_fit(v, (size_t)count)) != RAG_OK)
-    return rc == RAG_ETOOBIG ? rag_corrupt(why, "too many ids") : rc;
-  r = sec[1];
+  return r.p == r.e ? RAG_OK : rag_corrupt(why, "bad id section");
+}
+
+/* IDS again, after scan_ids: every id into v, once. */
+static int push_ids(rag_vec *v, rag_reader r, uint64_t count, uint64_t bytes, const char **why) {
+  uint64_t i;
+  int rc = rag_ids_reserve(&v->ids, (size_t)count, (size_t)bytes);
+  if (rc != RAG_OK) return rc == RAG_ETOOBIG ? rag_corrupt(why, "too many ids") : rc;
   (void)rag_r_varint(&r, &count);
   for (i = 0; i < count; i++) {
     const char *s;
@@ -623,10 +720,21 @@ static int read_ids(rag_vec *v, const rag_reader *sec, const char **why) {
   return RAG_OK;
 }
 
-/* ROWS and SCAL, for the ids read: every row sound. */
-static int read_rows(rag_vec *v, const rag_reader *sec, const char **why) {
+/* Version 1: ROWS and SCAL as long as count rows need. */
+static int sizes_v1(const rag_vec *v, const rag_reader *sec, uint64_t count, const char **why) {
+  if (count * v->kern.rowbytes != (uint64_t)(sec[2].e - sec[2].p) ||
+      (uint64_t)(sec[3].e - sec[3].p) != (v->o.dtype == RAG_I8 ? count * 4 : 0))
+    return rag_corrupt(why, "row section size disagrees with the id count");
+  return RAG_OK;
+}
+
+/* Version 1's rows, for the ids read: each checked, f32 ones split as they are copied. */
+static int read_rows_v1(rag_vec *v, const rag_reader *sec, const char **why) {
   size_t count = v->ids.n, i;
-  if (v->hk.split) { /* each row checked, then split */
+  const char *fault;
+  int rc = rows_fit(v, count);
+  if (rc != RAG_OK) return rc;
+  if (v->hk.split) {
     for (i = 0; i < count; i++) {
       memcpy(v->row, sec[2].p + i * v->kern.rowbytes, v->kern.rowbytes);
       if (!rag_kernel_rows_ok(&v->kern, v->row, NULL, 1)) return rag_corrupt(why, "bad component");
@@ -636,23 +744,82 @@ static int read_rows(rag_vec *v, const rag_reader *sec, const char **why) {
   }
   if (count > 0) memcpy(v->rows, sec[2].p, (size_t)(sec[2].e - sec[2].p));
   if (v->scales != NULL && count > 0) memcpy(v->scales, sec[3].p, count * 4);
-  return rows_ok(v, count) ? RAG_OK : rag_corrupt(why, "bad component");
+  fault = row_fault(v, count);
+  return fault == NULL ? RAG_OK : rag_corrupt(why, fault);
 }
 
-int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char **why) {
-  static const char tags[NSECTIONS][5] = {"PARM", "IDS ", "ROWS", "SCAL"};
+/*
+** Version 2: ROWS, LOWS, NORM and SCAL of the file at p, each a zero pad
+** up to a line, then as many bytes as count rows need; d[i] gets the start
+** of each one's data.
+*/
+static int find_rows(const rag_vec *v, const unsigned char *p, const rag_reader *sec,
+                     uint64_t count, const unsigned char **d, const char **why) {
+  uint64_t sz[NROWSECS];
+  size_t i, j;
+  row_sizes(v, count, sz);
+  for (i = 0; i < NROWSECS; i++) {
+    const rag_reader *s = &sec[2 + i];
+    size_t pad = pad_at((uint64_t)(s->p - p));
+    if ((uint64_t)(s->e - s->p) != pad + sz[i])
+      return rag_corrupt(why, "row section size disagrees with the id count");
+    for (j = 0; j < pad; j++)
+      if (s->p[j] != 0) return rag_corrupt(why, "nonzero pad");
+    d[i] = s->p + pad;
+  }
+  return RAG_OK;
+}
+
+/* Version 2's rows at d (see find_rows), for the ids read: borrowed, or copied. */
+static int take_rows(rag_vec *v, const unsigned char *const *d, int borrow) {
+  uint64_t sz[NROWSECS];
+  size_t n = v->ids.n;
+  int rc;
+  row_sizes(v, n, sz);
+  if (borrow) { /* const cast away: nothing writes rows while they are borrowed */
+    v->rows = (unsigned char *)(uintptr_t)d[0];
+    v->lo = v->hk.split ? (unsigned char *)(uintptr_t)d[1] : NULL;
+    v->norms = v->hk.split ? (float *)(uintptr_t)d[2] : NULL;
+    v->scales = v->o.dtype == RAG_I8 ? (float *)(uintptr_t)d[3] : NULL;
+    v->borrowed = 1;
+    v->mapped = (size_t)(sz[0] + sz[1] + sz[2] + sz[3]);
+    return RAG_OK;
+  }
+  if ((rc = rows_fit(v, n)) != RAG_OK || n == 0) return rc;
+  memcpy(v->rows, d[0], (size_t)sz[0]);
+  if (v->hk.split) {
+    memcpy(v->lo, d[1], (size_t)sz[1]);
+    memcpy(v->norms, d[2], (size_t)sz[2]);
+  }
+  if (v->scales != NULL) memcpy(v->scales, d[3], (size_t)sz[3]);
+  return RAG_OK;
+}
+
+int rag_vec_load_mem(const unsigned char *p, size_t n, int borrow, rag_vec **out,
+                     const char **why) {
+  static const char tags1[4][5] = {"PARM", "IDS ", "ROWS", "SCAL"};
   rag_reader sec[NSECTIONS];
+  const unsigned char *d[NROWSECS];
   rag_vec_opts o;
   rag_vec *v = NULL;
+  uint64_t count = 0, bytes = 0;
   uint32_t version;
-  int rc;
+  /* version 1 has other sections; rag_file_open checks the version read here */
+  int v1 = n >= 12 && rag_le(p + 8, 4) == 1, rc;
+  const char *fault;
   *out = NULL;
-  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, NSECTIONS, sec, &version,
-                     "not a vector index (bad magic)", why);
+  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, v1 ? tags1 : TAGS, v1 ? 4 : NSECTIONS, sec,
+                     &version, "not a vector index (bad magic)", why);
   if (rc == RAG_OK) rc = read_params(sec[0], &o, why);
   if (rc == RAG_OK) rc = rag_vec_new(&o, &v);
-  if (rc == RAG_OK) rc = read_ids(v, sec, why);
-  if (rc == RAG_OK) rc = read_rows(v, sec, why);
+  if (rc == RAG_OK) rc = scan_ids(sec[1], &count, &bytes, why);
+  if (rc == RAG_OK) rc = v1 ? sizes_v1(v, sec, count, why) : find_rows(v, p, sec, count, d, why);
+  if (rc == RAG_OK) rc = push_ids(v, sec[1], count, bytes, why);
+  if (rc == RAG_OK && v1) rc = read_rows_v1(v, sec, why);
+  if (rc == RAG_OK && !v1) { /* rows at an unaligned address are copied, and no rows */
+    rc = take_rows(v, d, borrow && (uintptr_t)p % LINE == 0 && count > 0);
+    if (rc == RAG_OK && (fault = row_fault(v, v->ids.n)) != NULL) rc = rag_corrupt(why, fault);
+  }
   if (rc != RAG_OK) {
     rag_vec_free(v);
     return rc;
@@ -662,7 +829,7 @@ int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char
 }
 
 static int load_mem(const unsigned char *p, size_t n, void *out, const char **why) {
-  return rag_vec_load_mem(p, n, (rag_vec **)out, why);
+  return rag_vec_load_mem(p, n, 0, (rag_vec **)out, why);
 }
 
 int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err) {
@@ -672,7 +839,7 @@ int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err) {
 
 int rag_vec_check(rag_vec *v) {
   size_t i;
-  if (v->ids.n > v->cap && v->ids.n > 0) return 0;
+  if (!v->borrowed && v->ids.n > v->cap && v->ids.n > 0) return 0;
   for (i = 0; i < v->ids.n; i++) {
     size_t l;
     const char *s;
@@ -680,5 +847,5 @@ int rag_vec_check(rag_vec *v) {
     s = rag_ids_get(&v->ids, (uint32_t)i, &l);
     if (rag_ids_find(&v->ids, s, l) != i) return 0;
   }
-  return rows_ok(v, v->ids.n);
+  return row_fault(v, v->ids.n) == NULL;
 }

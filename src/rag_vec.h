@@ -7,8 +7,10 @@
 ** proven error bound cannot rule out, so its hits are the exact ones.
 ** search_batch scores many queries per pass, blocked so that a block of
 ** rows stays in cache while every query sees it. Saves to a checksummed
-** file (grammar in rag_vec.c). Not thread-safe: searches use scratch space
-** inside the index.
+** file (grammar in rag_vec.c) whose rows are the in-memory layout, so a
+** load may borrow them from the caller's bytes (a file mapped read-only,
+** shared by processes) instead of copying. Not thread-safe: searches use
+** scratch space inside the index.
 */
 #ifndef RAG_VEC_H
 #define RAG_VEC_H
@@ -47,12 +49,25 @@ size_t rag_vec_count(const rag_vec *v);
 ** Adds or replaces the vector of `id` (dim floats, borrowed). RAG_EINVAL
 ** with *bad filled: a component is NaN, infinite or beyond 1e15 (or f16's
 ** range), or the vector is zero under cosine. RAG_ENOMEM, RAG_ETOOBIG. On
-** any failure the index is unchanged.
+** any failure the index is unchanged. A borrowed index copies its rows
+** first (rag_vec_own).
 */
 int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_vec_bad *bad);
 
-/* Removes `id`; *removed says whether it was there. Never fails. */
-void rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed);
+/*
+** Removes `id`; *removed says whether it was there. Fails only on a
+** borrowed index that must copy its rows first (rag_vec_own): RAG_ENOMEM,
+** the index unchanged and *removed 0.
+*/
+int rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed);
+
+/*
+** Copies a borrowed index's rows into memory it owns, after which the
+** loaded bytes are no longer used and every change succeeds without
+** copying; a no-op for an index that owns its rows. RAG_ENOMEM leaves it
+** borrowed.
+*/
+int rag_vec_own(rag_vec *v);
 
 /*
 ** The best k rows for query q (dim floats), best first, ties by id; only
@@ -77,15 +92,32 @@ const char *rag_vec_id(const rag_vec *v, uint32_t slot, size_t *len);
 /* The stored vector of `id` decoded into out (dim floats); 0 when absent. */
 int rag_vec_get(const rag_vec *v, const char *id, size_t idlen, float *out);
 
-/* Every byte the index holds. */
+/* Every byte the index allocated (borrowed rows are not counted). */
 size_t rag_vec_memory(const rag_vec *v);
 
-/* Saving and loading as rag_bm25 does: RAG_EIO with errno in *err, RAG_ENOMEM;
-** loads give RAG_EFORMAT, RAG_EVERSION, RAG_ECORRUPT with the reason in *why. */
+/* The bytes of borrowed rows, norms and scales the index reads in place; 0 once it owns them. */
+size_t rag_vec_mapped(const rag_vec *v);
+
+/*
+** Saving and loading as rag_bm25 does: RAG_EIO with errno in *err, RAG_ENOMEM;
+** loads give RAG_EFORMAT, RAG_EVERSION, RAG_ECORRUPT with the reason in *why.
+** rag_vec_load reads the file and copies everything.
+*/
 int rag_vec_save(const rag_vec *v, const char *path, int *err);
 int rag_vec_dump(const rag_vec *v, unsigned char **buf, size_t *n);
 int rag_vec_load(const char *path, rag_vec **out, const char **why, int *err);
-int rag_vec_load_mem(const unsigned char *p, size_t n, rag_vec **out, const char **why);
+
+/*
+** Loads the n bytes of a file at p (borrowed for the call). With borrow = 1
+** and a version 2 file at a 64-byte aligned p (as mmap gives), the index's
+** rows, norms and scales point into p, which must then stay unchanged and
+** outlive the index (rag_vec_free leaves it alone); nothing row-sized is
+** copied, and every check a copying load makes is made all the same. An
+** unaligned p or a version 1 file is copied as with borrow = 0. The index
+** never writes into p: its first change copies the rows (rag_vec_own).
+*/
+int rag_vec_load_mem(const unsigned char *p, size_t n, int borrow, rag_vec **out,
+                     const char **why);
 
 /* Checks the invariants (id table, counts, rows); 1 when they hold. For tests; uses scratch. */
 int rag_vec_check(rag_vec *v);
