@@ -157,7 +157,8 @@ static void same(const rag_store *a, const rag_store *b) {
   }
 }
 
-/* A loaded store: walks, takes a put and a remove, dumps and loads back. */
+/* A loaded store takes a put and a remove before anything reads its records
+** (so that unread records move), then walks, dumps and loads back. */
 static void exercise(rag_store *s) {
   unsigned char *d1 = NULL, *d2 = NULL;
   size_t n1 = 0, n2 = 0;
@@ -166,18 +167,9 @@ static void exercise(rag_store *s) {
   rag_store_doc d;
   rag_store_chunk ch = {1, 3, 1, 0, 0, 1};
   int removed;
-  must(rag_store_check(s));
-  walk(s);
-  must(rag_store_dump(s, &d1, &n1) == RAG_OK);
-  must(rag_store_load_mem(d1, n1, 1, &c, &why) == RAG_OK);
-  same(s, c);
-  must(rag_store_dump(c, &d2, &n2) == RAG_OK && n1 == n2 && memcmp(d1, d2, n1) == 0);
-  rag_store_free(c);
-  rag_free(d2);
-  rag_free(d1);
-  if (rag_store_count(s) > 0) { /* replace the first document, remove another */
-    const rag_store_doc *f = rag_store_doc_at(s, 0);
+  if (rag_store_count(s) > 1) { /* replace slot 0's document, then remove it */
     char id[MAXID_BYTES];
+    const rag_store_doc *f = rag_store_doc_at(s, 0); /* reads slot 0's record alone */
     size_t idlen = f->idlen < sizeof id ? f->idlen : sizeof id;
     memcpy(id, f->id, idlen);
     memset(&d, 0, sizeof d);
@@ -190,11 +182,18 @@ static void exercise(rag_store *s) {
     d.chunks = &ch;
     d.nchunks = 1;
     must(rag_store_put(s, &d) == RAG_OK);
-    must(rag_store_check(s));
     rag_store_remove(s, id, idlen, &removed);
-    must(removed == 1 && rag_store_check(s));
+    must(removed == 1);
   }
+  must(rag_store_check(s));
   walk(s);
+  must(rag_store_dump(s, &d1, &n1) == RAG_OK);
+  must(rag_store_load_mem(d1, n1, 1, &c, &why) == RAG_OK);
+  same(s, c);
+  must(rag_store_dump(c, &d2, &n2) == RAG_OK && n1 == n2 && memcmp(d1, d2, n1) == 0);
+  rag_store_free(c);
+  rag_free(d2);
+  rag_free(d1);
 }
 
 static void loaded(int rc, rag_store *s, const char *why) {

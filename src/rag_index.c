@@ -55,7 +55,7 @@ static int need_buf(rag_index *ix, size_t n) {
 
 int rag_index_new(rag_bm25 *b, rag_vec *v, rag_hnsw *h, rag_store *s, rag_index **out) {
   rag_index *ix;
-  size_t i, longest = 64;
+  size_t longest = 64;
   *out = NULL;
   ix = (rag_index *)rag_malloc(sizeof *ix);
   if (ix == NULL) return RAG_ENOMEM;
@@ -65,10 +65,8 @@ int rag_index_new(rag_bm25 *b, rag_vec *v, rag_hnsw *h, rag_store *s, rag_index 
   ix->h = h;
   ix->s = s;
   ix->dim = v != NULL ? rag_vec_config(v)->dim : h != NULL ? rag_hnsw_config(h)->dim : 0;
-  for (i = 0; i < rag_store_count(s); i++) { /* room for every name (remove_leaves) */
-    const rag_store_doc *d = rag_store_doc_at(s, (uint32_t)i);
-    if (d->idlen + 11 > longest) longest = d->idlen + 11;
-  }
+  if (rag_store_longest_id(s) + 11 > longest) /* room for every name (remove_leaves) */
+    longest = rag_store_longest_id(s) + 11;
   if (need_buf(ix, longest) != RAG_OK) {
     rag_free(ix);
     return RAG_ENOMEM;

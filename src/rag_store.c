@@ -2,7 +2,10 @@
 ** rag_store.c: the document and chunk store of rag.index (see rag_store.h).
 ** A document put in is copied into one block (its chunks, then its
 ** strings); a loaded document points into the file's bytes instead, which
-** the store copied or borrows.
+** the store copied or borrows. A load checks every record and keeps only
+** the ids and where each record starts; a record is read into its slot the
+** first time it is asked for (rec), so a process that maps a large store
+** and reads a few documents builds a few records, not all of them.
 */
 #include "rag_store.h"
 
@@ -20,15 +23,62 @@ typedef struct slotrec {
   unsigned char *own; /* the block of a put document; NULL when loaded */
 } slotrec;
 
+typedef struct lazyrec { /* a loaded document not read yet */
+  size_t off;            /* its record in the file's bytes */
+  size_t chunk0;         /* its first chunk in loaded */
+} lazyrec;
+
 struct rag_store {
-  rag_ids ids; /* document id -> slot */
-  slotrec *r;  /* per slot */
-  size_t cap;
+  rag_ids ids;          /* document id -> slot */
+  slotrec *r;           /* per slot; r[slot] holds a document once ready[slot] */
+  unsigned char *ready; /* per slot: 0 for a loaded record not read yet (lazy[slot]) */
+  size_t cap;           /* slots in r and ready */
+  lazyrec *lazy;        /* per slot loaded (slots move down only, on removes) */
   size_t chunks, leaves, bytes, owned; /* of the live documents; owned: bytes of blocks */
+  size_t longest;       /* bytes of the longest id held since the store began */
   unsigned char *base;      /* the copied file of a load without borrow */
-  rag_store_chunk *loaded;  /* the chunks of the loaded documents */
-  size_t baselen, nloaded;
+  const unsigned char *image; /* the file's bytes (base, or borrowed), image + imagelen */
+  rag_store_chunk *loaded;  /* the chunks of the loaded documents, filled as read */
+  size_t baselen, imagelen, nloaded, nlazy;
 };
+
+static int read_doc(rag_reader *r, rag_store_doc *d, rag_store_chunk *c, const char **why);
+static size_t mark_leaves(rag_store_chunk *c, size_t n);
+
+/* The record of a live slot, read from the file's bytes on first use (the
+** load checked it). The store is not thread-safe, so this may write. */
+static slotrec *rec(const rag_store *cs, uint32_t slot) {
+  rag_store *s = (rag_store *)(uintptr_t)cs;
+  if (!s->ready[slot]) {
+    rag_reader r;
+    rag_store_doc d;
+    const char *why;
+    rag_store_chunk *c = s->loaded + s->lazy[slot].chunk0;
+    r.p = s->image + s->lazy[slot].off;
+    r.e = s->image + s->imagelen;
+    (void)read_doc(&r, &d, c, &why);
+    (void)mark_leaves(c, d.nchunks);
+    d.chunks = c;
+    s->r[slot].d = d;
+    s->r[slot].own = NULL;
+    s->ready[slot] = 1;
+  }
+  return &s->r[slot];
+}
+
+/* Room for n slots in r and ready (grown alike). RAG_ENOMEM. */
+static int slots_fit(rag_store *s, size_t n) {
+  size_t c1 = s->cap, c2 = s->cap;
+  slotrec *r;
+  unsigned char *ready;
+  if (n <= s->cap && s->r != NULL) return RAG_OK;
+  if ((r = (slotrec *)rag_grow(s->r, &c1, n, sizeof *r)) == NULL) return RAG_ENOMEM;
+  s->r = r;
+  if ((ready = (unsigned char *)rag_grow(s->ready, &c2, n, 1)) == NULL) return RAG_ENOMEM;
+  s->ready = ready;
+  s->cap = c1 < c2 ? c1 : c2;
+  return RAG_OK;
+}
 
 int rag_store_new(rag_store **out) {
   rag_store *s = (rag_store *)rag_malloc(sizeof *s);
@@ -43,8 +93,11 @@ int rag_store_new(rag_store **out) {
 void rag_store_free(rag_store *s) {
   size_t i;
   if (s == NULL) return;
-  for (i = 0; i < s->ids.n; i++) rag_free(s->r[i].own);
+  for (i = 0; i < s->ids.n; i++)
+    if (s->ready[i]) rag_free(s->r[i].own);
   rag_free(s->r);
+  rag_free(s->ready);
+  rag_free(s->lazy);
   rag_ids_free(&s->ids);
   rag_free(s->base);
   rag_free(s->loaded);
@@ -68,12 +121,16 @@ size_t rag_store_bytes(const rag_store *s) {
 }
 
 size_t rag_store_memory(const rag_store *s) {
-  return sizeof *s + rag_ids_memory(&s->ids) + s->cap * sizeof *s->r + s->owned + s->baselen +
-         s->nloaded * sizeof *s->loaded;
+  return sizeof *s + rag_ids_memory(&s->ids) + s->cap * (sizeof *s->r + 1) + s->owned +
+         s->baselen + s->nloaded * sizeof *s->loaded + s->nlazy * sizeof *s->lazy;
+}
+
+size_t rag_store_longest_id(const rag_store *s) {
+  return s->longest;
 }
 
 const rag_store_doc *rag_store_doc_at(const rag_store *s, uint32_t slot) {
-  return &s->r[slot].d;
+  return &rec(s, slot)->d;
 }
 
 uint32_t rag_store_find(const rag_store *s, const char *id, size_t len) {
@@ -89,7 +146,7 @@ int rag_store_chunk_find(const rag_store *s, const char *name, size_t len, uint3
   if (digits == 0 || digits > 10 || i == 0 || name[i - 1] != '#' || name[i] == '0') return 0;
   for (; i < len; i++) v = v * 10 + (uint64_t)(name[i] - '0');
   *slot = rag_ids_find(&s->ids, name, len - digits - 1);
-  if (*slot == RAG_IDS_NONE || v > s->r[*slot].d.nchunks) return 0;
+  if (*slot == RAG_IDS_NONE || v > rec(s, *slot)->d.nchunks) return 0;
   *n = (uint32_t)v;
   return 1;
 }
@@ -239,7 +296,7 @@ static int cond_holds(const rag_store_doc *d, const rag_filter_cond *c) {
 int rag_store_matches(const rag_store *s, uint32_t slot, const rag_store_filter *f) {
   size_t i;
   for (i = 0; i < f->nconds; i++)
-    if (!cond_holds(&s->r[slot].d, &f->conds[i])) return 0;
+    if (!cond_holds(&rec(s, slot)->d, &f->conds[i])) return 0;
   return 1;
 }
 
@@ -304,14 +361,11 @@ int rag_store_put(rag_store *s, const rag_store_doc *d) {
   block = (unsigned char *)rag_malloc(size > 0 ? size : 1);
   if (block == NULL) return RAG_ENOMEM;
   slot = rag_ids_find(&s->ids, d->id, d->idlen);
-  if (slot == RAG_IDS_NONE) {
-    slotrec *r = (slotrec *)rag_grow(s->r, &s->cap, s->ids.n + 1, sizeof *s->r);
-    if (r == NULL || (rc = rag_ids_reserve(&s->ids, 1, d->idlen)) != RAG_OK) {
-      if (r != NULL) s->r = r;
-      rag_free(block);
-      return r == NULL ? RAG_ENOMEM : rc;
-    }
-    s->r = r;
+  if (slot == RAG_IDS_NONE &&
+      ((rc = slots_fit(s, s->ids.n + 1)) != RAG_OK ||
+       (rc = rag_ids_reserve(&s->ids, 1, d->idlen)) != RAG_OK)) {
+    rag_free(block);
+    return rc;
   }
   c = *d;
   at = block;
@@ -329,12 +383,15 @@ int rag_store_put(rag_store *s, const rag_store_doc *d) {
   if (slot == RAG_IDS_NONE) {
     slot = rag_ids_push(&s->ids, d->id, d->idlen);
   } else {
-    count_doc(s, &s->r[slot].d, -1);
-    if (s->r[slot].own != NULL) s->owned -= block_size(&s->r[slot].d);
-    rag_free(s->r[slot].own);
+    slotrec *o = rec(s, slot);
+    count_doc(s, &o->d, -1);
+    if (o->own != NULL) s->owned -= block_size(&o->d);
+    rag_free(o->own);
   }
   s->r[slot].d = c;
   s->r[slot].own = block;
+  s->ready[slot] = 1;
+  if (d->idlen > s->longest) s->longest = d->idlen;
   s->owned += size;
   count_doc(s, &c, 1);
   return RAG_OK;
@@ -342,14 +399,20 @@ int rag_store_put(rag_store *s, const rag_store_doc *d) {
 
 void rag_store_remove(rag_store *s, const char *id, size_t len, int *removed) {
   uint32_t slot = rag_ids_find(&s->ids, id, len), last;
+  slotrec *o;
   *removed = slot != RAG_IDS_NONE;
   if (slot == RAG_IDS_NONE) return;
-  count_doc(s, &s->r[slot].d, -1);
-  if (s->r[slot].own != NULL) s->owned -= block_size(&s->r[slot].d);
-  rag_free(s->r[slot].own);
+  o = rec(s, slot);
+  count_doc(s, &o->d, -1);
+  if (o->own != NULL) s->owned -= block_size(&o->d);
+  rag_free(o->own);
   last = (uint32_t)s->ids.n - 1;
   rag_ids_swap_remove(&s->ids, slot);
-  if (slot != last) s->r[slot] = s->r[last];
+  if (slot != last) { /* the last slot moves down: as read, or as where to read it */
+    s->ready[slot] = s->ready[last];
+    if (s->ready[last]) s->r[slot] = s->r[last];
+    else s->lazy[slot] = s->lazy[last];
+  }
   rag_ids_tidy(&s->ids);
 }
 
@@ -390,12 +453,12 @@ static void write_store(const void *obj, rag_writer *w) {
   const rag_store *s = sv->s;
   size_t n = s->ids.n, i, j;
   uint64_t len = rag_varint_len(n);
-  for (i = 0; i < n; i++) len += doc_size(&s->r[sv->order[i]].d);
+  for (i = 0; i < n; i++) len += doc_size(&rec(s, sv->order[i])->d);
   rag_w_header(w, MAGIC, FORMAT_VERSION, 1, RAG_FILE_HEADER + 16 + len);
   rag_w_begin(w, "DOCS", len);
   rag_w_varint(w, n);
   for (i = 0; i < n; i++) {
-    const rag_store_doc *d = &s->r[sv->order[i]].d;
+    const rag_store_doc *d = &rec(s, sv->order[i])->d;
     rag_w_str(w, d->id, d->idlen);
     rag_w_str(w, d->text, d->textlen);
     rag_w_uint(w, (uint64_t)((d->has_source ? 1 : 0) | (d->has_title ? 2 : 0)), 1);
@@ -421,8 +484,7 @@ int rag_store_order(const rag_store *s, uint32_t *slots) {
   size_t i;
   if (order == NULL) return RAG_ENOMEM;
   for (i = 0; i < s->ids.n; i++) {
-    order[i].id = s->r[i].d.id;
-    order[i].len = s->r[i].d.idlen;
+    order[i].id = rag_ids_get(&s->ids, (uint32_t)i, &order[i].len);
     order[i].slot = (uint32_t)i;
   }
   qsort(order, s->ids.n, sizeof *order, by_id);
@@ -499,46 +561,67 @@ static int read_doc(rag_reader *r, rag_store_doc *d, rag_store_chunk *c, const c
   return 1;
 }
 
+/* DOCS: every record checked, the ids linked, each record's place kept. */
 static int load_docs(rag_store *s, rag_reader sec, const char **why) {
   rag_reader r = sec;
   uint64_t count, i, total = 0, bytes = 0;
   rag_store_doc d;
-  const rag_store_doc *prev = NULL;
+  rag_store_chunk *c = NULL; /* one document's chunks, to count its leaves */
+  size_t ccap = 0;
+  const char *prev = NULL;
+  size_t prevlen = 0;
   int rc;
   if (!rag_r_varint(&r, &count) || count > (uint64_t)(r.e - r.p) || count > RAG_IDS_MAX)
     return rag_corrupt(why, "bad document count");
   for (i = 0; i < count; i++) { /* checks everything, sums the sizes */
     if (!read_doc(&r, &d, NULL, why)) return RAG_ECORRUPT;
+    if (prev != NULL && key_cmp(prev, prevlen, d.id, d.idlen) >= 0)
+      return rag_corrupt(why, "documents out of order");
+    prev = d.id;
+    prevlen = d.idlen;
     total += d.nchunks;
     bytes += d.idlen;
   }
   if (r.p != r.e) return rag_corrupt(why, "bad document section");
-  if (RAG_MUL_OVERFLOWS((size_t)total + 1, sizeof *s->loaded)) return RAG_ENOMEM;
-  s->loaded = (rag_store_chunk *)rag_malloc(((size_t)total + 1) * sizeof *s->loaded);
-  if (s->loaded == NULL) return RAG_ENOMEM;
-  s->nloaded = (size_t)total;
-  s->r = (slotrec *)rag_grow(NULL, &s->cap, (size_t)count + 1, sizeof *s->r);
-  if (s->r == NULL || (rc = rag_ids_reserve(&s->ids, (size_t)count, (size_t)bytes)) != RAG_OK)
+  if (RAG_MUL_OVERFLOWS((size_t)total + 1, sizeof *s->loaded) ||
+      RAG_MUL_OVERFLOWS((size_t)count + 1, sizeof *s->lazy))
     return RAG_ENOMEM;
+  /* loaded and r are filled as records are read: their pages stay untouched till then */
+  s->loaded = (rag_store_chunk *)rag_malloc(((size_t)total + 1) * sizeof *s->loaded);
+  s->lazy = (lazyrec *)rag_malloc(((size_t)count + 1) * sizeof *s->lazy);
+  if (s->loaded == NULL || s->lazy == NULL || slots_fit(s, (size_t)count + 1) != RAG_OK ||
+      (rc = rag_ids_reserve(&s->ids, (size_t)count, (size_t)bytes)) != RAG_OK)
+    return RAG_ENOMEM;
+  s->nloaded = (size_t)total;
+  s->nlazy = (size_t)count;
   r = sec;
   (void)rag_r_varint(&r, &count);
   total = 0;
   for (i = 0; i < count; i++) {
-    rag_store_chunk *c = s->loaded + total;
-    (void)read_doc(&r, &d, c, why);
-    if (prev != NULL && key_cmp(prev->id, prev->idlen, d.id, d.idlen) >= 0)
-      return rag_corrupt(why, "documents out of order");
-    (void)mark_leaves(c, d.nchunks);
-    d.chunks = c;
-    total += d.nchunks;
-    {
-      uint32_t slot = rag_ids_push(&s->ids, d.id, d.idlen);
-      s->r[slot].d = d;
-      s->r[slot].own = NULL;
+    uint32_t slot;
+    size_t off = (size_t)(r.p - s->image);
+    (void)read_doc(&r, &d, NULL, why);
+    if (d.nchunks > ccap) {
+      rag_store_chunk *g = (rag_store_chunk *)rag_grow(c, &ccap, d.nchunks, sizeof *c);
+      if (g == NULL) {
+        rag_free(c);
+        return RAG_ENOMEM;
+      }
+      c = g;
     }
-    prev = &s->r[i].d;
+    r.p = s->image + off; /* again, for the chunks */
+    (void)read_doc(&r, &d, c, why);
+    d.chunks = c;
+    (void)mark_leaves(c, d.nchunks);
     count_doc(s, &d, 1);
+    slot = rag_ids_push(&s->ids, d.id, d.idlen);
+    s->lazy[slot].off = off;
+    s->lazy[slot].chunk0 = (size_t)total;
+    s->ready[slot] = 0;
+    if (d.idlen > s->longest) s->longest = d.idlen;
+    total += d.nchunks;
   }
+  rag_free(c);
   return RAG_OK;
 }
 
@@ -560,9 +643,12 @@ int rag_store_load_mem(const unsigned char *p, size_t n, int borrow, rag_store *
       p = s->base;
     }
   }
-  if (rc == RAG_OK)
+  if (rc == RAG_OK) {
+    s->image = p;
+    s->imagelen = n;
     rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, 1, sec, &version,
                        "not a document store (bad magic)", why);
+  }
   if (rc == RAG_OK) rc = load_docs(s, sec[0], why);
   if (rc != RAG_OK) {
     rag_store_free(s);
@@ -575,7 +661,7 @@ int rag_store_load_mem(const unsigned char *p, size_t n, int borrow, rag_store *
 int rag_store_check(const rag_store *s) {
   size_t i, chunks = 0, leaves = 0, bytes = 0, leaf;
   for (i = 0; i < s->ids.n; i++) {
-    const rag_store_doc *d = &s->r[i].d;
+    const rag_store_doc *d = &rec(s, (uint32_t)i)->d;
     size_t idl;
     const char *id = rag_ids_get(&s->ids, (uint32_t)i, &idl);
     if (idl != d->idlen || memcmp(id, d->id, idl) != 0) return 0;

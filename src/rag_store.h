@@ -62,6 +62,7 @@ size_t rag_store_chunks(const rag_store *s); /* their chunks */
 size_t rag_store_leaves(const rag_store *s); /* their leaf chunks */
 size_t rag_store_bytes(const rag_store *s);  /* their text bytes */
 size_t rag_store_memory(const rag_store *s); /* bytes allocated */
+size_t rag_store_longest_id(const rag_store *s); /* the longest id held so far, in bytes */
 
 /*
 ** The live slots in bytewise id order into slots (room for count), so that
