@@ -203,14 +203,14 @@ for _, cfg in ipairs(CONFIGS) do
       ro:search(data.queries[q], { mode = "hybrid", k = 10 })
     end
     local lua = arg[-1] or "lua5.4"
-    local private, anon, rss = util.sh(lua .. " bench/index.lua " .. dir .. " --ro " .. save)
+    local private, anon, ro_rss = util.sh(lua .. " bench/index.lua " .. dir .. " --ro " .. save)
       :match("(%S+) (%S+) (%S+)")
-    private, anon, rss = tonumber(private), tonumber(anon), tonumber(rss)
+    private, anon, ro_rss = tonumber(private), tonumber(anon), tonumber(ro_rss)
     print(string.format("%-20s saved %.1f MB on disk; a second process opening it read-only and"
       .. " running every query adds %.2f MB private memory (%.1f%% of the saved size;"
       .. " anonymous %.2f MB; RSS %.1f MB, the rest mapped pages shared with the first)", "",
-      size, private, 100 * private / size, anon, rss))
-    out.disk, out.ro_private, out.ro_rss = size, private, rss
+      size, private, 100 * private / size, anon, ro_rss))
+    out.disk, out.ro_private, out.ro_rss = size, private, ro_rss
     ro:close()
     os.execute("rm -rf " .. save)
   end

@@ -700,7 +700,8 @@ describe("rag.index persistence", function()
     for part, p in pairs(paths) do
       sums[part] = { rag.core.fs.sum(p) }
     end
-    local mapped = assert(rag.core.index.open({ store = paths.store, bm25 = paths.bm25, map = true }))
+    local mapped = assert(rag.core.index.open({ store = paths.store, bm25 = paths.bm25,
+      map = true }))
     local copied = assert(rag.core.index.open({ store = paths.store, bm25 = paths.bm25 }))
     for _, q in ipairs(QUERIES) do
       same_hits(copied:search(q, {}, "bm25"), mapped:search(q, {}, "bm25"), q)
