@@ -81,4 +81,9 @@ M.tokenizer = require("rag.tokenizer")
 -- `#idx`. See docs/index.md.
 M.index = require("rag.index")
 
+--- The pipelines' prompts, English and Chinese: `get(lang, overrides)`,
+-- `messages(set, name, slots)`, `render(template, slots)`, `history(turns)`,
+-- `detect(text)`. See docs/api.md.
+M.prompts = require("rag.prompts")
+
 return M
