@@ -86,4 +86,8 @@ M.index = require("rag.index")
 -- `detect(text)`. See docs/api.md.
 M.prompts = require("rag.prompts")
 
+--- Pipelines and their run context (`runtime`: limits and traces).
+-- See docs/pipelines.md.
+M.pipeline = require("rag.pipeline")
+
 return M
