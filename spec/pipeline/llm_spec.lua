@@ -145,6 +145,12 @@ describe("rag.llm.extractive", function()
       reply(EN, "compress", { question = "What does k1 control?", document = PASSAGES[1].text }))
     assert.equal("NONE", reply(EN, "compress", { question = "capital of France",
       document = PASSAGES[1].text }))
+    -- the second sentence adds 回答; Chinese sentences join without a space
+    assert.equal(PASSAGES[3].text, reply(ZH, "compress", { question = "检索增强生成如何回答？",
+      document = PASSAGES[3].text }))
+    -- "是" is left alone once 什么 is removed: a lone character is no term
+    assert.equal("1", reply(ZH, "grade", { question = "BM25 是什么？",
+      document = PASSAGES[1].text }))
     assert.equal("yes", reply(EN, "check", { context = CTX,
       answer = "The parameter k1 controls saturation [1]. The constant k is 60 [2]." }))
     assert.equal("yes", reply(EN, "check", { context = CTX, answer = EN.refusal }))

@@ -109,7 +109,8 @@ describe("rag.prompts", function()
       assert.same({ { role = "user", content = "改写：天气" } },
         prompts.messages(set, "rewrite", { question = "天气" }))
       assert.equal("zh", set.lang)
-      -- the built-in sets are untouched
+      -- the built-in sets are untouched, also by editing a set
+      prompts.get("en").rewrite.user = "edited {question}"
       assert.equal("Question: {question}", prompts.en.rewrite.user)
       assert.equal("Context:\n{context}\n\nQuestion: {question}", prompts.get("en").answer.user)
       -- a slot given by the caller wins over the set's refusal

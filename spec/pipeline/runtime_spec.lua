@@ -198,7 +198,8 @@ describe("rag.pipeline.runtime", function()
     it("records steps in brief: strings cut, hits counted, time, tokens, branches", function()
       local clock = support.clock()
       local run = new_run(nil, clock)
-      local long = string.rep("é", 100) -- 200 bytes
+      -- 201 bytes; byte 160 starts an "é", so the cut backs up to 159
+      local long = "a" .. string.rep("é", 100)
       local llm = support.scripted({ "two words" })
       local hits = assert(run:step("retrieve", function(inputs)
         clock.advance(0.25)
@@ -206,14 +207,15 @@ describe("rag.pipeline.runtime", function()
         local reply = assert(run:chat(llm, { { role = "system", content = "be brief" },
           { role = "user", content = inputs.query } }))
         return { { id = "c1", score = 2, text = reply.text }, { id = "c2", score = 1 } }
-      end, { query = "find it", note = long, k = 5, fn = print }))
+      end, { query = "find it", note = long, k = 5, fn = print, ascii = string.rep("x", 200),
+        none = json.null }))
       assert.equal(2, #hits)
       local step, branch, chat = run.trace[1], run.trace[2], run.trace[3]
       assert.equal(3, #run.trace)
       assert.same({ kind = "step", name = "retrieve", depth = 0, at = 0, ms = 250,
         llm_calls = 1, tokens = 15,
-        inputs = { query = "find it", note = string.rep("é", 80) .. "…", k = 5,
-          fn = "<function>" },
+        inputs = { query = "find it", note = "a" .. string.rep("é", 79) .. "…", k = 5,
+          fn = "<function>", ascii = string.rep("x", 160) .. "…" },
         outputs = { count = 2, ids = { "c1", "c2" } },
         branch = "fallback", why = "no hit above 0.5" }, step)
       assert.same({ kind = "branch", name = "fallback", why = "no hit above 0.5", depth = 1,
@@ -303,16 +305,21 @@ describe("rag.pipeline.runtime", function()
     it("finish attaches the trace and usage; with a failure it returns it 4th", function()
       local clock = support.clock()
       local run = new_run(nil, clock)
-      local llm = support.scripted({ "x y" }, { usage = { prompt_tokens = 7,
+      local llm = support.scripted({ "x y", "x y" }, { usage = { prompt_tokens = 7,
         completion_tokens = 2, total_tokens = 9 } })
-      run:step("answer", function()
-        clock.advance(0.5)
-        return run:chat(llm, "q")
-      end)
+      for _ = 1, 2 do
+        run:step("answer", function()
+          clock.advance(0.25)
+          return run:chat(llm, "q")
+        end)
+      end
+      -- each step counts its own call and tokens
+      assert.equal(9, run.trace[3].tokens)
+      assert.equal(1, run.trace[3].llm_calls)
       local r = run:finish({ text = "x y" })
       assert.equal(run.trace, r.trace)
-      assert.same({ steps = 1, llm_calls = 1, prompt_tokens = 7, completion_tokens = 2,
-        total_tokens = 9, ms = 500, estimated = false }, r.usage)
+      assert.same({ steps = 2, llm_calls = 2, prompt_tokens = 14, completion_tokens = 4,
+        total_tokens = 18, ms = 500, estimated = false }, r.usage)
       local v, msg, code, partial = run:finish({ contexts = {} }, "rag.pipeline: x", "budget")
       assert.is_nil(v)
       assert.equal("rag.pipeline: x", msg)

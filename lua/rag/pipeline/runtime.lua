@@ -104,7 +104,9 @@ end
 brief = function(v, depth)
   depth = depth or 0
   local t = type(v)
-  if t == "string" then
+  if v == json.null then
+    return nil
+  elseif t == "string" then
     return cut(v, MAX_STRING)
   elseif t == "number" then
     if v ~= v or v == huge or v == -huge then
@@ -115,8 +117,6 @@ brief = function(v, depth)
     return v
   elseif t ~= "table" then
     return "<" .. t .. ">"
-  elseif v == json.null then
-    return nil
   elseif depth >= MAX_DEPTH then
     return "<table>"
   elseif is_list(v) then
@@ -162,15 +162,15 @@ local function reached(self, kind, extra)
     return "deadline_ms", format("deadline of %s ms passed", tostring(l.deadline_ms))
   end
   if kind == "step" and self.steps >= l.steps then
-    return "steps", format("step limit reached (%d steps)", l.steps)
+    return "steps", format("step limit reached (%.0f steps)", l.steps)
   end
   if kind == "chat" then
     if self.llm_calls >= l.llm_calls then
-      return "llm_calls", format("llm call limit reached (%d calls)", l.llm_calls)
+      return "llm_calls", format("llm call limit reached (%.0f calls)", l.llm_calls)
     end
     if l.tokens and used_tokens(self) + (extra or 0) >= l.tokens then
-      return "tokens", format("token limit reached (%d used, %d more for the next prompt, "
-        .. "limit %d)", used_tokens(self), extra or 0, l.tokens)
+      return "tokens", format("token limit reached (%.0f used, %.0f more for the next "
+        .. "prompt, limit %.0f)", used_tokens(self), extra or 0, l.tokens)
     end
   end
   return nil
@@ -431,8 +431,8 @@ function Run:chat(llm, messages, opts)
   end
   if l.tokens and used_tokens(self) > l.tokens then
     local _, m, cd = stop(self, "tokens", "chat",
-      format("token limit exceeded by an llm reply (%d used, limit %d)", used_tokens(self),
-        l.tokens))
+      format("token limit exceeded by an llm reply (%.0f used, limit %.0f)",
+        used_tokens(self), l.tokens))
     return nil, m, cd, reply
   end
   return reply
