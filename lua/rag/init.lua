@@ -81,4 +81,17 @@ M.tokenizer = require("rag.tokenizer")
 -- `#idx`. See docs/index.md.
 M.index = require("rag.index")
 
+--- LLMs without a server: `extractive(opts)`, `record(llm, path)`,
+-- `replay(path)`. See docs/api.md.
+M.llm = require("rag.llm")
+
+--- The pipelines' prompts, English and Chinese: `get(lang, overrides)`,
+-- `messages(set, name, slots)`, `render(template, slots)`, `history(turns)`,
+-- `detect(text)`. See docs/api.md.
+M.prompts = require("rag.prompts")
+
+--- Pipelines and their run context (`runtime`: limits and traces).
+-- See docs/pipelines.md.
+M.pipeline = require("rag.pipeline")
+
 return M

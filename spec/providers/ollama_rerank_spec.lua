@@ -40,18 +40,18 @@ describe("providers over their own wire formats", function()
 
     it("chats with options and streams NDJSON deltas in order", function()
       local p = rag.providers.ollama({ base_url = base, model = uniq("ok:") })
-      local text, info = assert(p:chat("hello you", { temperature = 0.2, max_tokens = 9,
+      local reply = assert(p:chat("hello you", { temperature = 0.2, max_tokens = 9,
         stop = "\n", options = { num_ctx = 2048 } }))
-      assert.equal("echo: hello you", text)
-      assert.equal("stop", info.finish_reason)
-      assert.equal(7, info.usage.prompt_tokens)
+      assert.equal("echo: hello you", reply.text)
+      assert.equal("stop", reply.finish_reason)
+      assert.equal(7, reply.usage.prompt_tokens)
       local body = log(p.model)[1].body
       assert.is_false(body.stream)
       assert.same({ temperature = 0.2, num_predict = 9, stop = { "\n" }, num_ctx = 2048 },
         body.options)
       local deltas = {}
-      text = assert(p:chat("one two three", { stream = function(d) deltas[#deltas + 1] = d end }))
-      assert.equal("echo: one two three", text)
+      reply = assert(p:chat("one two three", { stream = function(d) deltas[#deltas + 1] = d end }))
+      assert.equal("echo: one two three", reply.text)
       assert.same({ "echo: ", "one ", "two ", "three" }, deltas)
     end)
 

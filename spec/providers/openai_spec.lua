@@ -181,11 +181,11 @@ describe("rag.providers.openai", function()
 
   it("chats, returning the text, usage and finish reason", function()
     local p = provider(uniq("ok:"))
-    local text, info = assert(p:chat({ { role = "system", content = "be brief" },
+    local reply = assert(p:chat({ { role = "system", content = "be brief" },
       { role = "user", content = "hello there" } }, { temperature = 0, max_tokens = 5 }))
-    assert.equal("echo: hello there", text)
-    assert.equal("stop", info.finish_reason)
-    assert.equal(10, info.usage.total_tokens)
+    assert.equal("echo: hello there", reply.text)
+    assert.equal("stop", reply.finish_reason)
+    assert.equal(10, reply.usage.total_tokens)
     local body = log(p.model)[1].body
     assert.equal(0, body.temperature)
     assert.equal(5, body.max_tokens)
@@ -201,7 +201,8 @@ describe("rag.providers.openai", function()
     end
     local prompt = table.concat(words, " ")
     local deltas = {}
-    local text, info = assert(p:chat(prompt, { stream = function(d) deltas[#deltas + 1] = d end }))
+    local reply = assert(p:chat(prompt, { stream = function(d) deltas[#deltas + 1] = d end }))
+    local text, info = reply.text, reply
     assert.equal("echo: " .. prompt, text)
     assert.equal(41, #deltas)
     assert.equal("echo: ", deltas[1])

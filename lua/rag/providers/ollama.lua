@@ -84,6 +84,7 @@ local CHAT_OPTS = {
   stream = { "function" },
 }
 
+-- The reply to a chat, `text` aside.
 local function info_of(v)
   local p, c = tonumber(v.prompt_eval_count), tonumber(v.eval_count)
   return {
@@ -130,7 +131,8 @@ local function stream_chat(self, fname, url, body, on_delta)
   if not info then
     return nil, fname .. ": the reply stream ended before 'done'", "decode"
   end
-  return table.concat(parts), info
+  info.text = table.concat(parts)
+  return info
 end
 
 --- Chat through /api/chat.
@@ -138,7 +140,7 @@ end
 -- @tparam[opt] table opts `temperature`, `max_tokens` (num_predict), `top_p`,
 --   `stop`, `seed`, `format`, `options` (more model options), `model`,
 --   `stream = function(delta)`
--- @return text, info `{ usage=, finish_reason=, model= }` | nil, msg, code
+-- @return reply `{ text=, usage=, finish_reason=, model= }` | nil, msg, code
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
   local o = check(fname, opts, CHAT_OPTS, 2)
@@ -153,7 +155,9 @@ function Provider:chat(messages, opts)
     if type(v) ~= "table" or type(v.message) ~= "table" then
       return nil, "the reply has no 'message'"
     end
-    return str(v.message.content) or "", info_of(v)
+    local reply = info_of(v)
+    reply.text = str(v.message.content) or ""
+    return reply
   end)
 end
 

@@ -90,13 +90,13 @@ local function usage_of(u)
     tonumber(u.completion_tokens), total_tokens = tonumber(u.total_tokens) }
 end
 
--- The text and info of a whole completion, or nil.
+-- The reply of a whole completion, or nil.
 local function completion(v)
   local choice = type(v) == "table" and type(v.choices) == "table" and v.choices[1]
   if type(choice) ~= "table" or type(choice.message) ~= "table" then
     return nil
   end
-  return str(choice.message.content) or "", { usage = usage_of(v.usage),
+  return { text = str(choice.message.content) or "", usage = usage_of(v.usage),
     finish_reason = str(choice.finish_reason), model = str(v.model), id = str(v.id) }
 end
 
@@ -135,16 +135,17 @@ local function stream_chat(self, fname, url, body, on_delta)
     return nil, msg, code
   end
   if events == 0 then -- a server that ignored "stream": a plain reply
-    local text, whole = completion(json.decode(raw))
-    if text == nil then
+    local whole = completion(json.decode(raw))
+    if whole == nil then
       return nil, fname .. ": the reply is neither an event stream nor a completion", "decode"
     end
-    if text ~= "" then
-      on_delta(text)
+    if whole.text ~= "" then
+      on_delta(whole.text)
     end
-    return text, whole
+    return whole
   end
-  return table.concat(parts), info
+  info.text = table.concat(parts)
+  return info
 end
 
 --- Chat completion.
@@ -152,7 +153,7 @@ end
 -- @tparam[opt] table opts `temperature`, `max_tokens`, `top_p`, `stop`,
 --   `seed`, `response_format`, `model`, `extra` (more body fields), and
 --   `stream = function(delta)` to receive the text as it is generated (SSE)
--- @return text, info `{ usage=, finish_reason=, model=, id= }` | nil, msg, code
+-- @return reply `{ text=, usage=, finish_reason=, model=, id= }` | nil, msg, code
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
   local o = check(fname, opts, CHAT_OPTS, 2)
@@ -169,11 +170,11 @@ function Provider:chat(messages, opts)
     return stream_chat(self, fname, url, body, o.stream)
   end
   return request.call(self.client, fname, url, body, function(v)
-    local text, info = completion(v)
-    if text == nil then
+    local reply = completion(v)
+    if reply == nil then
       return nil, "the reply has no 'choices[1].message'"
     end
-    return text, info
+    return reply
   end)
 end
 

@@ -1,0 +1,11 @@
+--- rag.pipeline: retrieval pipelines that users script, over rag.index, the
+-- providers and rag.llm. Every pipeline runs inside a run context
+-- (`runtime`) with hard limits and a trace. See docs/pipelines.md.
+-- @module rag.pipeline
+local M = {}
+
+--- The run context: `runtime.new{ limits = { steps =, llm_calls =, tokens =,
+-- deadline_ms = } }`, `runtime.trace(jsonl)`. See docs/pipelines.md.
+M.runtime = require("rag.pipeline.runtime")
+
+return M

@@ -1,0 +1,132 @@
+--- rag.prompts.en: the English prompts of the pipelines, as data. Each is
+-- `{ system =, user = }` with `{slot}` placeholders (rag.prompts.slots says
+-- which each one gets); `refusal` is the exact sentence an answer gives when
+-- the context lacks the answer. Seed 000's citation prompt is `answer`.
+-- @module rag.prompts.en
+return {
+  lang = "en",
+
+  refusal = "I don't have enough information to answer this.",
+
+  answer = {
+    system = "You answer questions using only the numbered context passages "
+      .. "the user gives.\n"
+      .. "Rules:\n"
+      .. "1. Use only information from the context; never make up anything "
+      .. "it does not say.\n"
+      .. "2. After each statement, cite the passages that support it by their "
+      .. "numbers in square brackets, like [1] or [2][3].\n"
+      .. "3. Cite only numbers that appear in the context.\n"
+      .. "4. If the context does not contain enough information, reply "
+      .. "exactly: {refusal}\n"
+      .. "5. Answer in the language of the question.",
+    user = "Context:\n{context}\n\nQuestion: {question}",
+  },
+
+  answer_strict = {
+    system = "You answer questions strictly from the numbered context "
+      .. "passages the user gives.\n"
+      .. "Rules:\n"
+      .. "1. Every sentence of your answer must be stated in, or directly "
+      .. "follow from, the passages; leave out everything else, even if you "
+      .. "believe it is true.\n"
+      .. "2. End every sentence with the numbers of the passages that support "
+      .. "it in square brackets, like [1] or [2][3].\n"
+      .. "3. Cite only numbers that appear in the context.\n"
+      .. "4. If the passages do not answer the question, reply exactly: "
+      .. "{refusal}\n"
+      .. "5. Answer in the language of the question.",
+    user = "Context:\n{context}\n\nQuestion: {question}",
+  },
+
+  direct = {
+    system = "Answer the question briefly and accurately. If you do not "
+      .. "know the answer, reply exactly: {refusal}",
+    user = "Question: {question}",
+  },
+
+  rewrite = {
+    system = "Rewrite the user's question as a clear, self-contained search "
+      .. "query. Keep every name, number and technical term; drop greetings "
+      .. "and filler. Reply with the query only, on one line.",
+    user = "Question: {question}",
+  },
+
+  multi_query = {
+    system = "Write {n} different search queries that ask for the same "
+      .. "information as the user's question, each in different words. "
+      .. "Reply with one query per line, with no numbering and nothing else.",
+    user = "Question: {question}",
+  },
+
+  hyde = {
+    system = "Write a short passage, three to five sentences, that could "
+      .. "appear in a document answering the user's question. Write it as a "
+      .. "factual passage in the style of such a document, not as a reply "
+      .. "to the user; it is used only to search for similar documents.",
+    user = "Question: {question}",
+  },
+
+  stepback = {
+    system = "Step back from the user's question: write the more general "
+      .. "question about the concept or principle that is needed to answer "
+      .. "it. Reply with that question only, on one line.",
+    user = "Question: {question}",
+  },
+
+  decompose = {
+    system = "Break the user's question into at most {n} simpler "
+      .. "sub-questions that can each be answered by one search, in the "
+      .. "order they should be answered; a later one may build on the "
+      .. "answers to earlier ones. Reply with one sub-question per line, "
+      .. "with no numbering. If the question is already simple, reply with "
+      .. "it unchanged.",
+    user = "Question: {question}",
+  },
+
+  grade = {
+    system = "You grade how relevant a document is to a question: whether "
+      .. "it holds information that helps answer it. Reply with one number "
+      .. "between 0 and 1 (0: unrelated, 0.5: related but not enough on its "
+      .. "own, 1: answers it) and nothing else.",
+    user = "Question: {question}\n\nDocument:\n{document}",
+  },
+
+  check = {
+    system = "You check whether an answer is grounded in the context: every "
+      .. "claim in it must be stated in, or directly follow from, the "
+      .. "numbered passages. Citation markers such as [1] are not claims. "
+      .. "Reply \"yes\" if the answer is grounded. Otherwise reply \"no\", "
+      .. "a colon and the first claim the passages do not support.",
+    user = "Context:\n{context}\n\nAnswer:\n{answer}",
+  },
+
+  compress = {
+    system = "Copy, word for word, the sentences of the document that help "
+      .. "answer the question, in their original order. Do not add, change "
+      .. "or summarise anything. If no sentence helps, reply exactly: NONE",
+    user = "Question: {question}\n\nDocument:\n{document}",
+  },
+
+  classify = {
+    system = "Decide how a question should be answered. Reply with one "
+      .. "word:\n"
+      .. "none: no documents are needed (greetings, chit-chat, general "
+      .. "knowledge);\n"
+      .. "single: one search of the documents is enough (a fact, a "
+      .. "definition, one procedure);\n"
+      .. "iterative: several searches that build on each other "
+      .. "(comparisons, questions in several parts or steps).",
+    user = "Question: {question}",
+  },
+
+  condense = {
+    system = "Given a conversation and a follow-up question, rewrite the "
+      .. "follow-up as a standalone question that can be understood without "
+      .. "the conversation. First work out what the conversation is about "
+      .. "and what the follow-up refers to; then replace pronouns and "
+      .. "references with those things, keeping names, numbers and technical "
+      .. "terms. Reply with the standalone question only.",
+    user = "Conversation:\n{history}\n\nFollow-up question: {question}",
+  },
+}
