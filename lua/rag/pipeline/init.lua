@@ -8,4 +8,12 @@ local M = {}
 -- deadline_ms = } }`, `runtime.trace(jsonl)`. See docs/pipelines.md.
 M.runtime = require("rag.pipeline.runtime")
 
+--- The pipelines: each `rag.pipeline.NAME(opts)` returns an object with
+-- `:retrieve(q [, opts])` and `:answer(q [, { history =, stream = }])`.
+M.naive = require("rag.pipeline.naive")
+M.hybrid = require("rag.pipeline.hybrid")
+M.fusion = require("rag.pipeline.fusion")
+M.hyde = require("rag.pipeline.hyde")
+M.stepback = require("rag.pipeline.stepback")
+
 return M
