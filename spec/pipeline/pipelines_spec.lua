@@ -130,6 +130,42 @@ describe("rag.pipeline", function()
     end)
   end)
 
+  describe("docs/pipelines.md", function()
+    it("runs the examples of the Pipelines section and prints what they say", function()
+      local text = helpers.read("docs/pipelines.md")
+      local section = assert(text:match("\n## Pipelines\n(.*)$"))
+      local out, want = {}, {}
+      local env = setmetatable({ print = function(...)
+        local parts = {}
+        for i = 1, select("#", ...) do
+          parts[i] = tostring((select(i, ...)))
+        end
+        out[#out + 1] = table.concat(parts, "\t")
+      end }, { __index = _G })
+      local n = 0
+      for code in section:gmatch("```lua\n(.-)```") do
+        if code:find("rag.index.new", 1, true) or code:find("assert(p:answer(", 1, true) then
+          n = n + 1
+          for line in code:gmatch("[^\n]+") do
+            local w = line:match("%-%-> (.*)$")
+            if w then
+              want[#want + 1] = w
+            end
+          end
+          -- the first example's rag and idx serve the others
+          code = code:gsub("^local rag = ", "rag = "):gsub("\nlocal idx = ", "\nidx = ")
+          local chunk = assert((loadstring or load)(code, "=example " .. n, "t", env))
+          if setfenv then
+            setfenv(chunk, env)
+          end
+          chunk()
+        end
+      end
+      assert.equal(6, n)
+      assert.same(want, out)
+    end)
+  end)
+
   describe("with a scripted LLM", function()
     it("fusion searches the original and each generated query once and fuses "
       .. "them by RRF with k = 60", function()
