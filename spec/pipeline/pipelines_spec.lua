@@ -360,6 +360,154 @@ describe("rag.pipeline", function()
     end)
   end)
 
+  describe("replaceable steps", function()
+    local function hit(id, text, score)
+      return { id = id, doc_id = id, text = text, source = id .. ".md", score = score }
+    end
+    local HITS = { hit("a", "Alpha is the first letter.", 3), hit("b", "Beta is second.", 2),
+      hit("c", "Gamma is third.", 1) }
+
+    it("retrieve replaces the index; answer replaces the LLM", function()
+      local asked = {}
+      local p = rag.pipeline.naive({ k = 2,
+        retrieve = function(q, opts)
+          asked[#asked + 1] = { q, opts.k, opts.fetch_k }
+          return HITS
+        end,
+        answer = function(q, context, contexts)
+          assert.equal("which letter?", q)
+          assert.truthy(context:find("[1] a.md\nAlpha is the first letter.", 1, true))
+          assert.equal(2, #contexts)
+          return "Alpha [1]. Nope [3]."
+        end })
+      local r = assert(p:answer("which letter?"))
+      assert.same({ { "which letter?", 2, 20 } }, asked)
+      assert.equal("Alpha [1]. Nope.", r.text)
+      assert.same({ "a", "b" }, ids(r.contexts))
+      assert.same({ [1] = { id = "a", doc_id = "a", source = "a.md" } }, r.citations)
+      assert.equal(0, r.usage.llm_calls)
+    end)
+
+    it("rerank may be a provider with :rerank(query, docs, { top_n })", function()
+      local provider = { seen = nil }
+      function provider.rerank(_, query, texts, opts)
+        provider.seen = { query, texts, opts.top_n }
+        return { { index = 3, score = 0.9 }, { index = 1, score = 0.5 } }
+      end
+      local p = rag.pipeline.hybrid({ k = 2, rerank = provider, retrieve = function()
+        return HITS
+      end, answer = function() return "x [1]" end })
+      local r = assert(p:answer("q"))
+      assert.same({ "q", { HITS[1].text, HITS[2].text, HITS[3].text }, 2 }, provider.seen)
+      assert.same({ "c", "a" }, ids(r.contexts))
+      assert.equal(0.9, r.contexts[1].score)
+      assert.equal(1, HITS[3].score) -- the caller's hit is not changed
+      -- a provider's failure ends the run with its code
+      function provider.rerank()
+        return nil, "rerank: 429", "ratelimit"
+      end
+      local res, msg, code, partial = p:answer("q")
+      assert.is_nil(res)
+      assert.equal("rerank: 429", msg)
+      assert.equal("ratelimit", code)
+      assert.equal("rerank", partial.trace[#partial.trace].name)
+    end)
+
+    it("compress: a function, or the LLM's compress prompt on each hit", function()
+      local p = rag.pipeline.naive({ k = 3, retrieve = function() return HITS end,
+        compress = function(_, hits) return { hits[2] } end,
+        answer = function() return "B [1]" end })
+      assert.same({ "b" }, ids(assert(p:answer("q")).contexts))
+      local llm = support.scripted({ "Alpha.", "NONE", "Gamma is third.", "A [1] G [2]." })
+      p = rag.pipeline.naive({ k = 3, llm = llm, retrieve = function() return HITS end,
+        compress = true })
+      local r = assert(p:answer("q"))
+      assert.same({ "a", "c" }, ids(r.contexts))
+      assert.equal("Alpha.", r.contexts[1].text)
+      assert.equal("Alpha is the first letter.", HITS[1].text)
+      assert.truthy(user_message(llm.calls[2]):find("Document:\nBeta is second.", 1, true))
+      assert.truthy(user_message(llm.calls[4]):find("[1] a.md\nAlpha.\n\n[2] c.md\nGamma",
+        1, true))
+    end)
+
+    it("rewrite: true asks the rewrite prompt, a function is called", function()
+      local got = {}
+      local p = rag.pipeline.naive({ retrieve = function(q)
+        got[#got + 1] = q
+        return HITS
+      end, llm = support.scripted({ "rewritten query\n", "A [1]." }), rewrite = true })
+      local r = assert(p:answer("raw question?"))
+      assert.same({ "rewritten query" }, got)
+      assert.equal("rewritten query", r.question)
+      p = rag.pipeline.naive({ retrieve = function(q)
+        got[#got + 1] = q
+        return HITS
+      end, llm = support.scripted({ "A [1]." }), rewrite = function(q) return q:upper() end })
+      assert(p:answer("raw"))
+      assert.equal("RAW", got[2])
+    end)
+
+    it("asks in Chinese for a Chinese question", function()
+      local llm = support.scripted({ "一个回答 [1]。" })
+      local p = rag.pipeline.naive({ llm = llm, retrieve = function() return HITS end })
+      local r = assert(p:answer("什么是第一个字母？"))
+      assert.truthy(llm.calls[1].messages[1].content:find(rag.prompts.zh.refusal, 1, true))
+      assert.same({ 1 }, (function()
+        local out = {}
+        for n in pairs(r.citations) do out[#out + 1] = n end
+        return out
+      end)())
+    end)
+
+    it("refuses without an LLM call when nothing is retrieved", function()
+      local llm = support.scripted({})
+      local r = assert(rag.pipeline.naive({ llm = llm, retrieve = function() return {} end })
+        :answer("anything?"))
+      assert.equal(rag.prompts.en.refusal, r.text)
+      assert.is_false(r.grounded)
+      assert.equal(0, #llm.calls)
+      assert.is_table(find(r.trace, "branch", "no_context"))
+    end)
+
+    it("returns the index's and the LLM's failures with the run so far", function()
+      local failing = { search = function() return nil, "search: disk gone", "io" end }
+      for _, name in ipairs(NAMES) do
+        local res, msg, code, partial = rag.pipeline[name]({ index = failing,
+          llm = support.scripted({}, { forever = "more" }) }):answer("q")
+        assert.is_nil(res)
+        assert.equal("search: disk gone", msg)
+        assert.equal("io", code)
+        assert.is_table(find(partial.trace, "step"))
+        assert.equal("io", partial.trace[#partial.trace].code)
+        local hits, m2, c2, run = rag.pipeline[name]({ index = failing,
+          llm = support.scripted({}, { forever = "more" }) }):retrieve("q")
+        assert.is_nil(hits)
+        assert.equal("search: disk gone", m2)
+        assert.equal("io", c2)
+        assert.same({}, run.hits)
+        assert.is_table(run.trace)
+      end
+      local index = corpus()
+      local down = support.scripted({}, { forever = function()
+        return nil, "llm: 503", "http"
+      end })
+      for _, name in ipairs(NAMES) do
+        local res, msg, code, partial = rag.pipeline[name]({ index = index, llm = down })
+          :answer(docs[3].title)
+        assert.is_nil(res)
+        assert.equal("llm: 503", msg)
+        assert.equal("http", code)
+        assert.equal("chat", partial.trace[#partial.trace].name)
+      end
+    end)
+
+    it("checks k and fetch_k", function()
+      assert.has_error(function()
+        rag.pipeline.naive({ retrieve = function() return {} end, k = 10, fetch_k = 5 })
+      end, "rag.pipeline.naive: 'fetch_k' (5) must be at least 'k' (10)")
+    end)
+  end)
+
   describe("limits", function()
     -- An LLM that always asks for more: every reply is "more more ...",
     -- as long as max_tokens allows (so a token limit can be kept), and each

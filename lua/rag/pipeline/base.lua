@@ -52,10 +52,10 @@ function M.options(fname, opts, extra, level)
   end
   level = (level or 1) + 1
   local o = opts_check(fname, opts, schema, level)
-  if o.index == nil then
+  if o.index == nil and o.retrieve == nil then
     error(fname .. ": option 'index' is required (anything with :search(query, opts))", level)
   end
-  if type(o.index.search) ~= "function" then
+  if o.index ~= nil and type(o.index.search) ~= "function" then
     error(fname .. ": option 'index' must have a :search(query, opts) method", level)
   end
   if o.llm == nil then
@@ -498,9 +498,14 @@ function Pipeline:answer(q, opts)
   end
   partial.contexts = packed.contexts
   local text
-  text, msg, code = self:ask_answer(run, question, packed, o.stream)
-  if not text then
-    return run:finish(partial, msg, code)
+  if #packed.contexts == 0 then
+    run:branch("no_context", "nothing was retrieved (or nothing fit the budget): the refusal")
+    text = self:set(question).refusal
+  else
+    text, msg, code = self:ask_answer(run, question, packed, o.stream)
+    if not text then
+      return run:finish(partial, msg, code)
+    end
   end
   partial.text = text
   local c = self:cite(run, question, text, packed.contexts)

@@ -13,7 +13,7 @@ local EXTRA = {
 -- The embedder MMR uses: the option, else the index's own; nil for none.
 local function embedder_of(o)
   local e = o.embedder
-  if e == nil then
+  if e == nil and o.index ~= nil then
     e = o.index.embedder
   end
   if e and (type(e) == "table" or type(e) == "userdata") and e.embed then

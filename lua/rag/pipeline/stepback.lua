@@ -62,7 +62,7 @@ local function gather(self, run, question)
     run:branch("same_question", "the step-back question is the question")
   end
   local out
-  out, msg, code = self:rerank(run, question, merged, 2 * n)
+  out, msg, code = self:rerank(run, question, merged, 2 * o.k)
   if not out then
     return nil, msg, code
   end
