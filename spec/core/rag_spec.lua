@@ -153,6 +153,23 @@ describe("examples", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/09_pipelines.lua offline", function()
+    local out = lines(run_lua .. " examples/09_pipelines.lua 2>&1; echo \"exit=$?\"")
+    for _, name in ipairs({ "naive   ", "hybrid  ", "fusion  ", "hyde    ", "stepback" }) do
+      assert.truthy(out:find(name .. " Reciprocal rank fusion sums 1 / (k + rank) over ranked "
+        .. "lists. [1] The constant k is usually 60, so that no single list dominates. [1]\n"
+        .. "         [1] rrf (notes/rrf.md, bytes 1-125)\n", 1, true), out)
+    end
+    assert.truthy(out:find("steps: expand > retrieve > fuse > pack > answer; llm calls 2", 1,
+      true), out)
+    assert.truthy(out:find("follow-up, retrieved for: What does its parameter k1 control? (How "
+      .. "does BM25 rank documents?)\n  The parameter k1 controls term-frequency saturation. [1]",
+      1, true), out)
+    assert.truthy(out:find("with llm_calls = 1: nil, rag.pipeline.fusion: llm call limit reached "
+      .. "(1 calls) (budget); 2 contexts packed", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/08_index.lua offline", function()
     local out = lines(run_lua .. " examples/08_index.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("added 4, updated 0, unchanged 0: 4 documents, 4 chunks", 1, true), out)
