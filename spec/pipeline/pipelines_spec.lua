@@ -293,6 +293,42 @@ describe("rag.pipeline", function()
         assert.is_nil(find(r.trace, "branch", "mmr"))
       end)
 
+    it("hybrid keeps the hits' vectors for MMR by id while their text is the same", function()
+      local index, d = corpus()
+      local embedded = {}
+      local counting = { embed = function(_, texts, opts)
+        embedded[#embedded + 1] = #texts
+        return index.embedder:embed(texts, opts)
+      end }
+      local p = rag.pipeline.hybrid({ index = index, embedder = counting, k = 3, fetch_k = 12,
+        llm = support.scripted({}, { forever = "A [1]." }), vector_cache = 20 })
+      local first = ids(assert(p:answer(d[3].title)).contexts)
+      assert.same({ 13 }, embedded)
+      assert.same(first, ids(assert(p:answer(d[3].title)).contexts))
+      assert.same({ 13, 1 }, embedded) -- the question only
+      -- 12 more entries would pass 20: the cache starts again
+      assert(p:answer(d[10].title))
+      assert(p:answer(d[3].title))
+      assert.equal(13, embedded[4])
+      -- a hit whose text changed is embedded again
+      local changed = { search = function(_, q, o)
+        local hits = index:search(q, o)
+        hits[1].text = hits[1].text .. " (changed)"
+        return hits
+      end }
+      embedded = {}
+      p.o.index = changed
+      assert(p:answer(d[3].title))
+      assert.same({ 2 }, embedded)
+      -- vector_cache = 0 keeps nothing
+      embedded = {}
+      p = rag.pipeline.hybrid({ index = index, embedder = counting, k = 3, fetch_k = 12,
+        llm = support.scripted({}, { forever = "A [1]." }), vector_cache = 0 })
+      assert(p:answer(d[3].title))
+      assert(p:answer(d[3].title))
+      assert.same({ 13, 13 }, embedded)
+    end)
+
     it("removes citation markers that point at no context and reports them", function()
       local index, d = corpus()
       local llm = support.scripted({ "First [1]. Second [2][7]. Third [0]. Fourth [12]." })

@@ -8,6 +8,7 @@ local base = require("rag.pipeline.base")
 local EXTRA = {
   lambda = { "number", default = 0.5, min = 0, max = 1 },
   embedder = { "table|userdata|boolean" },
+  vector_cache = { "number", default = 4096, int = true, min = 0 },
 }
 
 -- The embedder MMR uses: the option, else the index's own; nil for none.
@@ -22,24 +23,50 @@ local function embedder_of(o)
   return nil
 end
 
+-- The vectors of the question and the hits' texts: the hits' from the
+-- pipeline's cache (by id, while the text is the same), the rest embedded
+-- in one call. The cache is emptied when it holds `vector_cache` entries.
+local function vectors_of(self, embedder, question, hits)
+  local cache, limit = self.vcache, self.o.vector_cache
+  local texts, where, vectors = { question }, {}, {}
+  for i, h in ipairs(hits) do
+    local c = cache[h.id]
+    if c and c.text == h.text then
+      vectors[i] = c.vec
+    else
+      texts[#texts + 1] = h.text or ""
+      where[#texts] = i
+    end
+  end
+  local vs, msg, code = embedder:embed(texts, { packed = true })
+  if not vs then
+    return nil, msg, code
+  end
+  for j = 2, #texts do
+    local i = where[j]
+    vectors[i] = vs[j]
+    if limit > 0 then
+      if self.vcount >= limit then
+        self.vcache, self.vcount = {}, 0
+        cache = self.vcache
+      end
+      cache[hits[i].id] = { text = hits[i].text, vec = vs[j] }
+      self.vcount = self.vcount + 1
+    end
+  end
+  return vs[1], vectors
+end
+
 -- MMR over the candidates, as a traced step.
 local function mmr(self, run, question, hits, embedder)
   local o = self.o
   return run:step("rerank", function()
     run:branch("mmr", "no rerank given; the embedder gives vectors")
-    local texts = { question }
-    for i, h in ipairs(hits) do
-      texts[i + 1] = h.text or ""
+    local qv, vectors, code = vectors_of(self, embedder, question, hits)
+    if not qv then
+      return nil, vectors, code
     end
-    local vs, msg, code = embedder:embed(texts, { packed = true })
-    if not vs then
-      return nil, msg, code
-    end
-    local vectors = {}
-    for i = 1, #hits do
-      vectors[i] = vs[i + 1]
-    end
-    return require("rag").rerank.mmr(hits, { vectors = vectors, query = vs[1],
+    return require("rag").rerank.mmr(hits, { vectors = vectors, query = qv,
       lambda = o.lambda, k = o.k })
   end, { question = question, hits = hits, lambda = o.lambda })
 end
@@ -63,10 +90,13 @@ local function gather(self, run, question)
 end
 
 --- A hybrid pipeline: the common options and `lambda` (MMR, default 0.5),
--- `embedder` (for MMR; default the index's; false for none).
+-- `embedder` (for MMR; default the index's; false for none),
+-- `vector_cache` (hit vectors kept for MMR, by id; default 4096; 0: none).
 -- @return pipeline
 -- @raise on a missing index, an unknown option or a bad value
 return function(opts)
   local o = base.options("rag.pipeline.hybrid", opts, EXTRA, 2)
-  return base.new("hybrid", o, gather)
+  local p = base.new("hybrid", o, gather)
+  p.vcache, p.vcount = {}, 0
+  return p
 end
