@@ -501,6 +501,9 @@ function Pipeline:answer(q, opts)
   if #packed.contexts == 0 then
     run:branch("no_context", "nothing was retrieved (or nothing fit the budget): the refusal")
     text = self:set(question).refusal
+    if o.stream then
+      o.stream(text)
+    end
   else
     text, msg, code = self:ask_answer(run, question, packed, o.stream)
     if not text then
