@@ -163,7 +163,7 @@ describe("rag.pipeline", function()
           chunk()
         end
       end
-      assert.equal(6, n)
+      assert.equal(7, n)
       assert.same(want, out)
     end)
   end)

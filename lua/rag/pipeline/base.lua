@@ -4,6 +4,7 @@
 -- :retrieve and :answer call a pipeline's own `gather`. See
 -- docs/pipelines.md.
 local opts_check = require("rag.opts").check
+local offline = require("rag.pipeline._offline")
 local prompts = require("rag.prompts")
 local runtime = require("rag.pipeline.runtime")
 
@@ -42,7 +43,7 @@ Pipeline.__index = Pipeline
 --- Checks a pipeline's options: the common ones plus `extra`.
 -- @return the checked options (a new table), with `prompts` made into the
 --   overrides table and a prompt set per language made on demand
-function M.options(fname, opts, extra, level)
+function M.options(fname, opts, extra, level, no_index)
   local schema = {}
   for k, v in pairs(COMMON) do
     schema[k] = v
@@ -52,7 +53,7 @@ function M.options(fname, opts, extra, level)
   end
   level = (level or 1) + 1
   local o = opts_check(fname, opts, schema, level)
-  if o.index == nil and o.retrieve == nil then
+  if o.index == nil and o.retrieve == nil and not no_index then
     error(fname .. ": option 'index' is required (anything with :search(query, opts))", level)
   end
   if o.index ~= nil and type(o.index.search) ~= "function" then
@@ -86,8 +87,12 @@ end
 
 --- A pipeline object: `gather(self, run, question) -> hits | nil, msg, code`
 -- is the pipeline's own retrieval; everything else is shared.
-function M.new(name, o, gather)
-  return setmetatable({ name = name, o = o, gather = gather, sets = {} }, Pipeline)
+-- `respond(self, run, question, partial, stream) -> true | nil, msg, code`,
+-- when given, replaces the answer after condensing (gather, pack, answer,
+-- cite: `Pipeline:respond`), filling `partial`.
+function M.new(name, o, gather, respond)
+  return setmetatable({ name = name, o = o, gather = gather, respond = respond, sets = {} },
+    Pipeline)
 end
 
 -- {====== Small shared pieces ======}
@@ -253,6 +258,29 @@ function Pipeline:compress(run, question, hits)
         out[#out + 1] = copy
       end
     end
+    return out
+  end, { question = question, hits = hits })
+end
+
+--- The offline compress: each hit cut to its sentences that share a term
+-- with the question (a copy; its span moved in when they are one run); a
+-- hit with none is dropped.
+function M.keep_relevant(run, question, hits, step)
+  return run:step(step or "compress", function()
+    local out, cut, dropped = {}, 0, 0
+    for _, h in ipairs(hits) do
+      local c, kept, of = offline.refine(question, h)
+      if c then
+        out[#out + 1] = c
+        if kept < of then
+          cut = cut + 1
+        end
+      else
+        dropped = dropped + 1
+      end
+    end
+    run:branch("sentences", format("kept the sentences sharing a term with the question: "
+      .. "%d of %d hits cut, %d dropped", cut, #hits, dropped))
     return out
   end, { question = question, hits = hits })
 end
@@ -475,6 +503,55 @@ function Pipeline:retrieve(q, opts)
   return hits, run:finish({})
 end
 
+--- Packs `hits`, asks the LLM (the `prompt`, default "answer") and
+-- validates the citations, filling `partial` (`contexts`, `text`,
+-- `citations`, `grounded`). The refusal without an LLM call when no
+-- context is left.
+-- @return true | nil, msg, code
+function Pipeline:reply(run, question, hits, partial, stream, prompt)
+  local packed, msg, code = self:pack(run, hits)
+  if not packed then
+    return nil, msg, code
+  end
+  partial.contexts = packed.contexts
+  partial.packed = packed.text
+  local text
+  if #packed.contexts == 0 then
+    run:branch("no_context", "nothing was retrieved (or nothing fit the budget): the refusal")
+    text = self:set(question).refusal
+    if stream then
+      stream(text)
+    end
+  elseif prompt and prompt ~= "answer" then
+    text, msg, code = self:ask(run, prompt, prompt, { question = question,
+      context = packed.text }, question, stream and { stream = stream } or nil)
+  else
+    text, msg, code = self:ask_answer(run, question, packed, stream)
+  end
+  if not text then
+    return nil, msg, code
+  end
+  partial.text = text
+  local c = self:cite(run, question, text, packed.contexts)
+  partial.text, partial.citations, partial.grounded = c.text, c.citations, c.grounded
+  return true
+end
+
+--- The answer to a standalone question in `run`: the pipeline's
+-- `respond`, else gather, then `reply`. Pipelines that route to others
+-- (adaptive, router) call it on them with their own run.
+-- @return true | nil, msg, code (`partial` filled as far as it got)
+function Pipeline:respond_in(run, question, partial, stream)
+  if self.respond then
+    return self:respond(run, question, partial, stream)
+  end
+  local hits, msg, code = self:gather(run, question)
+  if not hits then
+    return nil, msg, code
+  end
+  return self:reply(run, question, hits, partial, stream)
+end
+
 --- Answers a question: `{ text, citations, contexts, grounded, trace, usage }`.
 -- @return result | nil, msg, code, partial (the result so far, with its trace)
 function Pipeline:answer(q, opts)
@@ -486,33 +563,12 @@ function Pipeline:answer(q, opts)
     return run:finish(partial, msg, code)
   end
   partial.question = question
-  local hits
-  hits, msg, code = self:gather(run, question)
-  if not hits then
+  local ok
+  ok, msg, code = self:respond_in(run, question, partial, o.stream)
+  partial.packed = nil
+  if not ok then
     return run:finish(partial, msg, code)
   end
-  local packed
-  packed, msg, code = self:pack(run, hits)
-  if not packed then
-    return run:finish(partial, msg, code)
-  end
-  partial.contexts = packed.contexts
-  local text
-  if #packed.contexts == 0 then
-    run:branch("no_context", "nothing was retrieved (or nothing fit the budget): the refusal")
-    text = self:set(question).refusal
-    if o.stream then
-      o.stream(text)
-    end
-  else
-    text, msg, code = self:ask_answer(run, question, packed, o.stream)
-    if not text then
-      return run:finish(partial, msg, code)
-    end
-  end
-  partial.text = text
-  local c = self:cite(run, question, text, packed.contexts)
-  partial.text, partial.citations, partial.grounded = c.text, c.citations, c.grounded
   return run:finish(partial)
 end
 

@@ -15,5 +15,6 @@ M.hybrid = require("rag.pipeline.hybrid")
 M.fusion = require("rag.pipeline.fusion")
 M.hyde = require("rag.pipeline.hyde")
 M.stepback = require("rag.pipeline.stepback")
+M.window = require("rag.pipeline.window")
 
 return M
