@@ -6,7 +6,7 @@ local rag = require("rag")
 local helpers = require("spec.helpers")
 local support = require("spec.support.llm")
 
-local NAMES = { "window" }
+local NAMES = { "window", "multihop", "adaptive" }
 
 -- The first 40 SciFact documents, chunked into sentences (at most 64
 -- tokens a chunk), with hashing vectors.
@@ -205,14 +205,166 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
     end)
   end)
 
+  describe("multihop", function()
+    it("answers the sub-questions in turn, carrying findings into the next search and "
+      .. "question, and answers from all hops' contexts", function()
+      local index, d = corpus()
+      local rec = recording(index)
+      local llm = support.scripted({ "1. " .. d[3].title .. "\n2. " .. d[10].title
+        .. "\n3. " .. d[20].title, "Finding one [1].", "Finding two [2].", "Final [1] [4] [9]." })
+      local p = rag.pipeline.multihop({ index = rec, llm = llm, k = 3, hops = 2 })
+      local r = assert(p:answer("the big question"))
+      -- at most `hops` sub-questions; the second searched alone and with the
+      -- first finding, the two lists fused by RRF
+      assert.same({ d[3].title, d[10].title, d[10].title .. " Finding one." }, rec.queries)
+      assert.equal(20, rec.opts[2].k)
+      assert.truthy(user_message(llm.calls[1]):find("the big question", 1, true))
+      assert.truthy(llm.calls[1].messages[1].content:find("at most 2", 1, true))
+      assert.truthy(user_message(llm.calls[2]):find("Question: " .. d[3].title, 1, true))
+      assert.truthy(user_message(llm.calls[3]):find("Question: " .. d[10].title
+        .. "\nKnown so far: Finding one.", 1, true))
+      local final = user_message(llm.calls[4])
+      assert.truthy(final:find("Question: the big question\n\nFindings so far:\n- " .. d[3].title
+        .. "\n  Finding one.\n- " .. d[10].title .. "\n  Finding two.", 1, true))
+      -- the contexts are both hops' hits, in order, without repeats
+      local want, seen = {}, {}
+      local second = rag.fuse.rrf({ rec.results[2], rec.results[3] }, { k = 60, limit = 3 })
+      for _, list in ipairs({ rec.results[1], second }) do
+        for _, h in ipairs(list) do
+          if not seen[h.id] then
+            seen[h.id] = true
+            want[#want + 1] = h.id
+          end
+        end
+      end
+      assert.same(want, ids(r.contexts))
+      assert.equal("Final [1] [4].", r.text)
+      assert.equal(r.contexts[4].id, r.citations[4].id)
+      assert.is_table(find(r.trace, "branch", "carry"))
+      assert.equal(4, #llm.calls)
+      -- a decomposition into the question itself is one search, one answer
+      rec = recording(index)
+      llm = support.scripted({ d[3].title, "A [1]." })
+      r = assert(rag.pipeline.multihop({ index = rec, llm = llm, k = 3 }):answer(d[3].title))
+      assert.same({ d[3].title }, rec.queries)
+      assert.equal(2, #llm.calls)
+      assert.is_table(find(r.trace, "branch", "one_hop"))
+      -- a hop the contexts do not answer adds no finding
+      rec = recording(index)
+      llm = support.scripted({ "first part\nsecond part", rag.prompts.en.refusal, "B [1].",
+        "C [1]." })
+      r = assert(rag.pipeline.multihop({ index = rec, llm = llm, k = 2,
+        retrieve = function(q) rec.queries[#rec.queries + 1] = q
+          return index:search(d[3].title, { k = 2 }) end }):answer("q"))
+      assert.same({ "first part", "second part" }, rec.queries)
+      assert.is_table(find(r.trace, "branch", "no_finding"))
+      assert.falsy(user_message(llm.calls[4]):find("first part", 1, true))
+      -- decompose may be a function
+      rec = recording(index)
+      assert(rag.pipeline.multihop({ index = rec,
+        llm = support.scripted({}, { forever = "X [1]." }),
+        decompose = function() return { d[3].title, d[10].title } end }):answer("q"))
+      assert.same({ d[3].title, d[10].title, d[10].title .. " X." }, rec.queries)
+    end)
+  end)
+
+  describe("adaptive", function()
+    it("takes each of its three paths as the LLM classifies", function()
+      local index, d = corpus()
+      -- none: the direct prompt, no search
+      local rec = recording(index)
+      local llm = support.scripted({ "none", "Paris." })
+      local p = rag.pipeline.adaptive({ index = rec, llm = llm, classify = true })
+      local r = assert(p:answer("What is the capital of France?"))
+      assert.equal("none", r.path)
+      assert.equal("Paris.", r.text)
+      assert.equal(0, #rec.queries)
+      assert.equal(0, #r.contexts)
+      assert.is_false(r.grounded)
+      assert.truthy(llm.calls[1].messages[1].content:find("Decide how a question", 1, true))
+      assert.truthy(llm.calls[2].messages[1].content:find("Answer the question briefly", 1,
+        true))
+      assert.equal("the LLM classified it", find(r.trace, "branch", "none").why)
+      -- single: one search, then the answer
+      rec = recording(index)
+      llm = support.scripted({ "Single.", "A [1]." })
+      r = assert(rag.pipeline.adaptive({ index = rec, llm = llm, classify = true, k = 3 })
+        :answer(d[3].title))
+      assert.equal("single", r.path)
+      assert.same({ d[3].title }, rec.queries)
+      assert.same(ids(rec.results[1]), ids(r.contexts))
+      assert.equal(2, #llm.calls)
+      assert.is_table(find(r.trace, "branch", "single"))
+      -- iterative: decompose, a hop each, the final answer
+      rec = recording(index)
+      llm = support.scripted({ "iterative", d[3].title .. "\n" .. d[10].title, "F1 [1].",
+        "F2 [1].", "Both [1] [4]." })
+      r = assert(rag.pipeline.adaptive({ index = rec, llm = llm, classify = true, k = 3 })
+        :answer("compare the two"))
+      assert.equal("iterative", r.path)
+      assert.same({ d[3].title, d[10].title, d[10].title .. " F1." }, rec.queries)
+      assert.equal(5, #llm.calls)
+      assert.equal("Both [1] [4].", r.text)
+      assert.is_table(find(r.trace, "branch", "iterative"))
+      -- a reply that is no class: single
+      llm = support.scripted({ "perhaps", "A [1]." })
+      r = assert(rag.pipeline.adaptive({ index = index, llm = llm, classify = true })
+        :answer(d[3].title))
+      assert.equal("single", r.path)
+    end)
+
+    it("classifies offline by a heuristic, or by a function", function()
+      local index, d = corpus()
+      local cases = {
+        { "Hello!", "none", "heuristic: a greeting" },
+        { "what is 12 * 7?", "none", "heuristic: arithmetic" },
+        { "Compare BC1 RNA with ID elements", "iterative", "heuristic: a comparison or "
+          .. "sequence: 'compare'" },
+        { "What is BC1 RNA? Where is it made?", "iterative", "heuristic: several questions" },
+        { "BC1 RNA reverse transcription and the risk of hip fracture", "iterative",
+          "heuristic: two parts joined by 'and'" },
+        { d[3].title, "single", "heuristic: one thing to look up" },
+      }
+      for _, c in ipairs(cases) do
+        local llm = support.scripted({}, { forever = "more [1]." })
+        local r = assert(rag.pipeline.adaptive({ index = index, llm = llm }):answer(c[1]))
+        assert.equal(c[2], r.path, c[1])
+        assert.equal(c[3], find(r.trace, "branch", c[2]).why, c[1])
+        assert.is_table(find(r.trace, "step", "classify"))
+      end
+      local r = assert(rag.pipeline.adaptive({ index = index, classify = function(q)
+        return q == "x" and "none" or "single", "mine"
+      end }):answer("x"))
+      assert.equal("none", r.path)
+      assert.equal("mine", find(r.trace, "branch", "none").why)
+      assert.equal(rag.prompts.en.refusal, r.text) -- extractive knows nothing without context
+      assert.has_error(function()
+        rag.pipeline.adaptive({ index = index, classify = function() return "maybe" end })
+          :answer("x")
+      end, 'rag.pipeline.adaptive: classify returned maybe, not "none", "single" or "iterative"')
+    end)
+  end)
+
   describe("limits", function()
     -- An LLM that always asks for more: every reply is "more more ...",
     -- as long as max_tokens allows, each call taking 10 ms on the clock.
+    -- The words are the titles' (so that searches find something), six a
+    -- line (so that decompose gives several sub-questions).
     local function greedy(clock)
+      local words = {}
+      for i = 1, 10 do
+        for w in docs[i].title:gmatch("%S+") do
+          words[#words + 1] = w
+        end
+      end
       return support.scripted({}, { clock = clock, latency = 0.01,
         forever = function(_, opts)
           local n = math.min(opts and opts.max_tokens or 40, 40)
-          return { text = string.rep("more ", n) }
+          local out = {}
+          for i = 1, n do
+            out[#out + 1] = words[(i - 1) % #words + 1] .. (i % 6 == 0 and "\n" or " ")
+          end
+          return { text = table.concat(out) }
         end })
     end
 

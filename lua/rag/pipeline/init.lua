@@ -16,5 +16,7 @@ M.fusion = require("rag.pipeline.fusion")
 M.hyde = require("rag.pipeline.hyde")
 M.stepback = require("rag.pipeline.stepback")
 M.window = require("rag.pipeline.window")
+M.multihop = require("rag.pipeline.multihop")
+M.adaptive = require("rag.pipeline.adaptive")
 
 return M
