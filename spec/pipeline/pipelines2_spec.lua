@@ -6,7 +6,7 @@ local rag = require("rag")
 local helpers = require("spec.helpers")
 local support = require("spec.support.llm")
 
-local NAMES = { "window", "multihop", "adaptive" }
+local NAMES = { "window", "multihop", "adaptive", "corrective" }
 
 -- The first 40 SciFact documents, chunked into sentences (at most 64
 -- tokens a chunk), with hashing vectors.
@@ -342,6 +342,133 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
         rag.pipeline.adaptive({ index = index, classify = function() return "maybe" end })
           :answer("x")
       end, 'rag.pipeline.adaptive: classify returned maybe, not "none", "single" or "iterative"')
+    end)
+  end)
+
+  describe("corrective", function()
+    local function hit(id, text)
+      return { id = id, doc_id = id, source = id .. ".md", text = text, start = 1, stop = #text }
+    end
+    local HITS = {
+      hit("a", "Alpha is the first letter. Zebras run fast."),
+      hit("b", "Beta comes after alpha."),
+      hit("c", "Nothing to see here."),
+      hit("d", "The letter alpha starts the alphabet. It is old."),
+    }
+    local function retrieve()
+      return HITS
+    end
+
+    it("keeps and refines correct hits, keeps ambiguous ones, discards incorrect ones",
+      function()
+        local llm = support.scripted({ "0.9", "Grade: 0.5", "0.1", "0.7", "Alpha is first [1]. "
+          .. "Old [3]." })
+        local fell = false
+        local p = rag.pipeline.corrective({ retrieve = retrieve, llm = llm, grade = true,
+          fallback = function() fell = true return {} end })
+        local r = assert(p:answer("which letter is alpha?"))
+        assert.same({ "a", "b", "d" }, ids(r.contexts))
+        -- a and d refined to their sentences that share a term; b as it was
+        assert.equal("Alpha is the first letter.", r.contexts[1].text)
+        assert.equal(1, r.contexts[1].start)
+        assert.equal(26, r.contexts[1].stop)
+        assert.equal(HITS[2].text, r.contexts[2].text)
+        assert.equal("The letter alpha starts the alphabet.", r.contexts[3].text)
+        assert.same({ 0.9, 0.5, 0.7 }, { r.contexts[1].grade, r.contexts[2].grade,
+          r.contexts[3].grade })
+        assert.is_false(fell)
+        assert.is_table(find(r.trace, "branch", "correct"))
+        assert.equal("2 correct (kept, refined), 1 ambiguous (kept), 1 incorrect (discarded); "
+          .. "upper 0.7, lower 0.3", find(r.trace, "branch", "graded").why)
+        assert.truthy(user_message(llm.calls[2]):find("Document:\nBeta comes after alpha.", 1,
+          true))
+        assert.is_true(r.grounded)
+        assert.equal(5, #llm.calls)
+      end)
+
+    it("falls back when no hit is correct: with the ambiguous ones, or alone", function()
+      local web = { hit("w1", "Alpha is a letter, says the web."), hit("a", "dup") }
+      local asked
+      local grades = { a = 0.5, b = 0.1, c = 0.1, d = 0.2 }
+      local p = rag.pipeline.corrective({ retrieve = retrieve,
+        llm = support.scripted({}, { forever = "Alpha [1]." }),
+        grade = function(_, h) return grades[h.id] end,
+        fallback = function(q) asked = q return web end })
+      local r = assert(p:answer("which letter is alpha?"))
+      assert.equal("which letter is alpha?", asked)
+      assert.same({ "a", "w1" }, ids(r.contexts))
+      assert.equal(HITS[1].text, r.contexts[1].text)
+      assert.is_table(find(r.trace, "step", "fallback"))
+      assert.matches("no hit is correct %(1 ambiguous%)", find(r.trace, "branch", "fallback").why)
+      grades.a = 0
+      r = assert(p:answer("which letter is alpha?"))
+      assert.same({ "w1", "a" }, ids(r.contexts))
+      assert.equal("dup", r.contexts[2].text)
+      -- a fallback may be anything with :search
+      local other = { search = function(_, q, o) return { hit("o" .. o.k, q) } end }
+      r = assert(rag.pipeline.corrective({ retrieve = retrieve, k = 2, fallback = other,
+        llm = support.scripted({}, { forever = "X [1]." }),
+        grade = function() return 0 end }):answer("q"))
+      assert.same({ "o2" }, ids(r.contexts))
+      -- without a fallback, what is kept
+      r = assert(rag.pipeline.corrective({ retrieve = retrieve,
+        llm = support.scripted({}, { forever = "X [1]." }),
+        grade = function() return 0.5 end }):answer("q"))
+      assert.same({ "a", "b", "c", "d" }, ids(r.contexts))
+      assert.is_table(find(r.trace, "branch", "no_fallback"))
+    end)
+
+    it("regenerates once under the strict prompt when the check fails", function()
+      local llm = support.scripted({ "Alpha is first [1]. Made up claim.", "Alpha is first [1]." })
+      local p = rag.pipeline.corrective({ retrieve = retrieve, llm = llm })
+      local r = assert(p:answer("which letter is alpha?"))
+      assert.equal(2, #llm.calls)
+      assert.truthy(llm.calls[2].messages[1].content:find("strictly from the numbered", 1, true))
+      assert.equal("Alpha is first [1].", r.text)
+      assert.equal("Alpha is first [1]. Made up claim.", r.first_answer)
+      assert.is_true(r.grounded)
+      assert.equal("the check failed: cites no context: Made up claim.",
+        find(r.trace, "branch", "regenerate").why)
+      -- a strict answer that fails too: once only, not grounded
+      llm = support.scripted({ "No cite.", "Still none.", "more" })
+      r = assert(rag.pipeline.corrective({ retrieve = retrieve, llm = llm })
+        :answer("which letter is alpha?"))
+      assert.equal(2, #llm.calls)
+      assert.is_false(r.grounded)
+      assert.equal("Still none.", r.text)
+      assert.is_table(find(r.trace, "branch", "ungrounded"))
+      -- the LLM's check
+      llm = support.scripted({ "Alpha [1].", "no: Alpha is not in it", "Alpha is first [1].",
+        "YES" })
+      r = assert(rag.pipeline.corrective({ retrieve = retrieve, llm = llm, check = true })
+        :answer("which letter is alpha?"))
+      assert.equal(4, #llm.calls)
+      assert.truthy(user_message(llm.calls[2]):find("Answer:\nAlpha [1].", 1, true))
+      assert.equal("the check failed: Alpha is not in it", find(r.trace, "branch",
+        "regenerate").why)
+      assert.is_true(r.grounded)
+      -- a check function; the refusal is not checked
+      local seen
+      r = assert(rag.pipeline.corrective({ retrieve = retrieve,
+        llm = support.scripted({ "Fine [2]." }),
+        check = function(a, ctx) seen = { a, #ctx } return true end }):answer("alpha?"))
+      assert.same({ "Fine [2].", #r.contexts }, seen)
+      assert.is_true(r.grounded)
+      llm = support.scripted({ rag.prompts.en.refusal })
+      r = assert(rag.pipeline.corrective({ retrieve = retrieve, llm = llm }):answer("alpha?"))
+      assert.equal(1, #llm.calls)
+      assert.is_false(r.grounded)
+      assert.is_table(find(r.trace, "branch", "refusal"))
+    end)
+
+    it("checks its options", function()
+      assert.has_error(function()
+        rag.pipeline.corrective({ retrieve = retrieve, lower = 0.8 })
+      end, "rag.pipeline.corrective: 'lower' (0.8) must not be above 'upper' (0.7)")
+      assert.has_error(function()
+        rag.pipeline.corrective({ retrieve = retrieve, fallback = {} })
+      end, "rag.pipeline.corrective: option 'fallback' must be a function or have a "
+        .. ":search(query, opts) method")
     end)
   end)
 

@@ -18,5 +18,6 @@ M.stepback = require("rag.pipeline.stepback")
 M.window = require("rag.pipeline.window")
 M.multihop = require("rag.pipeline.multihop")
 M.adaptive = require("rag.pipeline.adaptive")
+M.corrective = require("rag.pipeline.corrective")
 
 return M
