@@ -6,7 +6,7 @@ local rag = require("rag")
 local helpers = require("spec.helpers")
 local support = require("spec.support.llm")
 
-local NAMES = { "window", "multihop", "adaptive", "corrective" }
+local NAMES = { "window", "multihop", "adaptive", "corrective", "router" }
 
 -- The first 40 SciFact documents, chunked into sentences (at most 64
 -- tokens a chunk), with hashing vectors.
@@ -469,6 +469,93 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
         rag.pipeline.corrective({ retrieve = retrieve, fallback = {} })
       end, "rag.pipeline.corrective: option 'fallback' must be a function or have a "
         .. ":search(query, opts) method")
+    end)
+  end)
+
+  describe("router", function()
+    it("routes each question to the route with the nearest examples, embedded once", function()
+      local index, d = corpus()
+      local recs = { bio = recording(index), stats = recording(index), other = recording(index) }
+      local function via(name)
+        return rag.pipeline.naive({ index = recs[name], llm = support.scripted({}, {
+          forever = name .. " [1]." }) })
+      end
+      local embedded = {}
+      local hashing = rag.embed.hashing({ dim = 256 })
+      local counting = { embed = function(_, texts, o)
+        embedded[#embedded + 1] = #texts
+        return hashing:embed(texts, o)
+      end }
+      local p = rag.pipeline.router({ embedder = counting, threshold = 0.3,
+        routes = {
+          { name = "bio", examples = { d[3].title, d[4].title }, pipeline = via("bio") },
+          { name = "stats", examples = { d[10].title }, pipeline = via("stats") },
+        }, default = via("other") })
+      local r = assert(p:answer(d[10].title))
+      assert.equal("stats", r.route)
+      assert.equal("stats [1].", r.text)
+      assert.same({ d[10].title }, recs.stats.queries)
+      assert.equal(0, #recs.bio.queries)
+      local want = hashing:embed({ d[10].title, d[3].title, d[4].title })
+      local function cos(a, b)
+        local dot, na, nb = 0, 0, 0
+        for i = 1, #a do
+          dot, na, nb = dot + a[i] * b[i], na + a[i] ^ 2, nb + b[i] ^ 2
+        end
+        return dot / math.sqrt(na * nb)
+      end
+      assert.near(1, r.scores.stats, 1e-6)
+      assert.near(math.max(cos(want[1], want[2]), cos(want[1], want[3])), r.scores.bio, 1e-6)
+      local b = find(r.trace, "branch", "stats")
+      assert.matches("^nearest examples %(bio 0%.%d+, stats 1%.000%)$", b.why)
+      assert.same({ 3, 1 }, embedded)
+      -- the second example of a route counts as much as the first
+      r = assert(p:answer(d[4].title))
+      assert.equal("bio", r.route)
+      assert.same({ d[4].title }, recs.bio.queries)
+      assert.same({ 3, 1, 1 }, embedded)
+      -- near no route: the default
+      r = assert(p:answer("zebra stripes at dawn"))
+      assert.equal("default", r.route)
+      assert.same({ "zebra stripes at dawn" }, recs.other.queries)
+      assert.matches("< threshold 0%.3", find(r.trace, "branch", "default").why)
+      -- no default: the first route
+      p = rag.pipeline.router({ embedder = hashing, threshold = 0.99, routes = {
+        { name = "bio", examples = { d[3].title }, pipeline = via("bio") },
+        { name = "stats", examples = { d[10].title }, pipeline = via("stats") } } })
+      r = assert(p:answer(d[9].title))
+      assert.equal("bio", r.route)
+      assert.matches("no default: the first route", find(r.trace, "branch", "bio").why)
+      -- :retrieve goes through the route too
+      local hits = assert(p:retrieve(d[10].title))
+      assert.same(ids(index:search(d[10].title, { k = 5 })), ids(hits))
+      -- a route may be any object with :answer and :retrieve
+      local foreign = { answer = function(_, q) return { text = "foreign: " .. q,
+        citations = {}, contexts = {}, grounded = false } end,
+        retrieve = function() return {} end }
+      p = rag.pipeline.router({ embedder = hashing, routes = {
+        { name = "f", examples = { "anything" }, pipeline = foreign } } })
+      r = assert(p:answer("q"))
+      assert.equal("foreign: q", r.text)
+    end)
+
+    it("checks its routes", function()
+      local naive = rag.pipeline.naive({ index = corpus() })
+      assert.has_error(function()
+        rag.pipeline.router({ routes = {} })
+      end, "rag.pipeline.router: option 'routes' must be a non-empty list of "
+        .. "{ name =, examples =, pipeline = }")
+      assert.has_error(function()
+        rag.pipeline.router({ routes = { { name = "a", examples = {}, pipeline = naive } } })
+      end, "rag.pipeline.router: routes[1].examples must be a non-empty list of questions")
+      assert.has_error(function()
+        rag.pipeline.router({ routes = { { name = "a", examples = { "x" }, pipeline = {} } } })
+      end, "rag.pipeline.router: routes[1].pipeline must be a pipeline (with :answer and "
+        .. ":retrieve)")
+      assert.has_error(function()
+        rag.pipeline.router({ routes = { { name = "a", examples = { "x" }, pipeline = naive,
+          extra = 1 } } })
+      end, "rag.pipeline.router: routes[1] has an unknown field 'extra'")
     end)
   end)
 

@@ -163,7 +163,7 @@ describe("rag.pipeline", function()
           chunk()
         end
       end
-      assert.equal(10, n)
+      assert.equal(11, n)
       assert.same(want, out)
     end)
   end)

@@ -19,5 +19,6 @@ M.window = require("rag.pipeline.window")
 M.multihop = require("rag.pipeline.multihop")
 M.adaptive = require("rag.pipeline.adaptive")
 M.corrective = require("rag.pipeline.corrective")
+M.router = require("rag.pipeline.router")
 
 return M
