@@ -60,6 +60,7 @@ build = {
     ["rag.providers.openai"] = "lua/rag/providers/openai.lua",
     ["rag.providers.ollama"] = "lua/rag/providers/ollama.lua",
     ["rag.providers.rerank"] = "lua/rag/providers/rerank.lua",
+    ["rag.providers.websearch"] = "lua/rag/providers/websearch.lua",
     ["rag.transport.ngx"] = "lua/rag/transport/ngx.lua",
     ["rag.transport._redact"] = "lua/rag/transport/_redact.lua",
     ["rag.core"] = {

@@ -224,22 +224,34 @@ end
 -- @tparam[opt] function stream when given, receives the pieces of a 2xx
 --   body as they arrive; the call then returns the response, not JSON. No
 --   retry happens once a piece has been delivered.
+-- @tparam[opt] table how `method` ("GET": no body is sent; default
+--   "POST") and `key_header` (the header that carries the key, as it is;
+--   default `authorization: Bearer <key>`)
 -- @return value, res | nil, msg, code
-function M.post(c, fname, url, body, stream)
-  local payload, emsg = json.encode(body)
-  if payload == nil then
-    return nil, fname .. ": " .. tostring(emsg):gsub("^rag%.json%.encode: ", ""), "encoding"
+function M.post(c, fname, url, body, stream, how)
+  local method = how and how.method or "POST"
+  local payload, emsg
+  if method ~= "GET" then
+    payload, emsg = json.encode(body)
+    if payload == nil then
+      return nil, fname .. ": " .. tostring(emsg):gsub("^rag%.json%.encode: ", ""), "encoding"
+    end
   end
-  local headers = { ["content-type"] = "application/json", accept = "application/json" }
+  local headers = { accept = "application/json" }
+  if payload then
+    headers["content-type"] = "application/json"
+  end
   for k, v in pairs(c.headers) do
     headers[k] = v
   end
   local key = secrets[c].key
-  if key then
+  if key and how and how.key_header then
+    headers[how.key_header] = key
+  elseif key then
     headers.authorization = "Bearer " .. key
   end
   local state = { streamed = false, in_stream = false }
-  local req = { method = "POST", url = url, headers = headers, body = payload,
+  local req = { method = method, url = url, headers = headers, body = payload,
     timeout = c.timeout }
   if stream then
     req.stream = function(piece)
@@ -249,7 +261,7 @@ function M.post(c, fname, url, body, stream)
     end
   end
   local safe = M.scrub(c, redact.url(url))
-  local where = "POST " .. safe
+  local where = method .. " " .. safe
   local attempt = 0
   while true do
     attempt = attempt + 1
@@ -257,7 +269,7 @@ function M.post(c, fname, url, body, stream)
     local res, msg, code = send(c, req, state)
     local status = res and res.status
     local ok = status ~= nil and status >= 200 and status <= 299
-    local ev = { event = "request", op = fname, method = "POST", url = safe,
+    local ev = { event = "request", op = fname, method = method, url = safe,
       attempt = attempt, status = status, seconds = c.now() - t0 }
     if not ok then
       ev.code = res and status_code(status) or (is_code(code) and code or "http")
@@ -295,8 +307,9 @@ end
 
 --- Posts `body` and returns what `parse(reply)` makes of the JSON reply:
 -- its results, or for `nil, why` the failure `nil, fname: why, "decode"`.
-function M.call(c, fname, url, body, parse)
-  local v, msg, code = M.post(c, fname, url, body)
+-- `how` as for `post`.
+function M.call(c, fname, url, body, parse, how)
+  local v, msg, code = M.post(c, fname, url, body, nil, how)
   if v == nil then
     return nil, msg, code
   end

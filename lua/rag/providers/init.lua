@@ -1,6 +1,7 @@
 --- rag.providers: model APIs over one transport and one retry policy.
 -- `openai{...}` (and any OpenAI-compatible server), `ollama{...}` (its
--- native API) and `rerank{ kind = "cohere"|"jina"|"voyage"|"tei", ... }`.
+-- native API), `rerank{ kind = "cohere"|"jina"|"voyage"|"tei", ... }` and
+-- `websearch{ kind = "searxng"|"brave"|"tavily", ... }`.
 -- @module rag.providers
 local M = {}
 
@@ -12,5 +13,8 @@ M.ollama = require("rag.providers.ollama").new
 
 --- A rerank provider: `:rerank(query, docs [, { top_n = }])`.
 M.rerank = require("rag.providers.rerank").new
+
+--- A web search provider: `:search(query [, { k = }])` -> hits.
+M.websearch = require("rag.providers.websearch").new
 
 return M
