@@ -6,7 +6,9 @@ local rag = require("rag")
 local helpers = require("spec.helpers")
 local support = require("spec.support.llm")
 
-local NAMES = { "window", "multihop", "adaptive", "corrective", "router" }
+-- The pipelines with some variants: "name/variant" (VARIANTS' options).
+local RUNS = { "window", "multihop", "adaptive", "adaptive/iterative", "adaptive/llm",
+  "corrective", "corrective/llm", "router" }
 
 -- The first 40 SciFact documents, chunked into sentences (at most 64
 -- tokens a chunk), with hashing vectors.
@@ -63,7 +65,21 @@ local function user_message(call)
 end
 
 -- The options each pipeline needs besides index and llm.
+local VARIANTS = {
+  ["adaptive/iterative"] = { classify = function() return "iterative", "always" end },
+  ["adaptive/llm"] = { classify = true },
+  ["corrective/llm"] = { grade = true, check = true },
+}
+
 local function extra(name)
+  local v = VARIANTS[name]
+  if v then
+    local o = {}
+    for k, x in pairs(v) do
+      o[k] = x
+    end
+    return o
+  end
   if name == "router" then
     local index = corpus()
     return { routes = {
@@ -88,7 +104,7 @@ local function make(name, o)
     end
     opts.index = nil
   end
-  return rag.pipeline[name](opts)
+  return rag.pipeline[name:match("^[^/]+")](opts)
 end
 
 -- Every citation is a returned context, and every marker a citation.
@@ -113,7 +129,7 @@ end
 
 describe("rag.pipeline (window, multihop, adaptive, corrective, router)", function()
   describe("offline on SciFact with rag.llm.extractive", function()
-    for _, name in ipairs(NAMES) do
+    for _, name in ipairs(RUNS) do
       it(name .. " answers with citations that point at returned contexts", function()
         local index, d = corpus()
         local p = make(name, { index = index, llm = rag.llm.extractive() })
@@ -589,7 +605,7 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
       return p:answer(docs[3].title)
     end
 
-    for _, name in ipairs(NAMES) do
+    for _, name in ipairs(RUNS) do
       it(name .. " ends within each limit with code budget and a trace", function()
         corpus()
         local full = assert(run(name, { steps = 1000, llm_calls = 1000 })).usage
@@ -605,7 +621,7 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
           local r, msg, code, partial = run(name, { [limit] = value })
           assert.is_nil(r, name .. " " .. limit)
           assert.equal("budget", code, name .. " " .. limit)
-          assert.matches("^rag%.pipeline%." .. name .. ": ", msg)
+          assert.matches("^rag%.pipeline%." .. name:match("^[^/]+") .. ": ", msg)
           local stop = find(partial.trace, "stop")
           assert.is_table(stop, name .. " " .. limit)
           assert.equal(limit, stop.limit)
