@@ -170,6 +170,26 @@ describe("examples", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/10_pipelines_more.lua offline", function()
+    local out = lines(run_lua .. " examples/10_pipelines_more.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("window     The parameter k1 controls term-frequency saturation. [1]\n"
+      .. "           [1] bm25#2 (notes/bm25.md, bytes 95-193)\n", 1, true), out)
+    assert.truthy(out:find("           branches: hops > carry; llm calls 3\n", 1, true), out)
+    assert.truthy(out:find("adaptive   I don't have enough information to answer this.\n"
+      .. "           branches: none; llm calls 1\n           path: none\n", 1, true), out)
+    assert.truthy(out:find("branches: single; llm calls 1\n           path: single\n", 1, true),
+      out)
+    assert.truthy(out:find("branches: iterative > one_hop; llm calls 2\n           path: "
+      .. "iterative\n", 1, true), out)
+    assert.truthy(out:find("corrective Maximal marginal relevance picks passages that are "
+      .. "relevant and unlike those already picked. [1]\n           [1] web-mmr#1 "
+      .. "(https://example.org/mmr, bytes 1-92)\n           branches: graded > fallback; llm "
+      .. "calls 1\n", 1, true), out)
+    assert.truthy(out:find("branches: vectors > sentences; llm calls 1\n           route: "
+      .. "vectors\n", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/08_index.lua offline", function()
     local out = lines(run_lua .. " examples/08_index.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("added 4, updated 0, unchanged 0: 4 documents, 4 chunks", 1, true), out)

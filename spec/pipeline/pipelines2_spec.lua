@@ -210,6 +210,21 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
       assert.is_true(cut)
       assert.is_true(spans > 0 and spans < #r.contexts)
       assert.is_table(find(r.trace, "branch", "sentences"))
+      -- overlapping windows cut to the same text are kept once
+      local twice = { search = function(_, query, o)
+        local hits = index:search(query, o)
+        local copy = {}
+        for k, v in pairs(hits[1]) do
+          copy[k] = v
+        end
+        copy.id = "again"
+        hits[#hits] = copy
+        return hits
+      end }
+      r = assert(rag.pipeline.window({ index = twice, k = 3, window = 1,
+        llm = support.scripted({ "A [1]." }) }):answer("BC1 RNA reverse transcription"))
+      assert.same({ want[1].id, want[2].id }, ids(r.contexts))
+      assert.matches("1 repeats dropped$", find(r.trace, "branch", "sentences").why)
       -- compress = true asks the LLM for each window; NONE drops it
       local llm = support.scripted({ "NONE", "NONE", "NONE" })
       r = assert(rag.pipeline.window({ index = index, k = 3, compress = true, llm = llm })
@@ -237,11 +252,15 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
       assert.truthy(user_message(llm.calls[1]):find("the big question", 1, true))
       assert.truthy(llm.calls[1].messages[1].content:find("at most 2", 1, true))
       assert.truthy(user_message(llm.calls[2]):find("Question: " .. d[3].title, 1, true))
-      assert.truthy(user_message(llm.calls[3]):find("Question: " .. d[10].title
-        .. "\nKnown so far: Finding one.", 1, true))
-      local final = user_message(llm.calls[4])
-      assert.truthy(final:find("Question: the big question\n\nFindings so far:\n- " .. d[3].title
-        .. "\n  Finding one.\n- " .. d[10].title .. "\n  Finding two.", 1, true))
+      -- the findings so far go into the instructions of the later calls
+      assert.falsy(llm.calls[2].messages[1].content:find("Known so far", 1, true))
+      assert.truthy(user_message(llm.calls[3]):find("Question: " .. d[10].title, 1, true))
+      assert.truthy(llm.calls[3].messages[1].content:find("\n\nKnown so far (what earlier "
+        .. "sub-questions found):\n- " .. d[3].title .. "\n  Finding one.", 1, true))
+      assert.truthy(user_message(llm.calls[4]):find("Question: the big question", 1, true))
+      assert.truthy(llm.calls[4].messages[1].content:find("\n\nKnown so far (what earlier "
+        .. "sub-questions found):\n- " .. d[3].title .. "\n  Finding one.\n- " .. d[10].title
+        .. "\n  Finding two.", 1, true))
       -- the contexts are both hops' hits, in order, without repeats
       local want, seen = {}, {}
       local second = rag.fuse.rrf({ rec.results[2], rec.results[3] }, { k = 60, limit = 3 })
@@ -274,7 +293,7 @@ describe("rag.pipeline (window, multihop, adaptive, corrective, router)", functi
           return index:search(d[3].title, { k = 2 }) end }):answer("q"))
       assert.same({ "first part", "second part" }, rec.queries)
       assert.is_table(find(r.trace, "branch", "no_finding"))
-      assert.falsy(user_message(llm.calls[4]):find("first part", 1, true))
+      assert.falsy(llm.calls[4].messages[1].content:find("first part", 1, true))
       -- decompose may be a function
       rec = recording(index)
       assert(rag.pipeline.multihop({ index = rec,

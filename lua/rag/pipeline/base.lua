@@ -140,11 +140,21 @@ function M.lines(text, n)
 end
 
 --- Asks the LLM one prompt of the question's set, in a step named `step`.
+-- `note`, when given, is added to the system message (what earlier steps
+-- found, for the LLM to take into account).
 -- @return the reply's text | nil, msg, code
-function Pipeline:ask(run, step, prompt, slots, question, chat_opts)
+function Pipeline:ask(run, step, prompt, slots, question, chat_opts, note)
   local set = self:set(question)
   return run:step(step, function()
-    local reply, msg, code = run:chat(self.o.llm, prompts.messages(set, prompt, slots), chat_opts)
+    local messages = prompts.messages(set, prompt, slots)
+    if note then
+      if messages[1].role == "system" then
+        messages[1].content = messages[1].content .. "\n\n" .. note
+      else
+        table.insert(messages, 1, { role = "system", content = note })
+      end
+    end
+    local reply, msg, code = run:chat(self.o.llm, messages, chat_opts)
     if not reply then
       return nil, msg, code
     end
@@ -264,13 +274,18 @@ end
 
 --- The offline compress: each hit cut to its sentences that share a term
 -- with the question (a copy; its span moved in when they are one run); a
--- hit with none is dropped.
+-- hit with none is dropped, and so is one that is cut to the same text of
+-- the same document as an earlier one (overlapping windows).
 function M.keep_relevant(run, question, hits, step)
   return run:step(step or "compress", function()
-    local out, cut, dropped = {}, 0, 0
+    local out, cut, dropped, seen, repeats = {}, 0, 0, {}, 0
     for _, h in ipairs(hits) do
       local c, kept, of = offline.refine(question, h)
-      if c then
+      local key = c and tostring(c.doc_id) .. "\0" .. c.text
+      if c and seen[key] then
+        repeats = repeats + 1
+      elseif c then
+        seen[key] = true
         out[#out + 1] = c
         if kept < of then
           cut = cut + 1
@@ -280,7 +295,7 @@ function M.keep_relevant(run, question, hits, step)
       end
     end
     run:branch("sentences", format("kept the sentences sharing a term with the question: "
-      .. "%d of %d hits cut, %d dropped", cut, #hits, dropped))
+      .. "%d of %d hits cut, %d dropped, %d repeats dropped", cut, #hits, dropped, repeats))
     return out
   end, { question = question, hits = hits })
 end
@@ -398,7 +413,7 @@ end
 
 -- The answer step: the user's `answer(question, context, hits)` or the LLM
 -- with the answer prompt.
-function Pipeline:ask_answer(run, question, packed, stream)
+function Pipeline:ask_answer(run, question, packed, stream, note)
   local fn = self.o.answer
   if fn then
     return run:step("answer", function()
@@ -417,7 +432,7 @@ function Pipeline:ask_answer(run, question, packed, stream)
     end, { question = question })
   end
   return self:ask(run, "answer", "answer", { question = question, context = packed.text },
-    question, stream and { stream = stream } or nil)
+    question, stream and { stream = stream } or nil, note)
 end
 
 --- Validates the citations of `text` against `contexts`. Not a step, so
@@ -506,9 +521,9 @@ end
 --- Packs `hits`, asks the LLM (the `prompt`, default "answer") and
 -- validates the citations, filling `partial` (`contexts`, `text`,
 -- `citations`, `grounded`). The refusal without an LLM call when no
--- context is left.
+-- context is left. `note` as for `ask`.
 -- @return true | nil, msg, code
-function Pipeline:reply(run, question, hits, partial, stream, prompt)
+function Pipeline:reply(run, question, hits, partial, stream, prompt, note)
   local packed, msg, code = self:pack(run, hits)
   if not packed then
     return nil, msg, code
@@ -524,9 +539,9 @@ function Pipeline:reply(run, question, hits, partial, stream, prompt)
     end
   elseif prompt and prompt ~= "answer" then
     text, msg, code = self:ask(run, prompt, prompt, { question = question,
-      context = packed.text }, question, stream and { stream = stream } or nil)
+      context = packed.text }, question, stream and { stream = stream } or nil, note)
   else
-    text, msg, code = self:ask_answer(run, question, packed, stream)
+    text, msg, code = self:ask_answer(run, question, packed, stream, note)
   end
   if not text then
     return nil, msg, code

@@ -81,18 +81,23 @@ local function hop_hits(self, run, sub, findings)
   return base.fuse(run, lists, n, o.rrf_k)
 end
 
+-- What earlier hops found, for the LLM's instructions.
+local function known(findings)
+  local lines = {}
+  for i, f in ipairs(findings) do
+    lines[i] = "- " .. f.question .. "\n  " .. f.answer
+  end
+  return "Known so far (what earlier sub-questions found):\n" .. concat(lines, "\n")
+end
+
 -- One hop: search (with the last finding), answer from its contexts.
 -- @return hits, finding (nil when the hop found nothing) | nil, msg, code
 local function hop(self, run, sub, findings, question)
-  local asked = sub
+  local note
   if #findings > 0 then
-    local known = {}
-    for i, f in ipairs(findings) do
-      known[i] = f.answer
-    end
-    asked = sub .. "\nKnown so far: " .. concat(known, " ")
+    note = known(findings)
     run:branch("carry", "the findings of " .. #findings .. " earlier hop(s) go into this "
-      .. "search and question")
+      .. "search and the LLM's instructions")
   end
   local hits, msg, code = hop_hits(self, run, sub, findings)
   if hits then
@@ -111,8 +116,8 @@ local function hop(self, run, sub, findings, question)
     return hits, nil
   end
   local text
-  text, msg, code = self:ask(run, "answer_hop", "answer", { question = asked,
-    context = packed.text }, question)
+  text, msg, code = self:ask(run, "answer_hop", "answer", { question = sub,
+    context = packed.text }, question, nil, note)
   if not text then
     return nil, msg, code
   end
@@ -187,15 +192,8 @@ local function respond(self, run, question, partial, stream)
   if not hits then
     return nil, findings, code
   end
-  local asked = question
-  if #findings > 0 then
-    local lines = {}
-    for i, f in ipairs(findings) do
-      lines[i] = "- " .. f.question .. "\n  " .. f.answer
-    end
-    asked = question .. "\n\nFindings so far:\n" .. concat(lines, "\n")
-  end
-  return self:reply(run, asked, hits, partial, stream)
+  return self:reply(run, question, hits, partial, stream, nil,
+    #findings > 0 and known(findings) or nil)
 end
 
 --- A multi-hop pipeline: the common options and `hops` (at most this many
