@@ -569,6 +569,110 @@ check("phases", function()
   return table.concat(seen, ", ") .. " raise: " .. dict:get("phase:log")
 end)
 
+-- {====== A pipeline per request (issue 22, acceptance D) ======}
+
+-- GET /pipeline (spec/openresty/pipeline.lua) for a fresh llmd.py model
+-- name that starts with `behaviour`; its JSON reply.
+local serial = 0
+local function pipeline(behaviour, extra)
+  serial = serial + 1
+  local url = ("%s/pipeline?model=%s-%d-%d%s"):format(env("RAG_NGX"), behaviour, serial,
+    math.floor(now() * 1000), extra or "")
+  local out = echo(url)
+  expect(type(out) == "table", "not JSON")
+  return out
+end
+
+local ANSWER = "The context answers the question [1]. It says more in [2]."
+
+-- The citations point at the contexts the reply lists.
+local function cited(out)
+  expect(#out.citations == 2, "%d citations", #out.citations)
+  for _, c in ipairs(out.citations) do
+    eq(out.contexts[c.n], c.id, "citation [" .. c.n .. "]")
+  end
+end
+
+check("pipeline_hybrid", function()
+  local out = pipeline("ok:rag")
+  expect(out.ok, "failed: %s (%s)", tostring(out.msg), tostring(out.code))
+  eq(ANSWER, out.text, "text")
+  cited(out)
+  eq("retrieve rerank pack answer", out.steps, "steps")
+  eq(1, out.usage.llm_calls, "llm calls")
+  return ("%d contexts, cited %s and %s, %s"):format(#out.contexts, out.citations[1].id,
+    out.citations[2].id, ms(out.seconds))
+end)
+
+check("pipeline_hybrid_stream", function()
+  local out = pipeline("ok:rag", "&stream=1")
+  expect(out.ok, "failed: %s (%s)", tostring(out.msg), tostring(out.code))
+  expect(#out.deltas > 1, "%d deltas", #out.deltas)
+  eq(out.text, table.concat(out.deltas), "the deltas joined")
+  eq(ANSWER, out.text, "text")
+  cited(out)
+  return ("%d deltas join to the text, %s"):format(#out.deltas, ms(out.seconds))
+end)
+
+-- A failure of the answer call: `code`, the trace up to it, in time.
+local function failed(out, code, limit)
+  expect(not out.ok, "answered: %s", tostring(out.text))
+  eq(code, out.code, "code (" .. tostring(out.msg) .. ")")
+  expect(out.msg:find("^rag%.providers%.openai%.chat: "), "msg %s", out.msg)
+  expect(out.seconds < limit, "took %s", ms(out.seconds))
+  local retrieve, answer
+  for _, e in ipairs(out.trace) do
+    if e.kind == "step" and e.name == "retrieve" then
+      retrieve = e
+    elseif e.kind == "step" and e.name == "answer" then
+      answer = e
+    end
+  end
+  expect(retrieve and retrieve.error == nil and retrieve.outputs.count > 0, "retrieve step")
+  eq(code, answer and answer.code, "the answer step's code")
+  expect(#out.contexts > 0, "no contexts in the partial result")
+end
+
+check("pipeline_hybrid_503", function()
+  local out = pipeline("e503:rag")
+  failed(out, "http", 1.5)
+  eq("retrieve rerank pack answer", out.steps, "steps")
+  expect(out.msg:find("HTTP 503", 1, true), "msg %s", out.msg)
+  return ("%s: %s, %s"):format(out.code, out.steps, ms(out.seconds))
+end)
+
+check("pipeline_hybrid_stream_cut", function()
+  local out = pipeline("cut:rag", "&stream=1")
+  failed(out, "http", 1.5)
+  expect(#out.deltas >= 1, "no delta before the cut")
+  return ("%s after %d deltas: %s"):format(out.code, #out.deltas, out.msg:sub(-60))
+end)
+
+-- The timeout, while nginx keeps serving: /ping answers in under 0.1 s
+-- while the pipeline waits on its LLM.
+check("pipeline_hybrid_timeout", function()
+  local thread = ngx.thread.spawn(pipeline, "slow5:rag", "&timeout=0.5")
+  ngx.sleep(0.1)
+  local t0 = now()
+  local res = get(env("RAG_NGX") .. "/ping")
+  local ping = now() - t0
+  eq(200, res and res.status, "/ping")
+  local alive, out = ngx.thread.wait(thread)
+  expect(alive, "the request failed: %s", tostring(out))
+  failed(out, "timeout", 1.5)
+  eq("retrieve rerank pack answer", out.steps, "steps")
+  expect(ping < 0.1, "/ping took %s while the pipeline waited", ms(ping))
+  return ("timeout after %s; /ping took %s meanwhile"):format(ms(out.seconds), ms(ping))
+end)
+
+check("pipeline_fusion_503_midway", function()
+  local out = pipeline("okx1e503:rag", "&pipeline=fusion&doc=10")
+  failed(out, "http", 1.5)
+  eq("expand retrieve fuse pack answer", out.steps, "steps")
+  eq(2, out.usage.llm_calls, "llm calls")
+  return ("the expand call answered, the answer call got %s: %s"):format(out.code, out.steps)
+end)
+
 -- {====== Entry points ======}
 
 --- /t/<name>, /notrust/<name>, /depth1/<name>; /t/list names the checks.
