@@ -293,6 +293,7 @@ static void compact_terms(rag_bm25 *b) {
   }
   memset(b->tslots, 0, (b->tmask + 1) * sizeof *b->tslots);
   for (i = 0; i < b->nterms; i++) tslot_put(b, (uint32_t)i);
+  rag_analyzer_untag(b->an); /* the ids its cache holds changed */
   rag_free(map);
 }
 
@@ -373,17 +374,9 @@ static void maybe_renumber(rag_bm25 *b) {
 
 /* {====== Adding and removing ======} */
 
-static int on_doc_term(void *ud, const char *s, size_t n, uint32_t h, size_t start,
-                       size_t stop) {
-  rag_bm25 *b = (rag_bm25 *)ud;
-  uint32_t tid = rag_bm25_term_find(b, s, n, h);
+/* Counts one occurrence of term tid in the document being added. */
+static int count_term(rag_bm25 *b, uint32_t tid) {
   term *t;
-  (void)start;
-  (void)stop;
-  if (tid == NONE) {
-    int rc = rag_bm25_term_insert(b, s, n, h, &tid);
-    if (rc != RAG_OK) return rc;
-  }
   if (++b->doclen >= DEAD) return RAG_ETOOBIG;
   t = &b->terms[tid];
   if (t->mark == b->stamp) {
@@ -401,6 +394,28 @@ static int on_doc_term(void *ud, const char *s, size_t n, uint32_t h, size_t sta
   b->dt[b->nd].tf = 1;
   b->nd++;
   return 0;
+}
+
+/*
+** A term of the document being added. The analyzer is this index's own, so
+** its cache's tags hold our term ids: a tag saves the dictionary lookup.
+** compact_terms, which renumbers terms, resets the tags; checking the hash
+** and length of the term a tag names guards that rule at no cost (the
+** entry is read next anyway).
+*/
+static int on_doc_term(void *ud, const char *s, size_t n, uint32_t h, unsigned char *tag) {
+  rag_bm25 *b = (rag_bm25 *)ud;
+  uint32_t tid = NONE;
+  if (tag != NULL) memcpy(&tid, tag, 4);
+  if (tid >= b->nterms || b->terms[tid].hash != h || b->terms[tid].len != n) {
+    tid = rag_bm25_term_find(b, s, n, h);
+    if (tid == NONE) {
+      int rc = rag_bm25_term_insert(b, s, n, h, &tid);
+      if (rc != RAG_OK) return rc;
+    }
+    if (tag != NULL) memcpy(tag, &tid, 4);
+  }
+  return count_term(b, tid);
 }
 
 /* Room for one more document number. */
@@ -437,7 +452,7 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   next_stamp(b);
   b->nd = 0;
   b->doclen = 0;
-  rc = rag_analyzer_run(b->an, text, len, on_doc_term, b, errpos);
+  rc = rag_analyzer_run_tagged(b->an, text, len, on_doc_term, b, errpos);
   if (rc != RAG_OK) return rc;
 
   /* Reserve everything first, so that the commit below cannot fail. */
