@@ -3,7 +3,7 @@
 ** does the options, embedding, batches and manifests). new(bm25, vectors)
 ** takes over a rag.bm25 and a rag.vec or rag.hnsw; open{...} loads the
 ** parts of a save; order(list) sorts documents. Methods: stage, chunk,
-** commit, remove, get, ids, search, stats, save, check, close, #ix.
+** commit, remove, get, ids, search, stats, shape, save, check, close, #ix.
 */
 #include "lrag.h"
 
@@ -246,8 +246,8 @@ static int batch_gc(lua_State *L) {
   return 0;
 }
 
-/* Pushes a new, empty batch with its anchor table as user value. */
-static batch *new_batch(lua_State *L) {
+/* Pushes a new, empty batch with its anchor table (room for narr strings) as user value. */
+static batch *new_batch(lua_State *L, int narr) {
   batch *b = (batch *)lua_newuserdatauv(L, sizeof *b, 1);
   memset(b, 0, sizeof *b);
   if (luaL_newmetatable(L, BATCH_MT)) {
@@ -255,7 +255,7 @@ static batch *new_batch(lua_State *L) {
     lua_setfield(L, -2, "__gc");
   }
   lua_setmetatable(L, -2);
-  lua_newtable(L);
+  lua_createtable(L, narr, 0);
   lua_setiuservalue(L, -2, 1);
   return b;
 }
@@ -378,7 +378,7 @@ static int index_stage(lua_State *L) {
   batch *b;
   luaL_checktype(L, 2, LUA_TTABLE);
   last = (lua_Integer)lua_rawlen(L, 2);
-  b = new_batch(L);
+  b = new_batch(L, limit < 1024 ? 4 * (int)limit : 4096);
   lua_getiuservalue(L, -1, 1);
   anchor = lua_gettop(L);
   for (i = pos; i <= last && b->n < limit; i++) {
@@ -784,6 +784,16 @@ static int index_stats(lua_State *L) {
   lrag_setint(L, "memory", (lua_Integer)mem);
   lrag_setbool(L, "mapped", x->map != NULL);
   return 1;
+}
+
+/* ix:shape() -> vector ("exact", "hnsw" or "none"), leaves, dim: what stats says of them, cheaply. */
+static int index_shape(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.stats");
+  rag_index *ix = x->ix;
+  lua_pushstring(L, rag_index_vec(ix) ? "exact" : rag_index_hnsw(ix) ? "hnsw" : "none");
+  lua_pushinteger(L, (lua_Integer)rag_store_leaves(rag_index_store(ix)));
+  lua_pushinteger(L, (lua_Integer)rag_index_dim(ix));
+  return 3;
 }
 
 /* ix:attach(vectors): a rag.vec or rag.hnsw for an index without vectors or leaf chunks. */
@@ -1230,7 +1240,7 @@ static const luaL_Reg index_methods[] = {
     {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
-    {"check", index_check}, {"attach", index_attach},
+    {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {NULL, NULL},
 };
 

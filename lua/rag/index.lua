@@ -122,9 +122,9 @@ local function maybe_switch(self, fname)
   if self.o.vector ~= "auto" then
     return
   end
-  local st = self.c:stats()
-  if st.vector == "exact" and st.leaves >= M.HNSW_FROM then
-    self.c:to_hnsw(new_hnsw(fname, self.o, st.dim))
+  local vector, leaves, dim = self.c:shape()
+  if vector == "exact" and leaves >= M.HNSW_FROM then
+    self.c:to_hnsw(new_hnsw(fname, self.o, dim))
   end
 end
 
@@ -219,7 +219,7 @@ end
 -- Gives the index its vector part on the first vectors, when the embedder
 -- has no :dim() to size it by at construction.
 local function ensure_vectors(self, dim)
-  if self.c:stats().dim > 0 then
+  if select(3, self.c:shape()) > 0 then
     return
   end
   local _, v = new_parts("rag.index.add", self.o, dim)
