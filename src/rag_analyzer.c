@@ -540,21 +540,6 @@ static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32
   return RAG_OK;
 }
 
-/*
-** Words wait in a queue of this many before they are looked up in the term
-** cache, their cells fetched as they are queued and their entries before
-** the lookups, so that the memory latencies of a few words overlap (the
-** cache outgrows the processor's nearer caches on a large corpus).
-*/
-#define QUEUE 8
-
-/* A source word waiting for put_term: s[start, stop), its T_ flags and hash. */
-typedef struct queued {
-  size_t start, stop;
-  int flags;
-  uint32_t h;
-} queued;
-
 /* One run: the analyzer, its input and where the terms go (one of emit, tagged). */
 typedef struct scan {
   rag_analyzer *a;
@@ -563,12 +548,10 @@ typedef struct scan {
   rag_term_fn emit;
   rag_tagged_fn tagged;
   void *ud;
-  queued q[QUEUE];
-  size_t nq;
 } scan;
 
 /* Emits term t[0..n) (hash th) of source s[start, stop), whose memo tag is at tag (or NULL). */
-static inline int emit_term(scan *sc, const char *t, size_t n, uint32_t th, size_t start,
+static inline int emit_term(const scan *sc, const char *t, size_t n, uint32_t th, size_t start,
                             size_t stop, unsigned char *tag) {
   if (sc->tagged != NULL) return sc->tagged(sc->ud, t, n, th, tag);
   return sc->emit(sc->ud, t, n, th, start, stop);
@@ -580,7 +563,7 @@ static inline int emit_term(scan *sc, const char *t, size_t n, uint32_t th, size
 ** lowercased, which is how it analyzes ("The" as "the"): each word is
 ** stemmed once whatever its case, and its tag is passed on.
 */
-static int put_new(scan *sc, size_t start, size_t stop, int flags, uint32_t h,
+static int put_new(const scan *sc, size_t start, size_t stop, int flags, uint32_t h,
                    int memo) {
   rag_analyzer *a = sc->a;
   const char *src = (const char *)sc->s + start, *t = src;
@@ -608,65 +591,22 @@ static int put_new(scan *sc, size_t start, size_t stop, int flags, uint32_t h,
   return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
 }
 
-/* Whether the word of n bytes with T_ flags `flags` is looked up in the term cache. */
-static inline int memoized(const rag_analyzer *a, size_t n, int flags) {
-  return n <= RAG_TERMCACHE_KEY && (a->memo_flags >> flags & 1);
-}
-
 /*
 ** Emits the term of the source word s[start, stop), whose rag_fnv32 is h:
 ** remembered, or analyzed (and then remembered when that costs a stemmer
 ** or utf8proc call).
 */
-static inline int lookup(scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
+static inline int put_term(const scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
   const rag_analyzer *a = sc->a;
   const char *t;
   size_t n = stop - start;
   uint32_t th;
   unsigned char *tp;
-  if (!memoized(a, n, flags)) return put_new(sc, start, stop, flags, h, 0);
+  if (n > RAG_TERMCACHE_KEY || !(a->memo_flags >> flags & 1))
+    return put_new(sc, start, stop, flags, h, 0);
   if (!rag_termcache_get(&a->memo, (const char *)sc->s + start, n, h, &t, &n, &th, &tp))
     return put_new(sc, start, stop, flags, h, 1);
   return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
-}
-
-/* Looks the queued words up, in order, after fetching their cache entries. */
-static int flush(scan *sc) {
-  const rag_termcache *c = &sc->a->memo;
-  size_t i, n = sc->nq;
-  int rc = RAG_OK;
-  sc->nq = 0;
-  if (c->n > 0)
-    for (i = 0; i < n; i++) { /* the entry of each word's home cell, when it may be the word's */
-      const queued *w = &sc->q[i];
-      const rag_termcache_slot *e = &c->slots[w->h & c->mask];
-      if (e->hash == w->h && e->off != 0) __builtin_prefetch(c->arena + e->off - 1);
-    }
-  for (i = 0; i < n && rc == RAG_OK; i++)
-    rc = lookup(sc, sc->q[i].start, sc->q[i].stop, sc->q[i].flags, sc->q[i].h);
-  return rc;
-}
-
-/*
-** Emits the term of the source word s[start, stop) (flags, hash h) in text
-** order: a word the cache may know waits in the queue (its cell fetched),
-** and every other emission flushes the queue first.
-*/
-static inline int put_term(scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
-  const rag_analyzer *a = sc->a;
-  queued *w;
-  int rc;
-  if (!memoized(a, stop - start, flags)) {
-    if (sc->nq > 0 && (rc = flush(sc)) != RAG_OK) return rc;
-    return lookup(sc, start, stop, flags, h);
-  }
-  if (a->memo.n > 0) __builtin_prefetch(&a->memo.slots[h & a->memo.mask]);
-  w = &sc->q[sc->nq++];
-  w->start = start;
-  w->stop = stop;
-  w->flags = flags;
-  w->h = h;
-  return sc->nq == QUEUE ? flush(sc) : RAG_OK;
 }
 
 /*
@@ -675,7 +615,7 @@ static inline int put_term(scan *sc, size_t start, size_t stop, int flags, uint3
 ** Words without a letter or digit ("__") are dropped. ASCII letters and
 ** digits, most of any Latin text, take the short inner loop.
 */
-static int run_word(scan *sc, size_t *pos) {
+static int run_word(const scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   size_t len = sc->len, i = *pos, start = i, k;
   unsigned seen = 0, w;
@@ -728,7 +668,7 @@ static int run_word(scan *sc, size_t *pos) {
 ** a point after a letter or the end of input follows it (most words); else
 ** run_word.
 */
-static int run_ascii(scan *sc, size_t *pos) {
+static int run_ascii(const scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   size_t len = sc->len, i = *pos, start = i;
   unsigned seen = 0, w = 0;
@@ -745,7 +685,7 @@ static int run_ascii(scan *sc, size_t *pos) {
 }
 
 /* Emits one CJK term over source bytes [start, stop), never stemmed. */
-static int put_cjk(scan *sc, size_t start, size_t stop) {
+static int put_cjk(const scan *sc, size_t start, size_t stop) {
   return put_term(sc, start, stop, 0, rag_fnv32(sc->s + start, stop - start));
 }
 
@@ -754,7 +694,7 @@ static int put_cjk(scan *sc, size_t start, size_t stop) {
 ** and attaching jamo after it; terms are emitted as characters are found,
 ** so text order holds: in "both" mode U0 B01 U1 B12 U2.
 */
-static int run_cjk(scan *sc, size_t *pos) {
+static int run_cjk(const scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   rag_analyzer_cjk mode = sc->a->cfg.cjk;
   size_t len = sc->len, i = *pos, rs = i, ps = 0, pe = 0, count = 0, k;
@@ -797,7 +737,6 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
   sc.emit = emit;
   sc.tagged = tagged;
   sc.ud = ud;
-  sc.nq = 0;
   while (i < len) {
     unsigned w = word_bits[s[i]];
     int32_t cp;
@@ -826,7 +765,7 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
     }
     if (rc != RAG_OK) return rc;
   }
-  return sc.nq > 0 ? flush(&sc) : RAG_OK;
+  return RAG_OK;
 }
 
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len, rag_term_fn emit, void *ud,
