@@ -211,9 +211,10 @@ static void push_meta(lua_State *L, const rag_store_doc *d) {
 ** Adding documents goes by batches, in three calls: stage reads documents
 ** and keeps those whose content hash differs from the live one's; chunk
 ** cuts them (and gives the texts to embed); commit puts them with their
-** vectors. A batch is a userdata that owns its scratch memory and anchors
-** the documents' strings in its user value, so that they stay valid
-** whatever Lua code runs between the calls (an embedder, a Lua chunker).
+** vectors. A batch is a table: at 1 a userdata that owns the scratch
+** memory, then the documents' strings, anchored there so that they stay
+** valid whatever Lua code runs between the calls (an embedder, a Lua
+** chunker). A table rather than user values, which Lua 5.1 lacks.
 */
 #define BATCH_MT "rag._batch"
 
@@ -246,22 +247,28 @@ static int batch_gc(lua_State *L) {
   return 0;
 }
 
-/* Pushes a new, empty batch with its anchor table (room for narr strings) as user value. */
+/* Pushes a new, empty batch: its table, with room for narr strings. */
 static batch *new_batch(lua_State *L, int narr) {
-  batch *b = (batch *)lua_newuserdatauv(L, sizeof *b, 1);
+  batch *b;
+  lua_createtable(L, narr + 1, 0);
+  b = (batch *)lua_newuserdatauv(L, sizeof *b, 0);
   memset(b, 0, sizeof *b);
   if (luaL_newmetatable(L, BATCH_MT)) {
     lua_pushcfunction(L, batch_gc);
     lua_setfield(L, -2, "__gc");
   }
   lua_setmetatable(L, -2);
-  lua_createtable(L, narr, 0);
-  lua_setiuservalue(L, -2, 1);
+  lua_rawseti(L, -2, 1);
   return b;
 }
 
+/* The batch whose table is at idx, in `state`. */
 static batch *check_batch(lua_State *L, int idx, int state, const char *fname) {
-  batch *b = (batch *)luaL_checkudata(L, idx, BATCH_MT);
+  batch *b;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_rawgeti(L, idx, 1);
+  b = (batch *)luaL_checkudata(L, -1, BATCH_MT);
+  lua_pop(L, 1); /* the table anchors it */
   if (b->state != state) luaL_error(L, "%s: batch used out of order", fname);
   return b;
 }
@@ -379,14 +386,13 @@ static int index_stage(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   last = (lua_Integer)lua_rawlen(L, 2);
   b = new_batch(L, limit < 1024 ? 4 * (int)limit : 4096);
-  lua_getiuservalue(L, -1, 1);
   anchor = lua_gettop(L);
   for (i = pos; i <= last && b->n < limit; i++) {
     staged *st = next_staged(L, b);
     uint32_t slot;
     const rag_store_doc *live;
     lua_rawgeti(L, 2, i);
-    read_doc(L, -1, fname, &st->d, anchor, (int)b->n * 4 + 1, &b->meta, &st->meta);
+    read_doc(L, -1, fname, &st->d, anchor, (int)b->n * 4 + 2, &b->meta, &st->meta);
     lua_pop(L, 1);
     if (rag_index_hash(&st->d, st->d.hash) != RAG_OK) luaL_error(L, "not enough memory");
     x = check_open(L, "rag.index.add"); /* a metamethod of a document may have closed it */
@@ -404,7 +410,7 @@ static int index_stage(lua_State *L) {
   lua_pushinteger(L, i - pos);
   lua_pushinteger(L, (lua_Integer)unchanged);
   if (b->n == 0) lua_pushnil(L);
-  else lua_pushvalue(L, anchor - 1);
+  else lua_pushvalue(L, anchor);
   return 3;
 }
 
@@ -593,8 +599,7 @@ static int index_chunk(lua_State *L) {
   b = check_batch(L, 2, 0, fname);
   luaL_checktype(L, 3, LUA_TFUNCTION);
   lua_settop(L, 6);
-  lua_getiuservalue(L, 2, 1);
-  anchor = lua_gettop(L);
+  anchor = 2;
   b->nchunks = 0;
   k = lrag_chunker_new(L, 3, 4);
   for (i = 0; i < b->n; i++) {
@@ -613,7 +618,7 @@ static int index_chunk(lua_State *L) {
     } else {
       int top = lua_gettop(L);
       lua_pushvalue(L, 3);
-      lua_rawgeti(L, anchor, (int)i * 4 + 2); /* the text */
+      lua_rawgeti(L, anchor, (int)i * 4 + 3); /* the text */
       lua_pushvalue(L, 4);
       lua_call(L, 2, 3);
       if (!lua_toboolean(L, top + 1)) return chunk_error(L, fname, &st->d, top + 2, top + 3);
