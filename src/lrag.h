@@ -46,6 +46,35 @@ struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx);
 */
 struct rag_tokenizer *lrag_totokenizer(lua_State *L, int idx, const char *fname);
 
+/* {====== Chunking from C ======} */
+
+/*
+** A rag.chunk function prepared to run from C on many texts (rag.index's
+** ingestion). lrag_chunker_new reads the options table at `opts` for the
+** function at `fn` as that function does, raising as it would, and returns
+** the prepared chunker, leaving on the stack what it holds and borrows
+** (itself, the tokenizer, the separators), which must stay there while it
+** is used. NULL, with nothing pushed: fn is not a chunker that runs without
+** calling Lua (rag.chunk.semantic calls embed; any other function).
+*/
+typedef struct lrag_chunker lrag_chunker;
+struct rag_chunk;
+lrag_chunker *lrag_chunker_new(lua_State *L, int fn, int opts);
+
+/*
+** Chunks the len bytes at s (borrowed) as the function does: *chunks gets
+** *n chunks, valid until the next run. Returns the core's status; with
+** RAG_EENCODING *errpos is the 1-based offset of the first bad byte.
+*/
+int lrag_chunker_run(lrag_chunker *k, const char *s, size_t len, const struct rag_chunk **chunks,
+                     size_t *n, size_t *errpos);
+
+/* The function's name, for messages ("rag.chunk.recursive"). */
+const char *lrag_chunker_fname(const lrag_chunker *k);
+
+/* Whether its chunks have a level and a parent (rag.chunk.hierarchy's meta). */
+int lrag_chunker_tree(const lrag_chunker *k);
+
 /* {====== The error rule ======} */
 
 /*

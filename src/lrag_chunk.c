@@ -20,14 +20,15 @@
 static const char *const unit_names[] = {"token", "char", NULL};
 
 /*
-** One chunker call: the text at 1, the options at 2 as the core takes
-** them, the unit (0 token, 1 char), the slot of the tokenizer (kept on
-** the stack so it lives as long as the call) and the list the core fills.
+** One chunker call: the text, the options (at stack slot `opts`) as the
+** core takes them, the unit (0 token, 1 char), the slot of the tokenizer
+** (kept on the stack so it lives as long as the call) and the list the
+** core fills.
 */
 typedef struct call {
   const char *fname, *s;
   size_t len, errpos;
-  int unit, tok;
+  int unit, tok, opts;
   rag_chunk_opts o;
   rag_chunk_measure m;
   rag_chunk_list *l;
@@ -44,35 +45,44 @@ static void list_fin(void *p) {
   l->v = NULL;
 }
 
-/*
-** Starts a call: the text (a string, never a number turned into one), the
-** option keys, the measure from opts.unit (`unit` when absent) and
-** opts.tokenizer, and an empty chunk list in a box that frees its array.
-*/
-static void begin(lua_State *L, call *c, const char *fname, const char *const keys[], int unit) {
-  struct rag_tokenizer *t;
+/* The text argument at 1: a string, never a number turned into one. */
+static void text_arg(lua_State *L, call *c, const char *fname) {
   if (lua_type(L, 1) != LUA_TSTRING)
     luaL_error(L, "%s: text must be a string, got %s", fname, luaL_typename(L, 1));
-  c->fname = fname;
   c->s = lua_tolstring(L, 1, &c->len);
+}
+
+/*
+** Starts reading the options at `opts`: their keys, the measure from
+** opts.unit (`unit` when absent) and opts.tokenizer.
+*/
+static void begin(lua_State *L, call *c, const char *fname, int opts, const char *const keys[],
+                  int unit) {
+  struct rag_tokenizer *t;
+  c->fname = fname;
+  c->opts = opts;
   c->errpos = 0;
-  lrag_checkopts(L, 2, fname, keys);
+  lrag_checkopts(L, opts, fname, keys);
   rag_chunk_defaults(&c->o);
-  c->unit = lrag_optenum(L, 2, fname, "unit", unit, unit_names);
-  t = lrag_opttokenizer(L, 2, fname);
+  c->unit = lrag_optenum(L, opts, fname, "unit", unit, unit_names);
+  t = lrag_opttokenizer(L, opts, fname);
   c->tok = lua_gettop(L);
   if (c->unit == 1 && !lua_isnil(L, c->tok))
     luaL_error(L, "%s: option 'tokenizer' needs unit \"token\"", fname);
   if (c->unit == 1) rag_chunk_measure_chars(&c->m);
   else if (t == NULL) rag_chunk_measure_approx(&c->m);
   else rag_chunk_measure_bpe(&c->m, t);
+}
+
+/* An empty chunk list for the call, in a box that frees its array. */
+static void new_list(lua_State *L, call *c) {
   c->l = (rag_chunk_list *)lrag_box_embed(L, sizeof(rag_chunk_list), list_fin);
 }
 
 /* A size in the chosen unit: one character is at most 4 tokens, so token
 ** sizes start there and every character fits. */
 static size_t opt_size(lua_State *L, const call *c, const char *key, size_t def) {
-  return (size_t)lrag_optinteger(L, 2, c->fname, key, (lua_Integer)def, c->unit == 0 ? 4 : 1,
+  return (size_t)lrag_optinteger(L, c->opts, c->fname, key, (lua_Integer)def, c->unit == 0 ? 4 : 1,
                                  LRAG_MAXINT);
 }
 
@@ -80,7 +90,7 @@ static size_t opt_size(lua_State *L, const call *c, const char *key, size_t def)
 ** when `below` (it counts sentences, not the unit, otherwise). */
 static void read_size(lua_State *L, call *c, const char *limit, int below) {
   c->o.size = opt_size(L, c, limit, 512);
-  c->o.overlap = (size_t)lrag_optinteger(L, 2, c->fname, "overlap", 0, 0, LRAG_MAXINT);
+  c->o.overlap = (size_t)lrag_optinteger(L, c->opts, c->fname, "overlap", 0, 0, LRAG_MAXINT);
   if (below && c->o.overlap >= c->o.size)
     luaL_error(L, "%s: option 'overlap' must be less than 'size'", c->fname);
 }
@@ -88,8 +98,8 @@ static void read_size(lua_State *L, call *c, const char *limit, int below) {
 /* opts.keep_separator: true, false, "start" or "end". */
 static rag_chunk_keep opt_keep(lua_State *L, const call *c, rag_chunk_keep def) {
   const char *s;
-  if (!lua_istable(L, 2)) return def;
-  lua_getfield(L, 2, "keep_separator");
+  if (!lua_istable(L, c->opts)) return def;
+  lua_getfield(L, c->opts, "keep_separator");
   s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
   if (lua_isboolean(L, -1)) def = lua_toboolean(L, -1) ? RAG_KEEP_START : RAG_KEEP_NONE;
   else if (strcmp(s, "start") == 0) def = RAG_KEEP_START;
@@ -110,8 +120,8 @@ static void read_rules(lua_State *L, call *c) {
   size_t n, i;
   rag_chunk_sep *seps;
   c->o.keep = opt_keep(L, c, c->o.keep);
-  c->o.trim = lrag_optboolean(L, 2, c->fname, "trim", c->o.trim);
-  if (!lrag_opttable(L, 2, c->fname, "separators")) return;
+  c->o.trim = lrag_optboolean(L, c->opts, c->fname, "trim", c->o.trim);
+  if (!lrag_opttable(L, c->opts, c->fname, "separators")) return;
   n = (size_t)lua_rawlen(L, -1);
   if (n == 0 || n > 64)
     luaL_error(L, "%s: option 'separators' must have 1 to 64 entries", c->fname);
@@ -181,13 +191,22 @@ static int finish(lua_State *L, const call *c, int rc, meta_fn meta, void *ud) {
 
 /* {====== Chunkers ======} */
 
-static int chunk_fixed(lua_State *L) {
-  static const char *const keys[] = {"size", "overlap", "unit", "tokenizer", NULL};
+/* The chunkers that run in C alone (semantic calls embed: not among them). */
+enum { K_FIXED, K_RECURSIVE, K_SENTENCES, K_WINDOW, K_MARKDOWN, K_HIERARCHY };
+
+static const char *const kind_names[] = {"rag.chunk.fixed",     "rag.chunk.recursive",
+                                         "rag.chunk.sentences", "rag.chunk.window",
+                                         "rag.chunk.markdown",  "rag.chunk.hierarchy"};
+
+/* A chunker's options, read once for one text or many. */
+struct lrag_chunker {
   call c;
-  begin(L, &c, "rag.chunk.fixed", keys, 0);
-  read_size(L, &c, "size", 1);
-  return finish(L, &c, rag_chunk_fixed(c.s, c.len, &c.o, &c.m, c.l, &c.errpos), NULL, NULL);
-}
+  int kind;
+  size_t window;     /* K_WINDOW */
+  size_t sizes[16];  /* K_HIERARCHY, largest first */
+  size_t nsizes;
+  rag_chunk_list list; /* the chunks of the last run from C */
+};
 
 static const char *const preset_names[] = {"langchain", NULL};
 static const rag_chunk_sep langchain_seps[] = {{RAG_SEP_TEXT, "\n\n", 2},
@@ -195,34 +214,104 @@ static const rag_chunk_sep langchain_seps[] = {{RAG_SEP_TEXT, "\n\n", 2},
                                                {RAG_SEP_TEXT, " ", 1},
                                                {RAG_SEP_CHAR, NULL, 0}};
 
-static int chunk_recursive(lua_State *L) {
-  static const char *const keys[] = {"size",      "overlap",        "unit",
-                                     "tokenizer", "separators",     "keep_separator",
-                                     "trim",      "preset",         NULL};
-  const char *fname = "rag.chunk.recursive";
-  int preset = lrag_optenum(L, 2, fname, "preset", -1, preset_names);
-  call c;
-  /* LangChain's RecursiveCharacterTextSplitter: characters by default, its
-  ** separators, its rule for pieces of exactly size */
-  begin(L, &c, fname, keys, preset == 0 ? 1 : 0);
-  read_size(L, &c, "size", 1);
-  if (preset == 0) {
-    c.o.langchain = 1;
-    c.o.seps = langchain_seps;
-    c.o.nseps = sizeof langchain_seps / sizeof langchain_seps[0];
+/* opts.sizes into sizes (at most 16, largest first); their count. */
+static size_t read_sizes(lua_State *L, const call *c, size_t sizes[16]) {
+  size_t n, i;
+  if (!lrag_opttable(L, c->opts, c->fname, "sizes")) return 3; /* the defaults */
+  n = (size_t)lua_rawlen(L, -1);
+  if (n == 0 || n > 16)
+    luaL_error(L, "%s: option 'sizes' must be a list of 1 to 16 sizes", c->fname);
+  for (i = 0; i < n; i++) {
+    lua_Number v;
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    if (!(v >= (c->unit == 0 ? 4 : 1) && v <= LRAG_MAXINT && v == floor(v)) ||
+        (i > 0 && (size_t)v > sizes[i - 1]))
+      luaL_error(L, "%s: sizes[%d] must be an integer >= %d and at most the size before it",
+                 c->fname, (int)i + 1, c->unit == 0 ? 4 : 1);
+    sizes[i] = (size_t)v;
+    lua_pop(L, 1);
   }
-  read_rules(L, &c);
-  return finish(L, &c, rag_chunk_recursive(c.s, c.len, &c.o, &c.m, c.l, &c.errpos), NULL,
-                NULL);
+  lua_pop(L, 1);
+  return n;
 }
 
-static int chunk_sentences(lua_State *L) {
-  static const char *const keys[] = {"size", "overlap", "unit", "tokenizer", NULL};
-  call c;
-  begin(L, &c, "rag.chunk.sentences", keys, 0);
-  read_size(L, &c, "size", 0); /* overlap counts sentences */
-  return finish(L, &c, rag_chunk_sentences(c.s, c.len, &c.o, &c.m, c.l, &c.errpos), NULL,
-                NULL);
+/*
+** Reads the options at `opts` of the chunker `kind` into k, raising as the
+** chunker does; leaves on the stack what k borrows (tokenizer, separators).
+*/
+static void setup(lua_State *L, lrag_chunker *k, int kind, int opts) {
+  static const char *const plain[] = {"size", "overlap", "unit", "tokenizer", NULL};
+  static const char *const window[] = {"size", "window", "unit", "tokenizer", NULL};
+  static const char *const rules[] = {"size",       "overlap",        "unit", "tokenizer",
+                                      "separators", "keep_separator", "trim", NULL};
+  static const char *const recursive[] = {"size",       "overlap",        "unit", "tokenizer",
+                                          "separators", "keep_separator", "trim", "preset",
+                                          NULL};
+  static const char *const hierarchy[] = {"sizes",      "overlap",        "unit", "tokenizer",
+                                          "separators", "keep_separator", "trim", NULL};
+  call *c = &k->c;
+  const char *fname = kind_names[kind];
+  int preset;
+  k->kind = kind;
+  switch (kind) {
+    case K_FIXED:
+      begin(L, c, fname, opts, plain, 0);
+      read_size(L, c, "size", 1);
+      break;
+    case K_RECURSIVE:
+      /* LangChain's RecursiveCharacterTextSplitter: characters by default,
+      ** its separators, its rule for pieces of exactly size */
+      preset = lrag_optenum(L, opts, fname, "preset", -1, preset_names);
+      begin(L, c, fname, opts, recursive, preset == 0 ? 1 : 0);
+      read_size(L, c, "size", 1);
+      if (preset == 0) {
+        c->o.langchain = 1;
+        c->o.seps = langchain_seps;
+        c->o.nseps = sizeof langchain_seps / sizeof langchain_seps[0];
+      }
+      read_rules(L, c);
+      break;
+    case K_SENTENCES:
+      begin(L, c, fname, opts, plain, 0);
+      read_size(L, c, "size", 0); /* overlap counts sentences */
+      break;
+    case K_WINDOW:
+      begin(L, c, fname, opts, window, 0);
+      read_size(L, c, "size", 0);
+      k->window = (size_t)lrag_optinteger(L, opts, fname, "window", 3, 0, LRAG_MAXINT);
+      break;
+    case K_MARKDOWN:
+      begin(L, c, fname, opts, rules, 0);
+      read_size(L, c, "size", 1);
+      read_rules(L, c);
+      break;
+    default:
+      begin(L, c, fname, opts, hierarchy, 0);
+      c->o.overlap = (size_t)lrag_optinteger(L, opts, fname, "overlap", 0, 0, LRAG_MAXINT);
+      k->sizes[0] = 2048, k->sizes[1] = 512, k->sizes[2] = 128;
+      k->nsizes = read_sizes(L, c, k->sizes);
+      if (c->o.overlap >= k->sizes[k->nsizes - 1])
+        luaL_error(L, "%s: option 'overlap' must be less than the smallest size", fname);
+      read_rules(L, c);
+  }
+}
+
+/* Runs the core on c->s into c->l; markdown's headings into *h (released by the caller). */
+static int run(lrag_chunker *k, rag_markdown_heading **h, size_t *nh) {
+  call *c = &k->c;
+  switch (k->kind) {
+    case K_FIXED: return rag_chunk_fixed(c->s, c->len, &c->o, &c->m, c->l, &c->errpos);
+    case K_RECURSIVE: return rag_chunk_recursive(c->s, c->len, &c->o, &c->m, c->l, &c->errpos);
+    case K_SENTENCES: return rag_chunk_sentences(c->s, c->len, &c->o, &c->m, c->l, &c->errpos);
+    case K_WINDOW:
+      return rag_chunk_window(c->s, c->len, &c->o, k->window, &c->m, c->l, &c->errpos);
+    case K_MARKDOWN:
+      return rag_chunk_markdown(c->s, c->len, &c->o, &c->m, c->l, h, nh, &c->errpos);
+    default:
+      return rag_chunk_hierarchy(c->s, c->len, &c->o, k->sizes, k->nsizes, &c->m, c->l,
+                                 &c->errpos);
+  }
 }
 
 static void window_meta(lua_State *L, const char *s, const rag_chunk *c, void *ud) {
@@ -234,15 +323,40 @@ static void window_meta(lua_State *L, const char *s, const rag_chunk *c, void *u
   lua_setfield(L, -2, "window");
 }
 
+static void hierarchy_meta(lua_State *L, const char *s, const rag_chunk *c, void *ud) {
+  (void)s;
+  (void)ud;
+  set_int(L, "level", c->level);
+  if (c->parent > 0) set_int(L, "parent", c->parent);
+}
+
+/* A chunker without headings: rag.chunk.<kind>(text, opts). */
+static int chunk_call(lua_State *L, int kind, meta_fn meta) {
+  lrag_chunker k;
+  text_arg(L, &k.c, kind_names[kind]);
+  setup(L, &k, kind, 2);
+  new_list(L, &k.c);
+  return finish(L, &k.c, run(&k, NULL, NULL), meta, NULL);
+}
+
+static int chunk_fixed(lua_State *L) {
+  return chunk_call(L, K_FIXED, NULL);
+}
+
+static int chunk_recursive(lua_State *L) {
+  return chunk_call(L, K_RECURSIVE, NULL);
+}
+
+static int chunk_sentences(lua_State *L) {
+  return chunk_call(L, K_SENTENCES, NULL);
+}
+
 static int chunk_window(lua_State *L) {
-  static const char *const keys[] = {"size", "window", "unit", "tokenizer", NULL};
-  size_t window;
-  call c;
-  begin(L, &c, "rag.chunk.window", keys, 0);
-  read_size(L, &c, "size", 0);
-  window = (size_t)lrag_optinteger(L, 2, c.fname, "window", 3, 0, LRAG_MAXINT);
-  return finish(L, &c, rag_chunk_window(c.s, c.len, &c.o, window, &c.m, c.l, &c.errpos),
-                window_meta, NULL);
+  return chunk_call(L, K_WINDOW, window_meta);
+}
+
+static int chunk_hierarchy(lua_State *L) {
+  return chunk_call(L, K_HIERARCHY, hierarchy_meta);
 }
 
 /* The heading paths of a Markdown text: the table at `paths` whose entry k
@@ -285,66 +399,20 @@ static int push_paths(lua_State *L, const char *s, const rag_markdown_heading *h
 }
 
 static int chunk_markdown(lua_State *L) {
-  static const char *const keys[] = {"size",       "overlap",        "unit", "tokenizer",
-                                     "separators", "keep_separator", "trim", NULL};
   size_t nh = 0;
   rag_markdown_heading *h = NULL;
   lrag_box *hbox;
   int rc, paths;
-  call c;
-  begin(L, &c, "rag.chunk.markdown", keys, 0);
-  read_size(L, &c, "size", 1);
-  read_rules(L, &c);
+  lrag_chunker k;
+  text_arg(L, &k.c, kind_names[K_MARKDOWN]);
+  setup(L, &k, K_MARKDOWN, 2);
+  new_list(L, &k.c);
   hbox = lrag_box_new(L, mem_fin);
-  rc = rag_chunk_markdown(c.s, c.len, &c.o, &c.m, c.l, &h, &nh, &c.errpos);
+  rc = run(&k, &h, &nh);
   hbox->p = h;
-  if (rc != RAG_OK) return finish(L, &c, rc, NULL, NULL);
-  paths = push_paths(L, c.s, h, nh);
-  return finish(L, &c, rc, markdown_meta, &paths);
-}
-
-static void hierarchy_meta(lua_State *L, const char *s, const rag_chunk *c, void *ud) {
-  (void)s;
-  (void)ud;
-  set_int(L, "level", c->level);
-  if (c->parent > 0) set_int(L, "parent", c->parent);
-}
-
-/* opts.sizes into sizes (at most 16, largest first); their count. */
-static size_t read_sizes(lua_State *L, const call *c, size_t sizes[16]) {
-  size_t n, i;
-  if (!lrag_opttable(L, 2, c->fname, "sizes")) return 3; /* the defaults */
-  n = (size_t)lua_rawlen(L, -1);
-  if (n == 0 || n > 16)
-    luaL_error(L, "%s: option 'sizes' must be a list of 1 to 16 sizes", c->fname);
-  for (i = 0; i < n; i++) {
-    lua_Number v;
-    lua_rawgeti(L, -1, (lua_Integer)i + 1);
-    v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-    if (!(v >= (c->unit == 0 ? 4 : 1) && v <= LRAG_MAXINT && v == floor(v)) ||
-        (i > 0 && (size_t)v > sizes[i - 1]))
-      luaL_error(L, "%s: sizes[%d] must be an integer >= %d and at most the size before it",
-                 c->fname, (int)i + 1, c->unit == 0 ? 4 : 1);
-    sizes[i] = (size_t)v;
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
-  return n;
-}
-
-static int chunk_hierarchy(lua_State *L) {
-  static const char *const keys[] = {"sizes",      "overlap",        "unit", "tokenizer",
-                                     "separators", "keep_separator", "trim", NULL};
-  size_t sizes[16] = {2048, 512, 128}, n;
-  call c;
-  begin(L, &c, "rag.chunk.hierarchy", keys, 0);
-  c.o.overlap = (size_t)lrag_optinteger(L, 2, c.fname, "overlap", 0, 0, LRAG_MAXINT);
-  n = read_sizes(L, &c, sizes);
-  if (c.o.overlap >= sizes[n - 1])
-    luaL_error(L, "%s: option 'overlap' must be less than the smallest size", c.fname);
-  read_rules(L, &c);
-  return finish(L, &c, rag_chunk_hierarchy(c.s, c.len, &c.o, sizes, n, &c.m, c.l, &c.errpos),
-                hierarchy_meta, NULL);
+  if (rc != RAG_OK) return finish(L, &k.c, rc, NULL, NULL);
+  paths = push_paths(L, k.c.s, h, nh);
+  return finish(L, &k.c, rc, markdown_meta, &paths);
 }
 
 /* {====== Semantic ======} */
@@ -397,7 +465,7 @@ static double *read_vectors(lua_State *L, const char *fname, size_t n,
 /* opts.amount: the threshold rule's parameter, 0 to 100 for the percentile rules. */
 static double opt_amount(lua_State *L, const call *c, int rule) {
   int pct = rule == 0 || rule == 3;
-  double v = lrag_optnumber(L, 2, c->fname, "amount", break_amounts[rule], pct ? 0 : -HUGE_VAL,
+  double v = lrag_optnumber(L, c->opts, c->fname, "amount", break_amounts[rule], pct ? 0 : -HUGE_VAL,
                             pct ? 100 : HUGE_VAL);
   if (!isfinite(v)) luaL_error(L, "%s: option 'amount' must be a finite number", c->fname);
   return v;
@@ -405,7 +473,7 @@ static double opt_amount(lua_State *L, const call *c, int rule) {
 
 /* opts.embed (a function or a callable), pushed; its slot. */
 static int check_embed(lua_State *L, const call *c) {
-  lua_getfield(L, 2, "embed");
+  lua_getfield(L, c->opts, "embed");
   if (lua_type(L, -1) != LUA_TFUNCTION && !luaL_getmetafield(L, -1, "__call"))
     luaL_error(L, "%s: option 'embed' must be a function", c->fname);
   if (lua_type(L, -1) != LUA_TFUNCTION) lua_pop(L, 1);
@@ -461,7 +529,8 @@ static int chunk_semantic(lua_State *L) {
   double amount;
   int rc, rule, fn;
   call c;
-  begin(L, &c, "rag.chunk.semantic", keys, 0);
+  text_arg(L, &c, "rag.chunk.semantic");
+  begin(L, &c, "rag.chunk.semantic", 2, keys, 0);
   if (!lua_istable(L, 2))
     luaL_error(L, "%s: opts must be a table with an embed function", c.fname);
   c.o.size = opt_size(L, &c, "max_size", 512);
@@ -470,6 +539,7 @@ static int chunk_semantic(lua_State *L) {
   rule = lrag_optenum(L, 2, c.fname, "threshold", 0, break_names);
   amount = opt_amount(L, &c, rule);
   min_size = (size_t)lrag_optinteger(L, 2, c.fname, "min_size", 0, 0, LRAG_MAXINT);
+  new_list(L, &c);
   box = lrag_box_new(L, mem_fin);
   rc = rag_sentences_split(c.s, c.len, &sp, &n, &c.errpos);
   box->p = sp;
@@ -478,6 +548,52 @@ static int chunk_semantic(lua_State *L) {
     return rc;
   rc = rag_chunk_semantic(c.s, c.len, sp, n, brk, min_size, &c.o, &c.m, c.l);
   return finish(L, &c, rc, NULL, NULL);
+}
+
+/* {====== Running from C ======} */
+
+static void chunker_fin(void *p) {
+  list_fin(&((lrag_chunker *)p)->list);
+}
+
+lrag_chunker *lrag_chunker_new(lua_State *L, int fn, int opts) {
+  static const lua_CFunction fns[] = {chunk_fixed,  chunk_recursive, chunk_sentences,
+                                      chunk_window, chunk_markdown,  chunk_hierarchy};
+  lua_CFunction f = lua_tocfunction(L, fn);
+  lrag_chunker *k;
+  int kind = 0;
+  opts = lua_absindex(L, opts);
+  while (kind < (int)(sizeof fns / sizeof fns[0]) && fns[kind] != f) kind++;
+  if (f == NULL || kind == (int)(sizeof fns / sizeof fns[0])) return NULL;
+  k = (lrag_chunker *)lrag_box_embed(L, sizeof *k, chunker_fin);
+  setup(L, k, kind, opts);
+  k->c.l = &k->list;
+  return k;
+}
+
+int lrag_chunker_run(lrag_chunker *k, const char *s, size_t len, const struct rag_chunk **chunks,
+                     size_t *n, size_t *errpos) {
+  rag_markdown_heading *h = NULL;
+  size_t nh = 0;
+  int rc;
+  k->c.s = s;
+  k->c.len = len;
+  k->c.errpos = 0;
+  k->list.n = 0;
+  rc = run(k, &h, &nh);
+  rag_free(h);
+  *chunks = k->list.v;
+  *n = rc == RAG_OK ? k->list.n : 0;
+  *errpos = k->c.errpos;
+  return rc;
+}
+
+const char *lrag_chunker_fname(const lrag_chunker *k) {
+  return k->c.fname;
+}
+
+int lrag_chunker_tree(const lrag_chunker *k) {
+  return k->kind == K_HIERARCHY;
 }
 
 static const luaL_Reg chunk_funcs[] = {

@@ -88,4 +88,21 @@ static inline int lrag_compat_isinteger(lua_State *L, int i) {
 #define lua_newuserdatauv(L, size, nuv) lua_newuserdata((L), (size))
 #endif
 
+#if LUA_VERSION_NUM < 502 && !defined(luaL_tolstring)
+/* What tostring gives for the value at i (absolute), pushed. */
+static inline const char *lrag_compat_tolstring(lua_State *L, int i, size_t *len) {
+  if (!luaL_callmeta(L, i, "__tostring")) {
+    switch (lua_type(L, i)) {
+      case LUA_TNUMBER:
+      case LUA_TSTRING: lua_pushvalue(L, i); break;
+      case LUA_TBOOLEAN: lua_pushstring(L, lua_toboolean(L, i) ? "true" : "false"); break;
+      case LUA_TNIL: lua_pushliteral(L, "nil"); break;
+      default: lua_pushfstring(L, "%s: %p", luaL_typename(L, i), lua_topointer(L, i));
+    }
+  }
+  return lua_tolstring(L, -1, len);
+}
+#define luaL_tolstring lrag_compat_tolstring
+#endif
+
 #endif

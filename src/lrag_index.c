@@ -1,9 +1,9 @@
 /*
 ** lrag_index.c: rag.core.index, the C half of rag.index (lua/rag/index.lua
-** does the chunking, embedding, batches and manifests). new(bm25, vectors)
+** does the options, embedding, batches and manifests). new(bm25, vectors)
 ** takes over a rag.bm25 and a rag.vec or rag.hnsw; open{...} loads the
-** parts of a save. Methods: hash, texts, put, remove, get, ids, search,
-** stats, save, check, close, #ix.
+** parts of a save; order(list) sorts documents. Methods: stage, chunk,
+** commit, remove, get, ids, search, stats, shape, save, check, close, #ix.
 */
 #include "lrag.h"
 
@@ -13,6 +13,7 @@
 #include "lrag_vec.h"
 #include "rag.h"
 #include "rag_digest.h"
+#include "rag_chunk.h"
 #include "rag_file.h"
 #include "rag_index.h"
 
@@ -124,17 +125,15 @@ static void encode_value(lua_State *L, lrag_buf *b, const char *fname, const cha
   }
 }
 
-/* Encodes the meta table at idx (or nothing: nil) into a new buffer left on the stack. */
-static lrag_buf *encode_meta(lua_State *L, int idx, const char *fname) {
-  lrag_buf *b;
+/* Appends the encoding of the meta table at idx (or of nothing: nil) to b. */
+static void encode_meta(lua_State *L, int idx, const char *fname, lrag_buf *b) {
   mkey *keys;
   size_t n = 0, i;
   int list;
   idx = lua_absindex(L, idx);
-  b = lrag_buf_new(L);
   if (lua_isnil(L, idx)) {
     lrag_buf_addc(L, b, 0);
-    return b;
+    return;
   }
   if (!lua_istable(L, idx))
     luaL_error(L, "%s: document meta must be a table, got %s", fname, luaL_typename(L, idx));
@@ -166,7 +165,6 @@ static lrag_buf *encode_meta(lua_State *L, int idx, const char *fname) {
     lua_pop(L, 1);
   }
   lua_pop(L, 2); /* keys, list */
-  return b;
 }
 
 static void push_value(lua_State *L, const rag_meta_value *v) {
@@ -214,23 +212,132 @@ static void push_meta(lua_State *L, const rag_store_doc *d) {
 /* {====== Documents ======} */
 
 /*
-** Reads the document table at idx into *d, its strings anchored by the
-** table; pushes the id (a number's string) and the metadata's buffer.
+** Adding documents goes by batches, in three calls: stage reads documents
+** and keeps those whose content hash differs from the live one's; chunk
+** cuts them (and gives the texts to embed); commit puts them with their
+** vectors. A batch is a table: at 1 a userdata that owns the scratch
+** memory, then the documents' strings, anchored there so that they stay
+** valid whatever Lua code runs between the calls (an embedder, a Lua
+** chunker). A table rather than user values, which Lua 5.1 lacks.
 */
-static void read_doc(lua_State *L, int idx, const char *fname, rag_store_doc *d) {
+#define BATCH_MT "rag._batch"
+
+/* A staged document: pointers into anchored strings; meta and chunks as offsets. */
+typedef struct staged {
+  rag_store_doc d;
+  size_t meta;  /* its encoded metadata at this offset of the batch's meta */
+  size_t chunk; /* its d.nchunks chunks from this one of the batch's chunks */
+  int existed;  /* a live document had its id when it was staged */
+} staged;
+
+typedef struct batch {
+  staged *docs;
+  size_t n, cap;
+  lrag_buf meta;           /* the documents' encoded metadata, end to end */
+  rag_store_chunk *chunks; /* the documents' chunks, end to end */
+  size_t nchunks, chunkcap;
+  float *vecs; /* one document's vectors at commit */
+  size_t vecscap;
+  int state; /* 0 staged, 1 chunked, 2 committed */
+} batch;
+
+static int batch_gc(lua_State *L) {
+  batch *b = (batch *)luaL_checkudata(L, 1, BATCH_MT);
+  rag_free(b->docs);
+  rag_free(b->meta.p);
+  rag_free(b->chunks);
+  rag_free(b->vecs);
+  memset(b, 0, sizeof *b);
+  return 0;
+}
+
+/* Pushes a new, empty batch: its table, with room for narr strings. */
+static batch *new_batch(lua_State *L, int narr) {
+  batch *b;
+  lua_createtable(L, narr + 1, 0);
+  b = (batch *)lua_newuserdatauv(L, sizeof *b, 0);
+  memset(b, 0, sizeof *b);
+  if (luaL_newmetatable(L, BATCH_MT)) {
+    lua_pushcfunction(L, batch_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_rawseti(L, -2, 1);
+  return b;
+}
+
+/* The batch whose table is at idx, in `state`. */
+static batch *check_batch(lua_State *L, int idx, int state, const char *fname) {
+  batch *b;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_rawgeti(L, idx, 1);
+  b = (batch *)luaL_checkudata(L, -1, BATCH_MT);
+  lua_pop(L, 1); /* the table anchors it */
+  if (b->state != state) luaL_error(L, "%s: batch used out of order", fname);
+  return b;
+}
+
+/* Room for one more staged document. */
+static staged *next_staged(lua_State *L, batch *b) {
+  if (b->n == b->cap) {
+    staged *v = (staged *)rag_grow(b->docs, &b->cap, b->n + 1, sizeof *v);
+    if (v == NULL) luaL_error(L, "not enough memory");
+    b->docs = v;
+  }
+  return &b->docs[b->n];
+}
+
+/* Room for n more chunks; returns the first. */
+static rag_store_chunk *more_chunks(lua_State *L, batch *b, size_t n) {
+  if (n > b->chunkcap - b->nchunks) {
+    rag_store_chunk *v;
+    if (b->nchunks + n < n) luaL_error(L, "not enough memory");
+    v = (rag_store_chunk *)rag_grow(b->chunks, &b->chunkcap, b->nchunks + n, sizeof *v);
+    if (v == NULL) luaL_error(L, "not enough memory");
+    b->chunks = v;
+  }
+  return b->chunks + b->nchunks;
+}
+
+/* Whether the value on top is one of the document's field names. */
+static int known_field(lua_State *L) {
   static const char *const fields[] = {"id", "text", "source", "title", "meta", NULL};
-  lrag_buf *meta;
+  const char *k;
+  int i;
+  if (lua_type(L, -1) != LUA_TSTRING) return 0;
+  k = lua_tostring(L, -1);
+  for (i = 0; fields[i] != NULL; i++)
+    if (strcmp(k, fields[i]) == 0) return 1;
+  return 0;
+}
+
+/* doc[field] (at idx) when it is a string or nil, else raises; 1 and pushed: a string. */
+static int opt_field(lua_State *L, int idx, const char *field, const char *fname) {
+  lua_getfield(L, idx, field);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "%s: document %s must be a string, got %s", fname, field, luaL_typename(L, -1));
+  return 1;
+}
+
+/*
+** Reads the document table at idx into *d, its strings (the id, a number's
+** string) anchored in the table at `anchor` from slot `at` on, its metadata
+** encoded at the end of `meta` (*moff its offset).
+*/
+static void read_doc(lua_State *L, int idx, const char *fname, rag_store_doc *d, int anchor,
+                     int at, lrag_buf *meta, size_t *moff) {
   int t;
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx))
     luaL_error(L, "%s: document must be a table, got %s", fname, luaL_typename(L, idx));
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    int i, known = 0;
     lua_pop(L, 1);
-    for (i = 0; fields[i] != NULL && !known; i++)
-      known = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), fields[i]) == 0;
-    if (!known) {
+    if (!known_field(L)) {
       lua_pushfstring(L, "%s: document has an unknown field '%s'", fname,
                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
                                                      : luaL_typename(L, -1));
@@ -238,81 +345,179 @@ static void read_doc(lua_State *L, int idx, const char *fname, rag_store_doc *d)
     }
   }
   memset(d, 0, sizeof *d);
-  lua_getfield(L, idx, "id"); /* stays on the stack: a number's string is anchored there */
+  lua_getfield(L, idx, "id");
   t = lua_type(L, -1);
   if (t != LUA_TSTRING && t != LUA_TNUMBER)
     luaL_error(L, "%s: document id must be a string or a number, got %s", fname,
                luaL_typename(L, -1));
-  d->id = lua_tolstring(L, -1, &d->idlen);
+  d->id = lua_tolstring(L, -1, &d->idlen); /* a number becomes its string in place */
+  lua_rawseti(L, anchor, at);
   lua_getfield(L, idx, "text");
   if (lua_type(L, -1) != LUA_TSTRING)
     luaL_error(L, "%s: document text must be a string, got %s", fname, luaL_typename(L, -1));
   d->text = lua_tolstring(L, -1, &d->textlen);
-  lua_pop(L, 1);
-  lua_getfield(L, idx, "source");
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "%s: document source must be a string, got %s", fname, luaL_typename(L, -1));
+  lua_rawseti(L, anchor, at + 1);
+  if ((d->has_source = opt_field(L, idx, "source", fname)) != 0) {
     d->source = lua_tolstring(L, -1, &d->sourcelen);
-    d->has_source = 1;
+    lua_rawseti(L, anchor, at + 2);
   }
-  lua_pop(L, 1);
-  lua_getfield(L, idx, "title");
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "%s: document title must be a string, got %s", fname, luaL_typename(L, -1));
+  if ((d->has_title = opt_field(L, idx, "title", fname)) != 0) {
     d->title = lua_tolstring(L, -1, &d->titlelen);
-    d->has_title = 1;
+    lua_rawseti(L, anchor, at + 3);
   }
-  lua_pop(L, 1);
+  *moff = meta->len;
   lua_getfield(L, idx, "meta");
-  meta = encode_meta(L, -1, fname);
-  lua_remove(L, -2);
-  d->meta = (const unsigned char *)meta->p;
-  d->metalen = meta->len;
-}
-
-/*
-** The content hash of a document: SHA-256 of its text, whether it has a
-** title and the title, and its encoded metadata, each with its length.
-*/
-static void content_hash(lua_State *L, const rag_store_doc *d, unsigned char out[32]) {
-  lrag_buf *b = lrag_buf_new(L);
-  put_str(L, b, d->text, d->textlen);
-  lrag_buf_addc(L, b, (char)d->has_title);
-  put_str(L, b, d->title ? d->title : "", d->titlelen);
-  put_str(L, b, (const char *)d->meta, d->metalen);
-  if (rag_digest_sha256(b->p, b->len, out) != RAG_OK) luaL_error(L, "not enough memory");
+  encode_meta(L, -1, fname, meta);
   lua_pop(L, 1);
+  d->meta = (const unsigned char *)meta->p + *moff; /* until meta grows again */
+  d->metalen = meta->len - *moff;
 }
 
 /*
-** ix:hash(doc) -> hash, unchanged, exists: the document's content hash (32
-** bytes), whether a live document with its id has it, and whether one is live.
+** ix:stage(list, pos, limit, fname) -> consumed, unchanged, batch | nil:
+** reads list[pos], list[pos + 1], ... and stages those whose content hash
+** differs from the live document's, until `limit` are staged or the list
+** ends; consumed is how many it read, unchanged how many it skipped.
 */
-static int index_hash(lua_State *L) {
+static int index_stage(lua_State *L) {
   lindex *x = check_open(L, "rag.index.add");
-  rag_store_doc d;
-  unsigned char h[32];
-  uint32_t slot;
-  read_doc(L, 2, "rag.index.add", &d);
-  content_hash(L, &d, h);
-  slot = rag_store_find(rag_index_store(x->ix), d.id, d.idlen);
-  lua_pushlstring(L, (const char *)h, 32);
-  lua_pushboolean(L, slot != RAG_IDS_NONE &&
-                         memcmp(rag_store_doc_at(rag_index_store(x->ix), slot)->hash, h, 32) == 0);
-  lua_pushboolean(L, slot != RAG_IDS_NONE);
+  rag_store *s = rag_index_store(x->ix);
+  lua_Integer pos = luaL_checkinteger(L, 3), last, i;
+  size_t limit = (size_t)luaL_checkinteger(L, 4), unchanged = 0;
+  const char *fname = luaL_checkstring(L, 5);
+  int anchor;
+  batch *b;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  last = (lua_Integer)lua_rawlen(L, 2);
+  b = new_batch(L, limit < 1024 ? 4 * (int)limit : 4096);
+  anchor = lua_gettop(L);
+  for (i = pos; i <= last && b->n < limit; i++) {
+    staged *st = next_staged(L, b);
+    uint32_t slot;
+    const rag_store_doc *live;
+    lua_rawgeti(L, 2, i);
+    read_doc(L, -1, fname, &st->d, anchor, (int)b->n * 4 + 2, &b->meta, &st->meta);
+    lua_pop(L, 1);
+    if (rag_index_hash(&st->d, st->d.hash) != RAG_OK) luaL_error(L, "not enough memory");
+    x = check_open(L, "rag.index.add"); /* a metamethod of a document may have closed it */
+    s = rag_index_store(x->ix);
+    slot = rag_store_find(s, st->d.id, st->d.idlen);
+    live = slot != RAG_IDS_NONE ? rag_store_doc_at(s, slot) : NULL;
+    if (live != NULL && memcmp(live->hash, st->d.hash, 32) == 0) {
+      unchanged++;
+      b->meta.len = st->meta; /* its strings stay anchored until the next is staged */
+      continue;
+    }
+    st->existed = live != NULL;
+    b->n++;
+  }
+  lua_pushinteger(L, i - pos);
+  lua_pushinteger(L, (lua_Integer)unchanged);
+  if (b->n == 0) lua_pushnil(L);
+  else lua_pushvalue(L, anchor);
   return 3;
 }
 
-/* The chunk list at idx (rag.chunk's output) into a userdata of n chunks left on the stack. */
-static rag_store_chunk *read_chunks(lua_State *L, int idx, const char *fname, size_t *n) {
-  rag_store_chunk *c;
+/* A document's id and place in the list given to order. */
+typedef struct keyed {
+  const char *id;
+  size_t len;
   size_t i;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+  const keyed *x = (const keyed *)a, *y = (const keyed *)b;
+  int c = memcmp(x->id, y->id, x->len < y->len ? x->len : y->len);
+  if (c != 0) return c;
+  if (x->len != y->len) return x->len < y->len ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+** rag.core.index.order(list, fname) -> docs, ids: the documents of the
+** list in the canonical order, by id bytewise (Lua's < in the C locale),
+** the last of those with one id only; and their ids as strings.
+*/
+static int index_order(lua_State *L) {
+  const char *fname = luaL_checkstring(L, 2);
+  size_t n, i, m = 0;
+  keyed *k;
+  int ids;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  n = (size_t)lua_rawlen(L, 1);
+  k = (keyed *)lua_newuserdatauv(L, (n + 1) * sizeof *k, 0);
+  lua_createtable(L, (int)n, 0); /* the ids, anchored; then the result's */
+  ids = lua_gettop(L);
+  for (i = 0; i < n; i++) {
+    int t;
+    lua_rawgeti(L, 1, (lua_Integer)i + 1);
+    if (!lua_istable(L, -1))
+      luaL_error(L, "%s: document %d must be a table, got %s", fname, (int)i + 1,
+                 luaL_typename(L, -1));
+    lua_getfield(L, -1, "id");
+    t = lua_type(L, -1);
+    if (t != LUA_TSTRING && t != LUA_TNUMBER)
+      luaL_error(L, "%s: document id must be a string or a number, got %s", fname,
+                 luaL_typename(L, -1));
+    k[i].id = lua_tolstring(L, -1, &k[i].len); /* a number becomes its string in place */
+    k[i].i = i;
+    lua_rawseti(L, ids, (lua_Integer)i + 1);
+    lua_pop(L, 1);
+  }
+  qsort(k, n, sizeof *k, keyed_cmp);
+  lua_createtable(L, (int)n, 0);
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    if (i + 1 < n && k[i + 1].len == k[i].len && memcmp(k[i + 1].id, k[i].id, k[i].len) == 0)
+      continue; /* a later document has this id */
+    m++;
+    lua_rawgeti(L, 1, (lua_Integer)k[i].i + 1);
+    lua_rawseti(L, -3, (lua_Integer)m);
+    lua_rawgeti(L, ids, (lua_Integer)k[i].i + 1);
+    lua_rawseti(L, -2, (lua_Integer)m);
+  }
+  return 2;
+}
+
+/* The error of a chunker failing on document d: nil, "fname: document 'id': msg", code. */
+static int chunk_error(lua_State *L, const char *fname, const rag_store_doc *d, int msg,
+                       int code) {
+  lua_pushnil(L);
+  lua_pushfstring(L, "%s: document '", fname);
+  lua_pushlstring(L, d->id, d->idlen);
+  lua_pushliteral(L, "': ");
+  luaL_tolstring(L, msg, NULL);
+  lua_concat(L, 4);
+  lua_pushvalue(L, code);
+  return 3;
+}
+
+/* Appends n chunks of a rag.chunk C chunker as store chunks (1-based, inclusive). */
+static void add_chunks(lua_State *L, batch *b, const rag_chunk *c, size_t n, int tree,
+                       const char *fname) {
+  rag_store_chunk *out = more_chunks(L, b, n);
+  size_t i;
+  for (i = 0; i < n; i++) {
+    if (c[i].stop > UINT32_MAX || c[i].size > UINT32_MAX)
+      luaL_error(L, "%s: chunk %d has no valid 'stop'", fname, (int)i + 1);
+    out[i].start = (uint32_t)c[i].start + 1;
+    out[i].stop = (uint32_t)c[i].stop;
+    out[i].tokens = (uint32_t)c[i].size;
+    out[i].parent = tree ? (uint32_t)c[i].parent : 0;
+    out[i].level = tree ? (uint32_t)c[i].level : 0;
+    out[i].leaf = 0;
+  }
+  b->nchunks += n;
+}
+
+/* Appends the chunk list at idx (a chunker's output) as store chunks; returns their count. */
+static size_t read_chunks(lua_State *L, int idx, const char *fname, batch *b) {
+  rag_store_chunk *c;
+  size_t i, n;
   idx = lua_absindex(L, idx);
-  *n = lrag_checklist(L, idx, fname, "chunks must be a list of chunks");
-  c = (rag_store_chunk *)lua_newuserdatauv(L, (*n + 1) * sizeof *c, 0);
-  for (i = 0; i < *n; i++) {
+  n = lrag_checklist(L, idx, fname, "chunks must be a list of chunks");
+  c = more_chunks(L, b, n);
+  for (i = 0; i < n; i++) {
     lua_Integer v[5] = {0, 0, 0, 0, 0};
     static const char *const keys[] = {"start", "stop", "tokens"};
     int k;
@@ -345,89 +550,157 @@ static rag_store_chunk *read_chunks(lua_State *L, int idx, const char *fname, si
     c[i].level = (uint32_t)v[4];
     c[i].leaf = 0;
   }
-  return c;
+  b->nchunks += n;
+  return n;
 }
 
-/* Marks leaves of an input chunk list (no chunk names them as parent). */
+/* Marks leaves of an input chunk list (no chunk names them as parent); returns their count. */
 static size_t leaves_of(rag_store_chunk *c, size_t n) {
   size_t i, m = 0;
   for (i = 0; i < n; i++) c[i].leaf = 1;
   for (i = 0; i < n; i++)
-    if (c[i].parent > 0) c[c[i].parent - 1].leaf = 0;
+    if (c[i].parent > 0 && c[i].parent <= n) c[c[i].parent - 1].leaf = 0;
   for (i = 0; i < n; i++) m += c[i].leaf;
   return m;
 }
 
-/* ix:texts(doc, chunks) -> the texts BM25 and the embedder see, one per leaf chunk. */
-static int index_texts(lua_State *L) {
-  rag_store_doc d;
-  rag_store_chunk *c;
-  size_t n, i, m = 0;
-  (void)check_open(L, "rag.index.add");
-  read_doc(L, 2, "rag.index.add", &d);
-  c = read_chunks(L, 3, "rag.index.add", &n);
-  (void)leaves_of(c, n);
-  lua_createtable(L, (int)n, 0);
-  for (i = 0; i < n; i++) {
-    luaL_Buffer b;
-    if (!c[i].leaf) continue;
-    if (c[i].start < 1 || c[i].stop < c[i].start || c[i].stop > d.textlen)
-      luaL_error(L, "rag.index.add: chunk %d is out of the text", (int)i + 1);
-    luaL_buffinit(L, &b);
-    if (d.has_title && d.titlelen > 0) {
-      luaL_addlstring(&b, d.title, d.titlelen);
-      luaL_addchar(&b, '\n');
+/* Appends to the table on top the texts BM25 and the embedder see, one per leaf chunk. */
+static void push_texts(lua_State *L, const batch *b, const char *fname) {
+  size_t k, i, m = 0;
+  for (k = 0; k < b->n; k++) {
+    const rag_store_doc *d = &b->docs[k].d;
+    const rag_store_chunk *c = b->chunks + b->docs[k].chunk;
+    for (i = 0; i < d->nchunks; i++) {
+      luaL_Buffer lb;
+      if (!c[i].leaf) continue;
+      if (c[i].start < 1 || c[i].stop < c[i].start || c[i].stop > d->textlen)
+        luaL_error(L, "%s: chunk %d is out of the text", fname, (int)i + 1);
+      luaL_buffinit(L, &lb);
+      if (d->has_title && d->titlelen > 0) {
+        luaL_addlstring(&lb, d->title, d->titlelen);
+        luaL_addchar(&lb, '\n');
+      }
+      luaL_addlstring(&lb, d->text + c[i].start - 1, c[i].stop - c[i].start + 1);
+      luaL_pushresult(&lb);
+      lua_rawseti(L, -2, (int)++m);
     }
-    luaL_addlstring(&b, d.text + c[i].start - 1, c[i].stop - c[i].start + 1);
-    luaL_pushresult(&b);
-    lua_rawseti(L, -2, (int)++m);
   }
-  return 1;
 }
 
 /*
-** ix:put(doc, chunks, vectors, hash) -> true | nil, msg, code: vectors one
-** per leaf chunk (nil without vectors), hash from ix:hash.
+** ix:chunk(batch, chunker, opts, fname, texts) -> true | texts | nil, msg, code:
+** cuts each staged document with chunker(text, opts) (a rag.chunk function
+** runs in C, without building its chunk tables); with `texts`, returns the
+** texts to embed, one per leaf chunk in order.
 */
-static int index_put(lua_State *L) {
-  static const char *fname = "rag.index.add";
-  lindex *x = check_open(L, fname);
-  rag_store_doc d;
-  rag_store_chunk *c;
-  size_t n, leaves, dim = rag_index_dim(x->ix), i, hl, errpos = 0;
-  float *vecs = NULL;
-  const char *hash;
-  rag_vec_bad bad;
-  int rc;
-  read_doc(L, 2, fname, &d);
-  c = read_chunks(L, 3, fname, &n);
-  leaves = leaves_of(c, n);
-  hash = luaL_checklstring(L, 5, &hl);
-  if (hl != 32) luaL_error(L, "%s: hash must have 32 bytes", fname);
-  memcpy(d.hash, hash, 32);
-  d.chunks = c;
-  d.nchunks = n;
-  if (dim > 0) {
-    if (lrag_checklist(L, 4, fname, "vectors must be a list of vectors") != leaves)
-      luaL_error(L, "%s: %d vectors for %d leaf chunks", fname, (int)lua_rawlen(L, 4),
-                 (int)leaves);
-    if (RAG_MUL_OVERFLOWS(leaves + 1, dim * sizeof(float))) luaL_error(L, "%s: too large", fname);
-    vecs = (float *)lua_newuserdatauv(L, (leaves + 1) * dim * sizeof(float), 0);
-    for (i = 0; i < leaves; i++) {
-      lua_rawgeti(L, 4, (int)i + 1);
-      lrag_checkvector(L, lua_gettop(L), dim, fname, vecs + i * dim);
-      lua_pop(L, 1);
+static int index_chunk(lua_State *L) {
+  batch *b;
+  const char *fname = luaL_checkstring(L, 5);
+  lrag_chunker *k;
+  size_t i;
+  int anchor;
+  (void)check_open(L, "rag.index.add");
+  b = check_batch(L, 2, 0, fname);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  lua_settop(L, 6);
+  anchor = 2;
+  b->nchunks = 0;
+  k = lrag_chunker_new(L, 3, 4);
+  for (i = 0; i < b->n; i++) {
+    staged *st = &b->docs[i];
+    st->chunk = b->nchunks;
+    if (k != NULL) {
+      const rag_chunk *c;
+      size_t n, errpos;
+      int rc = lrag_chunker_run(k, st->d.text, st->d.textlen, &c, &n, &errpos);
+      if (rc != RAG_OK) {
+        lrag_texterror(L, rc, lrag_chunker_fname(k), errpos); /* raises unless the world failed */
+        return chunk_error(L, fname, &st->d, lua_gettop(L) - 1, lua_gettop(L));
+      }
+      add_chunks(L, b, c, n, lrag_chunker_tree(k), fname);
+      st->d.nchunks = n;
+    } else {
+      int top = lua_gettop(L);
+      lua_pushvalue(L, 3);
+      lua_rawgeti(L, anchor, (int)i * 4 + 3); /* the text */
+      lua_pushvalue(L, 4);
+      lua_call(L, 2, 3);
+      if (!lua_toboolean(L, top + 1)) return chunk_error(L, fname, &st->d, top + 2, top + 3);
+      st->d.nchunks = read_chunks(L, top + 1, "rag.index.add", b);
+      lua_settop(L, top);
     }
   }
-  bad.why = NULL;
-  bad.component = 0;
-  rc = rag_index_put(x->ix, &d, vecs, &errpos, &bad);
-  if (rc == RAG_EINVAL && bad.why == NULL)
-    return luaL_error(L, "%s: document '%s': a chunk is out of its text", fname, d.id);
-  if (rc == RAG_EINVAL || rc == RAG_ETOOBIG) return lrag_vecerror(L, rc, fname, dim, &bad);
-  if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
-  lua_pushboolean(L, 1);
+  for (i = 0; i < b->n; i++) (void)leaves_of(b->chunks + b->docs[i].chunk, b->docs[i].d.nchunks);
+  b->state = 1;
+  if (!lua_toboolean(L, 6)) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_newtable(L);
+  push_texts(L, b, "rag.index.add");
   return 1;
+}
+
+/* Room for n floats in b->vecs. */
+static float *batch_vecs(lua_State *L, batch *b, size_t n) {
+  float *v = (float *)rag_grow(b->vecs, &b->vecscap, n + 1, sizeof *v);
+  if (v == NULL) luaL_error(L, "not enough memory");
+  b->vecs = v;
+  return v;
+}
+
+/*
+** ix:commit(batch, vectors) -> added, updated | nil, msg, code: puts the
+** chunked documents in order, with vectors one per leaf chunk of the batch
+** (nil without vectors); a failure leaves the documents before in.
+*/
+static int index_commit(lua_State *L) {
+  static const char *fname = "rag.index.add";
+  lindex *x = check_open(L, fname);
+  batch *b = check_batch(L, 2, 1, fname);
+  size_t dim = rag_index_dim(x->ix), k, i, leaves = 0, at = 0, added = 0;
+  if (dim > 0) {
+    for (k = 0; k < b->n; k++)
+      for (i = 0; i < b->docs[k].d.nchunks; i++) leaves += b->chunks[b->docs[k].chunk + i].leaf;
+    if (leaves > 0 || !lua_isnoneornil(L, 3)) {
+      size_t nv = lrag_checklist(L, 3, fname, "vectors must be a list of vectors");
+      if (nv != leaves)
+        luaL_error(L, "%s: %d vectors for %d leaf chunks", fname, (int)nv, (int)leaves);
+    }
+  }
+  b->state = 2;
+  for (k = 0; k < b->n; k++) {
+    staged *st = &b->docs[k];
+    rag_store_doc d = st->d;
+    float *vecs = NULL;
+    size_t errpos = 0, n;
+    rag_vec_bad bad;
+    int rc;
+    d.meta = (const unsigned char *)b->meta.p + st->meta;
+    d.chunks = b->chunks + st->chunk;
+    if (dim > 0) {
+      for (i = 0, n = 0; i < d.nchunks; i++) n += d.chunks[i].leaf;
+      if (RAG_MUL_OVERFLOWS(n + 1, dim * sizeof(float))) luaL_error(L, "%s: too large", fname);
+      vecs = batch_vecs(L, b, (n + 1) * dim);
+      for (i = 0; i < n; i++) {
+        lua_rawgeti(L, 3, (int)(at + i + 1));
+        lrag_checkvector(L, lua_gettop(L), dim, fname, vecs + i * dim);
+        lua_pop(L, 1);
+      }
+      at += n;
+    }
+    bad.why = NULL;
+    bad.component = 0;
+    rc = rag_index_put(x->ix, &d, vecs, &errpos, &bad);
+    if (rc == RAG_EINVAL && bad.why == NULL)
+      return luaL_error(L, "%s: document '%s': a chunk is out of its text", fname, d.id);
+    if (rc == RAG_EINVAL || rc == RAG_ETOOBIG) return lrag_vecerror(L, rc, fname, dim, &bad);
+    if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
+    added += !st->existed;
+  }
+  lua_pushinteger(L, (lua_Integer)added);
+  lua_pushinteger(L, (lua_Integer)(b->n - added));
+  return 2;
 }
 
 static int index_remove(lua_State *L) {
@@ -520,6 +793,16 @@ static int index_stats(lua_State *L) {
   lrag_setint(L, "memory", (lua_Integer)mem);
   lrag_setbool(L, "mapped", x->map[PART_STORE] != NULL);
   return 1;
+}
+
+/* ix:shape() -> vector ("exact", "hnsw" or "none"), leaves, dim: what stats says of them, cheaply. */
+static int index_shape(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.stats");
+  rag_index *ix = x->ix;
+  lua_pushstring(L, rag_index_vec(ix) ? "exact" : rag_index_hnsw(ix) ? "hnsw" : "none");
+  lua_pushinteger(L, (lua_Integer)rag_store_leaves(rag_index_store(ix)));
+  lua_pushinteger(L, (lua_Integer)rag_index_dim(ix));
+  return 3;
 }
 
 /* ix:attach(vectors): a rag.vec or rag.hnsw for an index without vectors or leaf chunks. */
@@ -959,10 +1242,10 @@ fail:
 }
 
 static const luaL_Reg index_methods[] = {
-    {"hash", index_hash},   {"texts", index_texts}, {"put", index_put},
+    {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
-    {"check", index_check}, {"attach", index_attach},
+    {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {NULL, NULL},
 };
 
@@ -971,7 +1254,8 @@ static const luaL_Reg index_metamethods[] = {{"__len", index_len}, {NULL, NULL}}
 static const lrag_class index_class = {MT, "index", index_methods, index_metamethods,
                                        index_fin};
 
-static const luaL_Reg index_funcs[] = {{"new", index_new}, {"open", index_open}, {NULL, NULL}};
+static const luaL_Reg index_funcs[] = {
+    {"new", index_new}, {"open", index_open}, {"order", index_order}, {NULL, NULL}};
 
 int lrag_open_index(lua_State *L) {
   lrag_newclass(L, &index_class);

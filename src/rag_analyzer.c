@@ -540,45 +540,55 @@ static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32
   return RAG_OK;
 }
 
-/* One run: the analyzer, its input and where the terms go. */
+/* One run: the analyzer, its input and where the terms go (one of emit, tagged). */
 typedef struct scan {
   rag_analyzer *a;
   const unsigned char *s;
   size_t len;
   rag_term_fn emit;
+  rag_tagged_fn tagged;
   void *ud;
 } scan;
+
+/* Emits term t[0..n) (hash th) of source s[start, stop), whose memo tag is at tag (or NULL). */
+static inline int emit_term(const scan *sc, const char *t, size_t n, uint32_t th, size_t start,
+                            size_t stop, unsigned char *tag) {
+  if (sc->tagged != NULL) return sc->tagged(sc->ud, t, n, th, tag);
+  return sc->emit(sc->ud, t, n, th, start, stop);
+}
 
 /*
 ** Analyzes and emits the source word s[start, stop) (hash h), remembering
 ** it when memo. A remembered ASCII word with capitals is first sought
 ** lowercased, which is how it analyzes ("The" as "the"): each word is
-** stemmed once whatever its case.
+** stemmed once whatever its case, and its tag is passed on.
 */
 static int put_new(const scan *sc, size_t start, size_t stop, int flags, uint32_t h,
                    int memo) {
   rag_analyzer *a = sc->a;
   const char *src = (const char *)sc->s + start, *t = src;
   size_t n = stop - start;
-  uint32_t th = h;
+  uint32_t th = h, tag = RAG_TERMCACHE_NOTAG;
+  unsigned char *tp = NULL;
   int rc;
   if (memo && a->cfg.lowercase && (flags & (T_ASCII | T_UPPER)) == (T_ASCII | T_UPPER)) {
     const char *low;
     uint32_t lh;
     if ((rc = lower_ascii(a, src, n, &low)) != RAG_OK) return rc;
     lh = rag_fnv32(low, n);
-    if (!rag_termcache_get(&a->memo, low, n, lh, &t, &n, &th)) {
+    if (rag_termcache_get(&a->memo, low, n, lh, &t, &n, &th, &tp)) {
+      memcpy(&tag, tp, 4);
+    } else {
       t = low;
       th = lh;
       if ((rc = analyze(a, &t, &n, flags & ~T_UPPER, &th)) != RAG_OK) return rc;
-      rag_termcache_put(&a->memo, low, stop - start, lh, t, n, th);
+      (void)rag_termcache_put(&a->memo, low, stop - start, lh, &t, n, th, tag);
     }
   } else if ((rc = analyze(a, &t, &n, flags, &th)) != RAG_OK) {
     return rc;
   }
-  rc = n > 0 ? sc->emit(sc->ud, t, n, th, start, stop) : RAG_OK;
-  if (memo) rag_termcache_put(&a->memo, src, stop - start, h, t, n, th);
-  return rc;
+  tp = memo ? rag_termcache_put(&a->memo, src, stop - start, h, &t, n, th, tag) : NULL;
+  return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
 }
 
 /*
@@ -591,11 +601,12 @@ static inline int put_term(const scan *sc, size_t start, size_t stop, int flags,
   const char *t;
   size_t n = stop - start;
   uint32_t th;
+  unsigned char *tp;
   if (n > RAG_TERMCACHE_KEY || !(a->memo_flags >> flags & 1))
     return put_new(sc, start, stop, flags, h, 0);
-  if (!rag_termcache_get(&a->memo, (const char *)sc->s + start, n, h, &t, &n, &th))
+  if (!rag_termcache_get(&a->memo, (const char *)sc->s + start, n, h, &t, &n, &th, &tp))
     return put_new(sc, start, stop, flags, h, 1);
-  return n > 0 ? sc->emit(sc->ud, t, n, th, start, stop) : RAG_OK;
+  return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
 }
 
 /*
@@ -710,8 +721,9 @@ static int run_cjk(const scan *sc, size_t *pos) {
   return RAG_OK;
 }
 
-int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
-                     rag_term_fn emit, void *ud, size_t *errpos) {
+/* rag_analyzer_run and rag_analyzer_run_tagged: one of emit and tagged is set. */
+static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
+               rag_tagged_fn tagged, void *ud, size_t *errpos) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0, bad = rag_text_first_invalid(s, len);
   scan sc;
@@ -723,6 +735,7 @@ int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
   sc.s = s;
   sc.len = len;
   sc.emit = emit;
+  sc.tagged = tagged;
   sc.ud = ud;
   while (i < len) {
     unsigned w = word_bits[s[i]];
@@ -753,4 +766,18 @@ int rag_analyzer_run(rag_analyzer *a, const char *str, size_t len,
     if (rc != RAG_OK) return rc;
   }
   return RAG_OK;
+}
+
+int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len, rag_term_fn emit, void *ud,
+                     size_t *errpos) {
+  return run(a, s, len, emit, NULL, ud, errpos);
+}
+
+int rag_analyzer_run_tagged(rag_analyzer *a, const char *s, size_t len, rag_tagged_fn emit,
+                            void *ud, size_t *errpos) {
+  return run(a, s, len, NULL, emit, ud, errpos);
+}
+
+void rag_analyzer_untag(rag_analyzer *a) {
+  rag_termcache_clear(&a->memo);
 }

@@ -108,4 +108,26 @@ void rag_analyzer_cache(const rag_analyzer *a, size_t *entries, size_t *bytes);
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len,
                      rag_term_fn emit, void *ud, size_t *errpos);
 
+/*
+** A term callback of rag_analyzer_run_tagged: as rag_term_fn without the
+** source span, and with `tag`, 4 bytes (unaligned) that the analyzer keeps
+** with the term's source word in its cache, or NULL when the word is not
+** kept there. A tag starts as UINT32_MAX; what the callback stores in it
+** comes back with each later occurrence of the word (or of its lowercase
+** form first seen), until rag_analyzer_untag.
+*/
+typedef int (*rag_tagged_fn)(void *ud, const char *term, size_t termlen, uint32_t hash,
+                             unsigned char *tag);
+
+/*
+** rag_analyzer_run for the one owner of `a` that remembers something per
+** term in the tags (BM25 keeps the term's id, saving its dictionary
+** lookup). The terms are those rag_analyzer_run gives.
+*/
+int rag_analyzer_run_tagged(rag_analyzer *a, const char *s, size_t len,
+                            rag_tagged_fn emit, void *ud, size_t *errpos);
+
+/* Resets every tag to UINT32_MAX (when what they say has changed). */
+void rag_analyzer_untag(rag_analyzer *a);
+
 #endif

@@ -29,6 +29,7 @@
 #define NONE RAG_BM25_NONE
 #define MAX_DOCS RAG_BM25_MAX_DOCS
 #define POSTING_MAX 10 /* bytes of one posting at most */
+#define PREFETCH 8     /* how far ahead scattered entries and lists are fetched */
 
 typedef rag_bm25_term_entry term;
 typedef rag_bm25_doc doc;
@@ -203,6 +204,7 @@ void rag_bm25_free(rag_bm25 *b) {
   rag_free(b->dl);
   rag_ids_free(&b->ids);
   rag_free(b->dt);
+  rag_free(b->dcells);
   rag_free(b->qt);
   rag_free(b->qtext);
   rag_free(b->acc);
@@ -361,6 +363,7 @@ static void compact_terms(rag_bm25 *b) {
   }
   memset(b->tslots, 0, (b->tmask + 1) * sizeof *b->tslots);
   for (i = 0; i < b->nterms; i++) tslot_put(b, (uint32_t)i);
+  rag_analyzer_untag(b->an); /* the ids its cache holds changed */
   rag_free(map);
 }
 
@@ -441,34 +444,89 @@ static void maybe_renumber(rag_bm25 *b) {
 
 /* {====== Adding and removing ======} */
 
-static int on_doc_term(void *ud, const char *s, size_t n, uint32_t h, size_t start,
-                       size_t stop) {
-  rag_bm25 *b = (rag_bm25 *)ud;
-  uint32_t tid = rag_bm25_term_find(b, s, n, h);
-  term *t;
-  (void)start;
-  (void)stop;
-  if (tid == NONE) {
-    int rc = rag_bm25_term_insert(b, s, n, h, &tid);
-    if (rc != RAG_OK) return rc;
+/*
+** The document being added counts its terms in dt through dcells, a small
+** table of its own that stays in the nearest caches, rather than by marks
+** in the dictionary's entries, which a large corpus spreads over megabytes.
+*/
+
+/* The cell of term tid in dcells (dmask + 1 cells): its own, or the empty one where it goes. */
+static size_t dcell(const rag_bm25 *b, uint32_t tid) {
+  size_t i = (uint32_t)(tid * 2654435761u) & b->dmask;
+  uint32_t v;
+  while ((v = b->dcells[i]) != 0 && b->dt[v - 1].tid != tid) i = (i + 1) & b->dmask;
+  return i;
+}
+
+/* Empties the cells of the terms in dt (those of the last add), in any order. */
+static void dcells_clear(rag_bm25 *b) {
+  size_t i;
+  for (i = 0; i < b->nd; i++) {
+    uint32_t tid = b->dt[i].tid;
+    b->dcells[rag_probe_holding(b->dcells, b->dmask, (uint32_t)(tid * 2654435761u),
+                                (uint32_t)i + 1)] = 0;
   }
-  if (++b->doclen >= DEAD) return RAG_ETOOBIG;
-  t = &b->terms[tid];
-  if (t->mark == b->stamp) {
-    b->dt[t->slot].tf++;
-    return 0;
-  }
+}
+
+/* Room for one more distinct term in dt and dcells; 0 when out of memory. */
+static int dterm_fit(rag_bm25 *b) {
+  size_t cap, i;
+  uint32_t *c;
   if (b->nd == b->dtcap) {
     dterm *v = (dterm *)rag_grow(b->dt, &b->dtcap, b->nd + 1, sizeof *v);
-    if (v == NULL) return RAG_ENOMEM;
+    if (v == NULL) return 0;
     b->dt = v;
   }
-  t->mark = b->stamp;
-  t->slot = (uint32_t)b->nd;
+  if (b->dmask > 0 && b->nd + 1 <= (b->dmask + 1) / 2) return 1;
+  cap = b->dmask > 0 ? 2 * (b->dmask + 1) : 512;
+  if (RAG_MUL_OVERFLOWS(cap, sizeof *c) || (c = (uint32_t *)rag_malloc(cap * sizeof *c)) == NULL)
+    return 0;
+  memset(c, 0, cap * sizeof *c);
+  rag_free(b->dcells);
+  b->dcells = c;
+  b->dmask = cap - 1;
+  for (i = 0; i < b->nd; i++) b->dcells[dcell(b, b->dt[i].tid)] = (uint32_t)i + 1;
+  return 1;
+}
+
+/* Counts one occurrence of term tid in the document being added. */
+static int count_term(rag_bm25 *b, uint32_t tid) {
+  size_t i;
+  if (++b->doclen >= DEAD) return RAG_ETOOBIG;
+  if (b->dmask > 0) {
+    uint32_t v = b->dcells[i = dcell(b, tid)];
+    if (v != 0) {
+      b->dt[v - 1].tf++;
+      return 0;
+    }
+  }
+  if (!dterm_fit(b)) return RAG_ENOMEM;
+  b->dcells[dcell(b, tid)] = (uint32_t)b->nd + 1;
   b->dt[b->nd].tid = tid;
   b->dt[b->nd].tf = 1;
   b->nd++;
   return 0;
+}
+
+/*
+** A term of the document being added. The analyzer is this index's own, so
+** its cache's tags hold our term ids: a tag saves the dictionary lookup.
+** compact_terms, which renumbers terms, resets the tags, and nothing else
+** changes an id.
+*/
+static int on_doc_term(void *ud, const char *s, size_t n, uint32_t h, unsigned char *tag) {
+  rag_bm25 *b = (rag_bm25 *)ud;
+  uint32_t tid = NONE;
+  if (tag != NULL) memcpy(&tid, tag, 4);
+  if (tid >= b->nterms) {
+    tid = rag_bm25_term_find(b, s, n, h);
+    if (tid == NONE) {
+      int rc = rag_bm25_term_insert(b, s, n, h, &tid);
+      if (rc != RAG_OK) return rc;
+    }
+    if (tag != NULL) memcpy(tag, &tid, 4);
+  }
+  return count_term(b, tid);
 }
 
 /* Room for one more document number. */
@@ -503,10 +561,10 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
     if (rag_bm25_renumber(b) != RAG_OK) return RAG_ENOMEM;
     if (b->ids.n >= MAX_DOCS) return RAG_ETOOBIG;
   }
-  next_stamp(b);
+  if (b->dmask > 0) dcells_clear(b);
   b->nd = 0;
   b->doclen = 0;
-  rc = rag_analyzer_run(b->an, text, len, on_doc_term, b, errpos);
+  rc = rag_analyzer_run_tagged(b->an, text, len, on_doc_term, b, errpos);
   if (rc != RAG_OK) return rc;
 
   /* Reserve everything first, so that the commit below cannot fail. */
@@ -515,8 +573,10 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   old = rag_ids_find(&b->ids, id, idlen);
   if (!docs_fit(b)) return RAG_ENOMEM;
   if ((rc = rag_ids_reserve(&b->ids, 1, idlen)) != RAG_OK) return rc;
-  for (i = 0; i < b->nd; i++)
+  for (i = 0; i < b->nd; i++) { /* the entries, scattered: fetched a few ahead */
+    if (i + PREFETCH < b->nd) __builtin_prefetch(&b->terms[b->dt[i + PREFETCH].tid]);
     if (!reserve_post(&b->terms[b->dt[i].tid], POSTING_MAX)) return RAG_ENOMEM;
+  }
   list = (uint8_t *)rag_malloc(fwd + 1);
   if (list == NULL) return RAG_ENOMEM;
 
@@ -526,6 +586,10 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   p = list;
   for (i = 0; i < b->nd; i++) {
     term *t = &b->terms[b->dt[i].tid];
+    if (i + PREFETCH < b->nd) {
+      const term *u = &b->terms[b->dt[i + PREFETCH].tid];
+      __builtin_prefetch(u->post + u->plen, 1);
+    }
     p += rag_put_varint(p, b->dt[i].tid);
     t->plen += (uint32_t)put_posting(t->post + t->plen, d - t->next, b->dt[i].tf);
     t->next = d + 1;
@@ -863,6 +927,7 @@ void rag_bm25_stats_get(const rag_bm25 *b, rag_bm25_stats *s) {
   bytes += pb + b->tcap * sizeof(term) + (b->tmask + 1) * sizeof(uint32_t) + b->poolcap;
   bytes += b->dcap * (sizeof(doc) + sizeof(uint32_t)) + rag_ids_memory(&b->ids);
   bytes += b->dtcap * sizeof(dterm) + b->qcap * sizeof(qterm) + b->qtcap;
+  bytes += b->dmask > 0 ? (b->dmask + 1) * sizeof *b->dcells : 0;
   bytes += b->scap * (sizeof(double) + 3 * sizeof(uint32_t)) + b->hcap * sizeof(rag_hit);
   bytes += b->excap * sizeof(rag_bm25_term);
   s->docs = b->nlive;

@@ -60,9 +60,11 @@ struct rag_bm25 {
   uint64_t total; /* sum of the lengths of live documents */
   size_t live_postings, dead_postings;
 
-  uint32_t stamp;         /* marks terms counted by the current add or query */
+  uint32_t stamp;         /* marks terms counted by the current query */
   rag_bm25_dterm *dt;     /* add: the document's distinct terms */
   size_t nd, dtcap;
+  uint32_t *dcells;       /* add: term id -> its place in dt + 1 (0: empty), at most half full */
+  size_t dmask;           /* dcells' size - 1, or 0 before the first add */
   uint64_t doclen;
 
   rag_bm25_qterm *qt; /* query: its distinct terms */

@@ -1,6 +1,7 @@
 /*
-** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's EVP one-shot digest,
-** which is thread-safe and keeps no state between calls; CRC-32 by tables.
+** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's EVP digests (one
+** shot, or a context per call for parts), which are thread-safe and keep no
+** state between calls; CRC-32 by tables.
 */
 #include "rag_digest.h"
 
@@ -14,6 +15,18 @@ int rag_digest_sha256(const void *data, size_t len, unsigned char out[RAG_DIGEST
   if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != RAG_DIGEST_SHA256_LEN)
     return RAG_ENOMEM;
   return RAG_OK;
+}
+
+int rag_digest_sha256_parts(const void *const *data, const size_t *len, size_t n,
+                            unsigned char out[RAG_DIGEST_SHA256_LEN]) {
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned int got = 0;
+  size_t i;
+  int ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+  for (i = 0; ok && i < n; i++) ok = EVP_DigestUpdate(ctx, data[i], len[i]) == 1;
+  ok = ok && EVP_DigestFinal_ex(ctx, out, &got) == 1 && got == RAG_DIGEST_SHA256_LEN;
+  EVP_MD_CTX_free(ctx);
+  return ok ? RAG_OK : RAG_ENOMEM;
 }
 
 /* The byte-wise table of the reflected polynomial 0xedb88320. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rag_digest.h"
 #include "rag_fuse.h"
 
 /* One ranked list: names (borrowed from a part, valid during the search) and scores. */
@@ -175,6 +176,20 @@ size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *bu
 }
 
 /* {====== Changes ======} */
+
+int rag_index_hash(const rag_store_doc *d, unsigned char out[RAG_STORE_HASH]) {
+  unsigned char n1[10], n2[10], n3[10], flag = (unsigned char)(d->has_title != 0);
+  const void *part[7];
+  size_t len[7];
+  part[0] = n1, len[0] = rag_put_varint(n1, d->textlen);
+  part[1] = d->text, len[1] = d->textlen;
+  part[2] = &flag, len[2] = 1;
+  part[3] = n2, len[3] = rag_put_varint(n2, d->titlelen);
+  part[4] = d->titlelen > 0 ? d->title : "", len[4] = d->titlelen;
+  part[5] = n3, len[5] = rag_put_varint(n3, d->metalen);
+  part[6] = d->metalen > 0 ? (const void *)d->meta : "", len[6] = d->metalen;
+  return rag_digest_sha256_parts(part, len, 7, out);
+}
 
 /* Never fails: put and remove made the vectors their own first (rag_vec_own). */
 static void vec_remove(rag_index *ix, const char *name, size_t len) {

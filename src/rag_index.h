@@ -57,6 +57,14 @@ size_t rag_index_text_size(const rag_store_doc *d, const rag_store_chunk *c);
 size_t rag_index_text(const rag_store_doc *d, const rag_store_chunk *c, char *buf);
 
 /*
+** The content hash of document d, which tells an unchanged document from a
+** changed one (its id, source and chunks aside): SHA-256 of its text, a
+** byte 1 or 0 for whether it has a title, the title and its encoded
+** metadata, each string preceded by its length as a varint. RAG_ENOMEM.
+*/
+int rag_index_hash(const rag_store_doc *d, unsigned char out[RAG_STORE_HASH]);
+
+/*
 ** Puts document d (borrowed), replacing a live one with the same id;
 ** vecs holds a vector of dim floats per leaf chunk, in chunk order (NULL
 ** without vectors). RAG_EINVAL: a bad chunk or metadata (rag_store_put), or

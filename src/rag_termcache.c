@@ -64,30 +64,34 @@ static int arena_fit(rag_termcache *c, size_t need) {
 }
 
 /* Empties the cache, keeping its memory. */
-static void clear(rag_termcache *c) {
+void rag_termcache_clear(rag_termcache *c) {
   if (c->slots != NULL) memset(c->slots, 0, (c->mask + 1) * sizeof *c->slots);
   c->n = 0;
   c->used = 0;
 }
 
-void rag_termcache_put(rag_termcache *c, const char *key, size_t n, uint32_t h,
-                       const char *value, size_t vn, uint32_t vh) {
+unsigned char *rag_termcache_put(rag_termcache *c, const char *key, size_t n, uint32_t h,
+                                 const char **value, size_t vn, uint32_t vh, uint32_t tag) {
   size_t need = RAG_TERMCACHE_FIXED + n + vn;
   unsigned char v[RAG_TERMCACHE_VALUE], *p;
   rag_termcache_slot *e;
-  if (n == 0 || n > RAG_TERMCACHE_KEY || vn > RAG_TERMCACHE_VALUE) return;
-  if (vn > 0) memcpy(v, value, vn); /* before the arena is cleared or moved */
-  if (c->n >= RAG_TERMCACHE_ENTRIES || c->used + need > RAG_TERMCACHE_ARENA) clear(c);
-  if (!slots_fit(c, c->n + 1) || !arena_fit(c, c->used + need)) return;
+  if (n == 0 || n > RAG_TERMCACHE_KEY || vn > RAG_TERMCACHE_VALUE) return NULL;
+  if (vn > 0) memcpy(v, *value, vn); /* before the arena is cleared or moved */
+  if (c->n >= RAG_TERMCACHE_ENTRIES || c->used + need > RAG_TERMCACHE_ARENA)
+    rag_termcache_clear(c);
+  if (!slots_fit(c, c->n + 1) || !arena_fit(c, c->used + need)) return NULL;
   p = c->arena + c->used;
   p[0] = (unsigned char)n;
   p[1] = (unsigned char)vn;
   memcpy(p + 2, key, n);
   memcpy(p + 2 + n, &vh, 4);
+  memcpy(p + 6 + n, &tag, 4);
   if (vn > 0) memcpy(p + RAG_TERMCACHE_FIXED + n, v, vn);
   e = &c->slots[free_slot(c->slots, c->mask, h)];
   e->hash = h;
   e->off = (uint32_t)c->used + 1;
   c->used += need;
   c->n++;
+  *value = (const char *)p + RAG_TERMCACHE_FIXED + n;
+  return p + 6 + n;
 }

@@ -1,7 +1,7 @@
 --- rag.index: a document collection that keeps chunk texts, BM25 and
--- vectors in step. Lua does the chunking, embedding, batching and the
--- manifest of a save; the C core (rag.core.index) keeps the parts and
--- searches them. See docs/index.md.
+-- vectors in step. Lua does the options, embedding, batching and the
+-- manifest of a save; the C core (rag.core.index) hashes, chunks and keeps
+-- the documents and searches them. See docs/index.md.
 -- @module rag.index
 local core = require("rag.core")
 local opts_check = require("rag.opts").check
@@ -122,9 +122,9 @@ local function maybe_switch(self, fname)
   if self.o.vector ~= "auto" then
     return
   end
-  local st = self.c:stats()
-  if st.vector == "exact" and st.leaves >= M.HNSW_FROM then
-    self.c:to_hnsw(new_hnsw(fname, self.o, st.dim))
+  local vector, leaves, dim = self.c:shape()
+  if vector == "exact" and leaves >= M.HNSW_FROM then
+    self.c:to_hnsw(new_hnsw(fname, self.o, dim))
   end
 end
 
@@ -216,25 +216,10 @@ end
 
 -- {====== Adding ======}
 
--- The document's id as a string; raises on a bad document shape.
-local function doc_key(fname, doc, i)
-  if type(doc) ~= "table" then
-    error(fname .. ": document" .. (i and (" " .. i) or "") .. " must be a table, got "
-      .. type(doc), 4)
-  end
-  local id = doc.id
-  if type(id) == "number" then
-    return tostring(id)
-  elseif type(id) ~= "string" then
-    error(fname .. ": document id must be a string or a number, got " .. type(id), 4)
-  end
-  return id
-end
-
 -- Gives the index its vector part on the first vectors, when the embedder
 -- has no :dim() to size it by at construction.
 local function ensure_vectors(self, dim)
-  if self.c:stats().dim > 0 then
+  if select(3, self.c:shape()) > 0 then
     return
   end
   local _, v = new_parts("rag.index.add", self.o, dim)
@@ -242,36 +227,31 @@ local function ensure_vectors(self, dim)
   self.edesc.dim = dim
 end
 
--- Chunks and (maybe) embeds a batch of documents that changed, then puts them.
--- items: { { doc=, id=, hash=, existed= } }. Returns true | nil, msg, code.
-local function apply(self, fname, items)
-  local o, texts, plan = self.o, {}, {}
-  if not o.chunker and #items > 0 then
+-- Stages the documents list[pos], list[pos + 1], ... that changed, up to
+-- `limit` of them; chunks, maybe embeds, and puts them (all in C but the
+-- embedder). Returns how many it read and how many were unchanged, added
+-- and updated | nil, msg, code.
+local function apply(self, fname, list, pos, limit)
+  local o, c = self.o, self.c
+  local n, unchanged, batch = c:stage(list, pos, limit, fname)
+  if not batch then
+    return n, unchanged, 0, 0
+  end
+  if not o.chunker then
     error(fname .. ": the index's chunker '" .. tostring(o.chunker_name) .. "' is not a "
       .. "rag.chunk function; pass it again as rag.index.open(dir, { chunker = f })", 3)
   end
   if type(o.chunk.tokenizer) == "string" then -- an opened index loads it on its first add
     o.chunk.tokenizer = require("rag.tokenizer").get(o.chunk.tokenizer)
   end
-  for i, it in ipairs(items) do
-    local chunks, msg, code = o.chunker(it.doc.text, o.chunk)
-    if not chunks then
-      return nil, fname .. ": document '" .. it.id .. "': " .. tostring(msg), code
-    end
-    if self.embedder then -- the texts to embed: what BM25 indexes (ix:texts)
-      local t = self.c:texts(it.doc, chunks)
-      plan[i] = { chunks = chunks, first = #texts + 1, n = #t }
-      for _, s in ipairs(t) do
-        texts[#texts + 1] = s
-      end
-    else
-      plan[i] = { chunks = chunks }
-    end
+  local embedder = self.embedder
+  local texts, msg, code = c:chunk(batch, o.chunker, o.chunk, fname, embedder and true)
+  if not texts then
+    return nil, msg, code
   end
   local vectors
-  if self.embedder and #texts > 0 then
-    local msg, code
-    vectors, msg, code = self.embedder:embed(texts, { packed = true })
+  if embedder and #texts > 0 then
+    vectors, msg, code = embedder:embed(texts, { packed = true })
     if not vectors then
       return nil, msg, code
     end
@@ -282,20 +262,12 @@ local function apply(self, fname, items)
     local v1 = vectors[1]
     ensure_vectors(self, type(v1) == "string" and math.floor(#v1 / 4) or #v1)
   end
-  for i, it in ipairs(items) do
-    local p, vs = plan[i], nil
-    if vectors then
-      vs = {}
-      for j = 1, p.n do
-        vs[j] = vectors[p.first + j - 1]
-      end
-    end
-    local ok, msg, code = self.c:put(it.doc, p.chunks, vs, it.hash)
-    if not ok then
-      return nil, msg, code
-    end
+  local added, updated
+  added, updated, code = c:commit(batch, vectors)
+  if not added then
+    return nil, updated, code
   end
-  return true
+  return n, unchanged, added, updated
 end
 
 --- Adds or replaces a document.
@@ -303,21 +275,18 @@ end
 -- @treturn string "added", "updated" or "unchanged" | nil, msg, code
 function Index:add(doc)
   check_open(self, "rag.index.add", true)
-  local id = doc_key("rag.index.add", doc)
-  local hash, unchanged, existed = self.c:hash(doc)
-  if unchanged then
+  local n, unchanged, added = apply(self, "rag.index.add", { doc }, 1, 1)
+  if not n then
+    return nil, unchanged, added -- msg, code
+  elseif unchanged > 0 then
     return "unchanged"
   end
-  local ok, msg, code = apply(self, "rag.index.add", { { doc = doc, id = id, hash = hash } })
-  if not ok then
-    return nil, msg, code
-  end
   maybe_switch(self, "rag.index.add")
-  return existed and "updated" or "added"
+  return added > 0 and "added" or "updated"
 end
 
 -- Collects a list or an iterator of documents, sorted by id (the canonical
--- order); a later document with the same id wins.
+-- order); a later document with the same id wins. Returns them and their ids.
 local function collect(fname, docs)
   local list = {}
   if type(docs) == "function" then
@@ -331,22 +300,7 @@ local function collect(fname, docs)
   else
     error(fname .. ": documents must be a list or an iterator, got " .. type(docs), 3)
   end
-  local keyed, last = {}, {}
-  for i, doc in ipairs(list) do
-    local id = doc_key(fname, doc, i)
-    last[id] = i
-    keyed[i] = { id = id, doc = doc, i = i }
-  end
-  local out = {}
-  for _, k in ipairs(keyed) do
-    if last[k.id] == k.i then
-      out[#out + 1] = k
-    end
-  end
-  sort(out, function(a, b)
-    return a.id < b.id
-  end)
-  return out
+  return cindex.order(list, fname)
 end
 
 local ADD_MANY = {
@@ -363,31 +317,18 @@ local function stepper(self, fname, list, o)
   local batch = o.batch or self.o.batch
   local function step(budget)
     local deadline = budget and (clock() + budget / 1000)
+    local limit = budget and math.min(batch, 8) or batch
     repeat
-      local items = {}
-      while pos <= total and #items < batch do
-        local k = list[pos]
-        pos = pos + 1
-        local hash, unchanged, existed = self.c:hash(k.doc)
-        if unchanged then
-          counts.unchanged = counts.unchanged + 1
-        else
-          items[#items + 1] = { doc = k.doc, id = k.id, hash = hash, existed = existed }
-        end
-        if budget and #items >= 8 then
-          break
-        end
-      end
-      local ok, msg, code = apply(self, fname, items)
-      if not ok then
+      local n, unchanged, added, updated = apply(self, fname, list, pos, limit)
+      if not n then
         pos = total + 1
-        return nil, msg, code
+        return nil, unchanged, added
       end
+      pos = pos + n
+      counts.unchanged = counts.unchanged + unchanged
+      counts.added = counts.added + added
+      counts.updated = counts.updated + updated
       maybe_switch(self, fname)
-      for _, it in ipairs(items) do
-        local key = it.existed and "updated" or "added"
-        counts[key] = counts[key] + 1
-      end
       if o.progress then
         o.progress(pos - 1, total, counts)
       end
@@ -431,7 +372,7 @@ function Index:sync(docs, opts)
   check_open(self, "rag.index.sync", true)
   local o = opts_check("rag.index.sync", opts, { progress = { "function" },
     batch = { "number", int = true, min = 1 } }, 2)
-  local list = collect("rag.index.sync", docs)
+  local list, ids = collect("rag.index.sync", docs)
   local step = stepper(self, "rag.index.sync", list, o)
   local counts
   while true do
@@ -445,8 +386,8 @@ function Index:sync(docs, opts)
     end
   end
   local seen = {}
-  for _, k in ipairs(list) do
-    seen[k.id] = true
+  for _, id in ipairs(ids) do
+    seen[id] = true
   end
   local gone = {}
   for _, id in ipairs(self.c:ids()) do
