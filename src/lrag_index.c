@@ -1254,8 +1254,16 @@ static const luaL_Reg index_metamethods[] = {{"__len", index_len}, {NULL, NULL}}
 static const lrag_class index_class = {MT, "index", index_methods, index_metamethods,
                                        index_fin};
 
-static const luaL_Reg index_funcs[] = {
-    {"new", index_new}, {"open", index_open}, {"order", index_order}, {NULL, NULL}};
+/* rag.core.index.trim(): the allocator's free pages back to the system (rag_trim). */
+static int index_trim(lua_State *L) {
+  (void)L;
+  rag_trim();
+  return 0;
+}
+
+static const luaL_Reg index_funcs[] = {{"new", index_new},     {"open", index_open},
+                                       {"order", index_order}, {"trim", index_trim},
+                                       {NULL, NULL}};
 
 int lrag_open_index(lua_State *L) {
   lrag_newclass(L, &index_class);

@@ -125,6 +125,13 @@ void *rag_grow(void *p, size_t *cap, size_t need, size_t size);
 void rag_advise_huge(void *p, size_t n);
 
 /*
+** Gives the allocator's free pages back to the system where it can (glibc's
+** malloc_trim; a no-op elsewhere): for the end of bulk work, such as a large
+** ingest, that freed much more than it kept.
+*/
+void rag_trim(void);
+
+/*
 ** A block of memory whose usable start `p` is aligned to a 64-byte cache
 ** line; `base` is what the allocator returned. For arrays read a row at a
 ** time: a 256-byte row at an unaligned start spans five lines, not four.

@@ -14,6 +14,9 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h> /* malloc_trim */
+#endif
 #endif
 
 #define STATUS_ROW(name, code, text, meaning) {code, text, meaning},
@@ -102,4 +105,10 @@ void *rag_grow(void *p, size_t *cap, size_t need, size_t size) {
   if (RAG_MUL_OVERFLOWS(n, size) || (p = rag_realloc(p, n * size)) == NULL) return NULL;
   *cap = n;
   return p;
+}
+
+void rag_trim(void) {
+#if defined(__GLIBC__)
+  (void)malloc_trim(0);
+#endif
 }

@@ -309,6 +309,10 @@ local ADD_MANY = {
   batch = { "number", int = true, min = 1 },
 }
 
+-- add_many and sync of at least this many documents end by giving the
+-- allocator's free pages back (rag_trim): on SciFact, 7 MB less RSS.
+local TRIM_FROM = 256
+
 -- A stepper over sorted documents: each call does one batch (or, with a
 -- budget, as many documents as fit); returns done, counts | nil, msg, code.
 local function stepper(self, fname, list, o)
@@ -333,6 +337,9 @@ local function stepper(self, fname, list, o)
         o.progress(pos - 1, total, counts)
       end
     until pos > total or not deadline or clock() >= deadline
+    if pos > total and total >= TRIM_FROM then
+      cindex.trim() -- the batches' garbage back to the system, not kept as RSS
+    end
     return pos > total, counts
   end
   return step
