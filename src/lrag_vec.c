@@ -389,7 +389,9 @@ static int vec_len(lua_State *L) {
 
 static int vec_stats(lua_State *L) {
   lvec *u = check_open(L, "rag.vec.stats");
-  lrag_pushvecstats(L, rag_vec_kernel(u->v), rag_vec_count(u->v), rag_vec_memory(u->v));
+  const rag_kernel *k = rag_vec_kernel(u->v);
+  lrag_pushvecstats(L, k, rag_vec_count(u->v), rag_vec_memory(u->v));
+  if (k->bf16_rows) lrag_setstr(L, "kernel", "avx512bf16"); /* its search scans with VDPBF16PS */
   lrag_setint(L, "mapped", (lua_Integer)rag_vec_mapped(u->v));
   return 1;
 }

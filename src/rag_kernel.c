@@ -10,6 +10,9 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define RAG_X86 1
+#if defined(__clang__) ? __clang_major__ >= 9 : __GNUC__ >= 10
+#define RAG_BF16 1 /* the compiler knows target("avx512bf16") */
+#endif
 #include <cpuid.h>
 #include <immintrin.h>
 #endif
@@ -490,6 +493,93 @@ static int cpu_has_avx512(void) {
   __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (lo & 0xe6u) == 0xe6u;
 }
+
+/* {====== AVX512-BF16 kernel (split rows, dot) ======} */
+
+#ifdef RAG_BF16
+
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma,f16c")))
+
+/* 32 components: two VDPBF16PS, the row's bfloat16 pairs against qh's and ql's. */
+#define BF16_STEP(a, b, xv, qhv, qlv)                          \
+  do {                                                         \
+    a = _mm512_dpbf16_ps(a, (__m512bh)(xv), (__m512bh)(qhv)); \
+    b = _mm512_dpbf16_ps(b, (__m512bh)(xv), (__m512bh)(qlv)); \
+  } while (0)
+
+#define LD(p) _mm512_loadu_si512((const void *)(p))
+
+/* Four accumulators over 64 components a step, then 32, then a masked tail. */
+BF16 static float v_dot_bf(const uint16_t *qh, const uint16_t *ql, const uint16_t *x, size_t d) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 64 <= d; i += 64) {
+    BF16_STEP(a0, a1, LD(x + i), LD(qh + i), LD(ql + i));
+    BF16_STEP(a2, a3, LD(x + i + 32), LD(qh + i + 32), LD(ql + i + 32));
+  }
+  if (i + 32 <= d) {
+    BF16_STEP(a0, a1, LD(x + i), LD(qh + i), LD(ql + i));
+    i += 32;
+  }
+  if (i < d) {
+    __mmask32 m = (__mmask32)((1u << (d - i)) - 1u);
+    BF16_STEP(a2, a3, _mm512_maskz_loadu_epi16(m, x + i), _mm512_maskz_loadu_epi16(m, qh + i),
+              _mm512_maskz_loadu_epi16(m, ql + i));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* A row's two accumulators summed, for v_dot_bf4. */
+BF16 static inline float sum2(__m512 a, __m512 b) { return _mm512_reduce_add_ps(_mm512_add_ps(a, b)); }
+
+/* Four rows at once, so each load of qh and ql serves four rows (loads bound the one-row loop). */
+BF16 static void v_dot_bf4(const uint16_t *qh, const uint16_t *ql, const unsigned char *r,
+                           size_t d, size_t rb, float *out) {
+  const uint16_t *x0 = (const uint16_t *)(const void *)r;
+  const uint16_t *x1 = (const uint16_t *)(const void *)(r + rb);
+  const uint16_t *x2 = (const uint16_t *)(const void *)(r + 2 * rb);
+  const uint16_t *x3 = (const uint16_t *)(const void *)(r + 3 * rb);
+  __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+  size_t i = 0;
+  for (; i + 32 <= d; i += 32) {
+    __m512i h = LD(qh + i), l = LD(ql + i);
+    BF16_STEP(a0, b0, LD(x0 + i), h, l);
+    BF16_STEP(a1, b1, LD(x1 + i), h, l);
+    BF16_STEP(a2, b2, LD(x2 + i), h, l);
+    BF16_STEP(a3, b3, LD(x3 + i), h, l);
+  }
+  if (i < d) {
+    __mmask32 m = (__mmask32)((1u << (d - i)) - 1u);
+    __m512i h = _mm512_maskz_loadu_epi16(m, qh + i), l = _mm512_maskz_loadu_epi16(m, ql + i);
+    BF16_STEP(a0, b0, _mm512_maskz_loadu_epi16(m, x0 + i), h, l);
+    BF16_STEP(a1, b1, _mm512_maskz_loadu_epi16(m, x1 + i), h, l);
+    BF16_STEP(a2, b2, _mm512_maskz_loadu_epi16(m, x2 + i), h, l);
+    BF16_STEP(a3, b3, _mm512_maskz_loadu_epi16(m, x3 + i), h, l);
+  }
+  out[0] = sum2(a0, b0);
+  out[1] = sum2(a1, b1);
+  out[2] = sum2(a2, b2);
+  out[3] = sum2(a3, b3);
+}
+
+BF16 static void x_dot_bf(const uint16_t *qh, const uint16_t *ql, const void *rows, size_t n,
+                          size_t d, size_t rb, float *out) {
+  const unsigned char *r = (const unsigned char *)rows;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4, r += 4 * rb) v_dot_bf4(qh, ql, r, d, rb, out + i);
+  for (; i < n; i++, r += rb) out[i] = v_dot_bf(qh, ql, (const uint16_t *)(const void *)r, d);
+}
+
+/* AVX512-BF16 and AVX512BW besides AVX-512F (CPUID leaf 7: subleaf 1 EAX bit 5; EBX bit 30). */
+static int cpu_has_bf16(void) {
+  unsigned a, b, c, d;
+  if (!cpu_has_avx512() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 30)))
+    return 0;
+  if (a < 1 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+  return (a & (1u << 5)) != 0;
+}
+#endif
 #endif
 
 /* {====== Choice, preparation, encoding ======} */
@@ -512,6 +602,7 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->one = plain1[dtype][l2];
   k->gather = k->approx = plaing[dtype][l2];
   k->approx_rows = NULL;
+  k->bf16_rows = NULL;
   k->simd = 0;
   k->split = 0;
 #ifdef RAG_X86
@@ -548,6 +639,9 @@ void rag_kernel_split(rag_kernel *k) {
     k->approx = l2 ? y_l2_b : y_dot_b;
     k->approx_rows = l2 ? x_l2_b : x_dot_b;
     k->simd = 2;
+#ifdef RAG_BF16
+    if (!l2 && cpu_has_bf16()) k->bf16_rows = x_dot_bf;
+#endif
   } else if (k->simd) {
     k->one = l2 ? b_l2_s : b_dot_s;
     k->gather = l2 ? c_l2_s : c_dot_s;
@@ -640,9 +734,33 @@ void rag_kernel_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo) 
   }
 }
 
-void rag_kernel_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out) {
+void rag_kernel_bf16_query(const float *q, size_t n, uint16_t *qh, uint16_t *ql) {
   size_t i;
-  for (i = 0; i < n; i++) out[i] = join(hi[i], lo[i]);
+  for (i = 0; i < n; i++) {
+    uint32_t u, h, l;
+    float rest;
+    memcpy(&u, &q[i], sizeof u);
+    h = u >> 16;
+    rest = q[i] - join((uint16_t)h, 0); /* exact: q's low 16 bits, as a float */
+    memcpy(&l, &rest, sizeof l);
+    l >>= 16;
+    qh[i] = (uint16_t)((h & 0x7f80u) ? h : 0); /* a zero exponent: zero or subnormal */
+    ql[i] = (uint16_t)((l & 0x7f80u) ? l : 0);
+  }
+}
+
+/* Interleaving the planes' 16-bit words is the join: SSE2 (baseline x86-64) does 8 a step. */
+void rag_kernel_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out) {
+  size_t i = 0;
+#ifdef RAG_X86
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(hi + i));
+    __m128i l = _mm_loadu_si128((const __m128i *)(const void *)(lo + i));
+    _mm_storeu_si128((__m128i *)(void *)(out + i), _mm_unpacklo_epi16(l, h));
+    _mm_storeu_si128((__m128i *)(void *)(out + i + 4), _mm_unpackhi_epi16(l, h));
+  }
+#endif
+  for (; i < n; i++) out[i] = join(hi[i], lo[i]);
 }
 
 int rag_kernel_rows_ok(const rag_kernel *k, const void *rows, const float *scales, size_t n) {

@@ -5,7 +5,8 @@
 ** score is asymmetric: exact query, stored row. Scores are higher-is-better:
 ** the dot product for "dot" and "cosine" (rows and queries unit length), the
 ** negated squared Euclidean distance for "l2". Kernels are chosen once per
-** index: AVX2 with FMA and F16C where the CPU has them, else portable C.
+** index: AVX2 with FMA and F16C where the CPU has them, else portable C;
+** split rows add AVX-512F, and AVX512-BF16 for the dot scan (bf16_rows).
 */
 #ifndef RAG_KERNEL_H
 #define RAG_KERNEL_H
@@ -33,6 +34,16 @@ typedef void (*rag_kernel_gather_fn)(const float *q, const void *rows, const flo
                                      const uint32_t *idx, size_t m, size_t dim, size_t rowbytes,
                                      float *out);
 
+/*
+** Scores n split rows' high halves (bfloat16, `rowbytes` apart) against a
+** query split into two bfloat16 vectors qh and ql (rag_kernel_bf16_query)
+** with AVX512-BF16's VDPBF16PS: out[i] approximates sum (qh + ql) h, with
+** that instruction's rounding and its flushing of subnormal inputs, partial
+** sums and products to zero (rag_vec's bound covers them).
+*/
+typedef void (*rag_kernel_bf16_fn)(const uint16_t *qh, const uint16_t *ql, const void *rows,
+                                   size_t n, size_t dim, size_t rowbytes, float *out);
+
 typedef struct rag_kernel {
   rag_kernel_score_fn score;
   rag_kernel_score1_fn one;
@@ -42,6 +53,7 @@ typedef struct rag_kernel {
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;
+  rag_kernel_bf16_fn bf16_rows; /* split dot/cosine rows, AVX512-BF16 CPUs; else NULL */
   int simd;  /* 1: AVX2/FMA/F16C kernels; 2: AVX-512F for split rows */
   int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;
@@ -89,6 +101,11 @@ void rag_kernel_decode(const rag_kernel *k, const void *row, float scale, float 
 /* f32 components to and from their high and low 16 bits (split rows, rag_vec's planes). */
 void rag_kernel_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo);
 void rag_kernel_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out);
+
+/* The query for bf16_rows: qh the high 16 bits of each component, ql those of
+** the rest (q - qh, exact in float); a part that is subnormal is stored as
+** zero, since VDPBF16PS reads it so. q - qh - ql is left over (residual). */
+void rag_kernel_bf16_query(const float *q, size_t n, uint16_t *qh, uint16_t *ql);
 
 /* 1 when n stored rows are sound: f32 components finite and within 1e15,
 ** f16 components finite, i8 scales finite and above zero. */

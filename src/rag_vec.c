@@ -77,6 +77,7 @@ struct rag_vec {
   int borrowed;         /* rows, lo, norms and scales point into a loaded file's bytes */
   size_t mapped;        /* the bytes of those while borrowed */
   float *tmp;           /* dim floats: the prepared vector or query */
+  uint16_t *qb;         /* hk.bf16_rows: 2 dim, the query's high then low bfloat16 parts */
   float *row;           /* f32: a rebuilt row, or search_batch's block of them */
   size_t rowcap;        /* floats in row */
   double *lb;           /* search: the k best lower bounds, a min-heap */
@@ -113,7 +114,10 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   v->stride = v->hk.split ? o->dim * 2 : v->kern.rowbytes;
   rag_ids_init(&v->ids);
   v->tmp = (float *)rag_malloc(o->dim * sizeof *v->tmp);
-  if (v->tmp == NULL || (v->hk.split && row_fit(v, o->dim) != RAG_OK)) {
+  if (v->hk.bf16_rows) v->qb = (uint16_t *)rag_malloc(2 * o->dim * sizeof *v->qb);
+  if (v->tmp == NULL || (v->hk.bf16_rows && v->qb == NULL) ||
+      (v->hk.split && row_fit(v, o->dim) != RAG_OK)) {
+    rag_free(v->qb);
     rag_free(v->tmp);
     rag_free(v);
     return RAG_ENOMEM;
@@ -132,6 +136,7 @@ void rag_vec_free(rag_vec *v) {
     rag_free(v->scales);
   }
   rag_free(v->tmp);
+  rag_free(v->qb);
   rag_free(v->row);
   rag_free(v->lb);
   rag_free(v->cs);
@@ -392,19 +397,60 @@ static float score_slot(rag_vec *v, const float *q, size_t slot) {
 ** relative margin of 2^-20 for the double arithmetic of the bound itself.
 ** No sum overflows: rag_kernel_prepare keeps components within 1e15, so every
 ** partial sum stays below 65536 (2e15)^2 < 2^118.
+**
+** With AVX512-BF16 (hk.bf16_rows, dot only) a is sum (qh + ql) h in float,
+** qh and ql the query's two bfloat16 parts and r = q - qh - ql (exact in
+** double) the rest. VDPBF16PS multiplies bfloat16 exactly (8 by 8 bits of
+** significand fit a float's 24) and adds with round-to-nearest-even, but
+** treats subnormal inputs as zero and flushes subnormal results, whatever
+** MXCSR says (Intel SDM). So, with |h| <= |x| and |qh|, |ql| their norms:
+**   |sum q x - sum (qh + ql) h| <= 2^-7 |q||x| + |r||x|
+**   rounding: gamma'(2 dim + 128) (|qh| + |ql|) |x|, gamma' with u' = 2^-23
+**     (any faithful rounding, fused or not; 2 dim products, 64 lanes' zeros)
+**   flushing: a subnormal h_i read as zero loses |h_i|(|qh_i| + |ql_i|) <
+**     2^-126 (|qh_i| + |ql_i|), sqrt(dim) 2^-126 (|qh| + |ql|) in all; in a
+**     lane, each instruction may flush its two products, its accumulator
+**     input, its partial and its result, < 5 2^-126 for each of the
+**     2 ceil(dim / 32) 16 <= dim + 32 lane-instructions, and 64 more for
+**     the final additions (should MXCSR flush too); doubled for the later
+**     roundings' growth. qh and ql hold no subnormals (rag_kernel_bf16_query).
+** The exact side keeps gamma(dim + 8) |q||x| and the absolute term above.
 */
 typedef struct bound {
   double p, q, r; /* the bound is (p xn + q) xn + r for a row of norm xn */
 } bound;
 
-static void bound_init(bound *b, const rag_vec *v, const float *q) {
+/* gamma(n) above for a unit roundoff u */
+static double higham(double n, double u) { return n * u / (1 - n * u); }
+
+static void bound_init(bound *b, const rag_vec *v, const float *q, const uint16_t *qb) {
   double d = (double)v->o.dim, u = 1.0 / 16777216.0, ss = 0, qn, g, a, m = 1 + ldexp(1, -20);
   size_t i;
   for (i = 0; i < v->o.dim; i++) ss += (double)q[i] * q[i];
   qn = sqrt(ss);
-  g = 2 * (d + 8) * u / (1 - (d + 8) * u);
+  g = 2 * higham(d + 8, u);
   a = (sqrt(d) + d + 16) * ldexp(1, -120);
-  if (v->o.metric == RAG_L2) { /* 2^-6 (qn xn + xn^2) + g (qn + xn)^2 + a (1 + qn + xn) */
+  if (qb != NULL) { /* the bfloat16 split query: see above */
+    double sh = 0, sl = 0, sr = 0, hl, f;
+    const uint16_t *qh = qb, *ql = qb + v->o.dim;
+    for (i = 0; i < v->o.dim; i++) {
+      uint32_t uh = (uint32_t)qh[i] << 16, ul = (uint32_t)ql[i] << 16;
+      float fh, fl;
+      double r;
+      memcpy(&fh, &uh, sizeof fh);
+      memcpy(&fl, &ul, sizeof fl);
+      r = ((double)q[i] - fh) - fl; /* exact: all three share q's binade or below */
+      sh += (double)fh * fh;
+      sl += (double)fl * fl;
+      sr += r * r;
+    }
+    hl = sqrt(sh) + sqrt(sl);
+    f = ldexp(sqrt(d) * hl + 5 * (d + 32) + 64, -125);
+    b->p = 0;
+    b->q = (ldexp(qn, -7) + sqrt(sr) + higham(d + 8, u) * qn + higham(2 * d + 128, 2 * u) * hl) *
+           m;
+    b->r = (a * (1 + qn) + f) * m;
+  } else if (v->o.metric == RAG_L2) { /* 2^-6 (qn xn + xn^2) + g (qn + xn)^2 + a (1 + qn + xn) */
     b->p = (ldexp(1, -6) + g) * m;
     b->q = (ldexp(qn, -6) + 2 * g * qn + a) * m;
     b->r = (g * qn * qn + a * (1 + qn)) * m;
@@ -450,10 +496,14 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
     v->cs = p;
   }
   for (i = 0; i < kk; i++) v->lb[i] = -INFINITY;
-  bound_init(&b, v, q);
+  if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb, v->qb + v->o.dim);
+  bound_init(&b, v, q, v->hk.bf16_rows ? v->qb : NULL);
   for (lo = 0; lo < n; lo += BLOCK) {
     size_t m = n - lo < BLOCK ? n - lo : BLOCK;
-    v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
+    if (v->hk.bf16_rows)
+      v->hk.bf16_rows(v->qb, v->qb + v->o.dim, row_at(v, lo), m, v->o.dim, v->stride, v->buf);
+    else
+      v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
     for (i = 0; i < m; i++) {
       double xn = v->norms[lo + i], a = v->buf[i], r = (b.p * xn + b.q) * xn + b.r;
       if (!(a + r < tau)) {

@@ -439,6 +439,131 @@ describe("rag.vec persistence", function()
   end)
 end)
 
+describe("rag.vec AVX512-BF16 scan", function()
+  -- Where the CPU has AVX512-BF16, dot and cosine searches of f32 rows scan
+  -- the high plane with VDPBF16PS against the query split in two bfloat16
+  -- halves; its bound must also cover the query's remainder, the
+  -- instruction's rounding and its flushing of subnormals to zero.
+  local kernel = vec.new({ dim = 4, metric = "dot" }):stats().kernel
+  if kernel ~= "avx512bf16" then
+    it("needs a CPU with AVX512-BF16", function()
+      pending("skipped: this CPU's kernel is " .. kernel .. ", not avx512bf16")
+    end)
+    return
+  end
+
+  local function float(x) return vec.unpack(vec.pack({ x }))[1] end
+  local function with_low(x, low) -- x as a float with its low 16 bits set to `low`
+    return vec.unpack(string.char(low % 256, math.floor(low / 256)) .. vec.pack({ x }):sub(3))[1]
+  end
+
+  it("finds the exact top k, hit for hit, on data made to break its bound", function()
+    -- The filter path scores every row exactly with the same exact kernel;
+    -- the scan must agree with it bit for bit. Dims cover VDPBF16PS's 32-wide
+    -- steps and masked tails; rows and queries mix subnormal components,
+    -- products that underflow, norms from 1e-38 to 1e15, twins differing in
+    -- their low 16 bits, rows exact in bfloat16, duplicates and ties.
+    local unif, gauss = data.source(4242)
+    for _, dim in ipairs({ 1, 2, 17, 31, 32, 33, 64, 65, 100, 512 }) do
+      local rows = {}
+      for i, x in ipairs(data.lowrank(dim, 60, dim, 3)) do
+        local scale = 10 ^ (unif() * 50 - 36)
+        local big, twin, sub, exact, tiny = {}, {}, {}, {}, {}
+        for d = 1, dim do
+          big[d] = float(x[d] * scale)
+          twin[d] = with_low(big[d], (i * 7919 + d * 104729) % 65536)
+          sub[d] = d % 2 == 0 and x[d] * 1e-41 or x[d]
+          exact[d] = with_low(x[d], 0)
+          tiny[d] = x[d] * 1e-20 -- times a tiny query: products below 2^-126
+        end
+        for _, r in ipairs({ x, big, twin, sub, exact, tiny, exact }) do rows[#rows + 1] = r end
+      end
+      local huge = {}
+      for d = 1, dim do huge[d] = d % 3 == 0 and -1e15 or 1e15 end
+      rows[#rows + 1] = huge
+      local qs = { rows[1], rows[3], rows[4], rows[5], rows[6] }
+      for _, s in ipairs({ 1, 1e-25, 1e12, 1e-40 }) do
+        local q, full, mixed = {}, {}, {}
+        for d = 1, dim do
+          q[d] = gauss() * s
+          full[d] = with_low(q[d], 65535) -- the most a split query leaves over
+          mixed[d] = d % 2 == 0 and q[d] * 1e-30 or q[d]
+        end
+        qs[#qs + 1], qs[#qs + 2], qs[#qs + 3] = q, full, mixed
+      end
+      for _, metric in ipairs({ "dot", "cosine" }) do
+        local v = vec.new({ dim = dim, metric = metric })
+        assert.equal("avx512bf16", v:stats().kernel)
+        local all = {}
+        for i, x in ipairs(rows) do
+          v:add("r" .. i, x)
+          all[i] = "r" .. i
+        end
+        for qi, q in ipairs(qs) do
+          local ok = true
+          for d = 1, dim do ok = ok and q[d] ~= 0 end
+          if metric == "dot" or ok then
+            for _, k in ipairs({ 1, 7, 50, #rows + 3 }) do
+              local got, want = v:search(q, k), v:search(q, k, { filter = all })
+              local what = metric .. " dim " .. dim .. " query " .. qi .. " k " .. k
+              assert.equal(#want, #got, what)
+              for j = 1, #want do
+                assert.equal(want[j].id, got[j].id, what .. " hit " .. j)
+                assert.equal(want[j].score, got[j].score, what .. " hit " .. j)
+              end
+              assert.same(want, v:search_batch({ q }, k)[1], what)
+            end
+          end
+        end
+      end
+    end
+  end)
+
+  it("counts query components VDPBF16PS reads as zero", function()
+    -- q = (2^-126, 2^-127): the second component is subnormal, so the scan
+    -- drops it and scores b as 0, though b's exact score beats a's. Only the
+    -- query's remainder in the bound keeps b.
+    for _, dim in ipairs({ 2, 33, 64 }) do
+      local v = vec.new({ dim = dim, metric = "dot" })
+      local q, a, b = {}, {}, {}
+      for d = 1, dim do
+        q[d] = d % 2 == 1 and 2 ^ -126 or 2 ^ -127
+        a[d] = d % 2 == 1 and 4e14 or 0
+        b[d] = d % 2 == 1 and 0 or 1e15
+      end
+      v:add("a", a)
+      v:add("b", b)
+      local got = v:search(q, 1)
+      assert.equal("b", got[1].id, "dim " .. dim)
+      assert.same(v:search(q, 1, { filter = { "a", "b" } }), got)
+    end
+  end)
+
+  it("bounds its approximations as tightly as truncation allows, and no tighter", function()
+    -- As the f32 case above, but the query keeps bits beyond its two
+    -- bfloat16 halves. r1 loses nearly 2^-7 of each component to truncation
+    -- and ranks just above r2, which is exact in its high halves; a bound
+    -- under about half the true error drops r1 and this fails.
+    local c = float(1 + 2 ^ -9 + 2 ^ -17 + 2 ^ -23)
+    for _, dim in ipairs({ 16, 64, 100, 512 }) do
+      local v = vec.new({ dim = dim, metric = "dot" })
+      local q, r1, r2 = {}, {}, {}
+      for d = 1, dim do
+        q[d] = c
+        r1[d] = float(1 + 2 ^ -7 - 2 ^ -23)
+        r2[d] = d == 1 and 1 or 1 + 2 ^ -7
+      end
+      v:add("r2", r2)
+      v:add("r1", r1)
+      for i, x in ipairs(data.random(dim, 50, dim)) do v:add("f" .. i, x) end
+      assert.equal("r1", v:search(q, 1)[1].id, "dim " .. dim)
+      local got = v:search(q, 2)
+      assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
+      assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
+    end
+  end)
+end)
+
 describe("rag.vec out of memory", function()
   if not rag.core._fail_alloc then
     it("needs a RAG_TESTING build", function()
