@@ -241,13 +241,19 @@ typedef struct batch {
   int state; /* 0 staged, 1 chunked, 2 committed */
 } batch;
 
-static int batch_gc(lua_State *L) {
-  batch *b = (batch *)luaL_checkudata(L, 1, BATCH_MT);
+/* Frees a batch's buffers; its state stays (a committed batch is spent). */
+static void batch_release(batch *b) {
+  int state = b->state;
   rag_free(b->docs);
   rag_free(b->meta.p);
   rag_free(b->chunks);
   rag_free(b->vecs);
   memset(b, 0, sizeof *b);
+  b->state = state;
+}
+
+static int batch_gc(lua_State *L) {
+  batch_release((batch *)luaL_checkudata(L, 1, BATCH_MT));
   return 0;
 }
 
@@ -698,8 +704,10 @@ static int index_commit(lua_State *L) {
     if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
     added += !st->existed;
   }
+  k = b->n;
+  batch_release(b); /* now, not at the next collection: a bulk ingest's last trim sees it */
   lua_pushinteger(L, (lua_Integer)added);
-  lua_pushinteger(L, (lua_Integer)(b->n - added));
+  lua_pushinteger(L, (lua_Integer)(k - added));
   return 2;
 }
 
