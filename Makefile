@@ -43,7 +43,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 
 .PHONY: all deps deps-all test test-one test-all test-openresty asan fuzz-smoke demo rock lint quality \
   bench-json bench-tokenizer bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
-  bench-icount bench-index bench-index-peers bench-vec-map fuzz \
+  bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean
 
 all: $(SO)
@@ -136,6 +136,11 @@ bench-chunk: all
 # SciFact, cold and warm: documents/s against the document index's 23,000
 bench-ingest: all
 	@$(RUN) $(LUA) bench/ingest.lua $(DATA)
+
+# rag.pipeline.hybrid with a zero-latency LLM on SciFact against the index's
+# own hybrid search: what the pipeline adds; one core (taskset).
+bench-pipeline: all
+	@$(RUN) taskset -c 0 $(LUA) bench/pipeline.lua $(DATA)/scifact
 
 # docs/s, queries/s, nDCG@10 and Recall@100 of rag.bm25 on SciFact
 bench-bm25: all
