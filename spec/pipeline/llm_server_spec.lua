@@ -7,28 +7,13 @@
 -- middle of a multi-call pipeline keeps the earlier trace entries.
 local rag = require("rag")
 local helpers = require("spec.helpers")
+local shared = require("spec.support.pipeline")
+local corpus, find = shared.corpus, shared.find
 
 local KEY = "sk-CANARY-pipeD"
 -- The client's timeout, in seconds; every failure must come back within
 -- three times this.
 local TIMEOUT = 0.5
-
--- The first 40 SciFact documents in an index with hashing vectors.
-local docs, idx
-local function corpus()
-  if idx then
-    return idx, docs
-  end
-  local all = helpers.scifact()
-  docs = {}
-  for i = 1, math.min(40, #all) do
-    local d = all[i]
-    docs[i] = { id = d.id, title = d.title, text = d.text, source = "scifact/" .. d.id }
-  end
-  idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 256 }) })
-  assert(idx:add_many(docs))
-  return idx, docs
-end
 
 local function steps(trace)
   local out = {}
@@ -38,15 +23,6 @@ local function steps(trace)
     end
   end
   return table.concat(out, " ")
-end
-
-local function find(trace, kind, name)
-  for _, e in ipairs(trace) do
-    if e.kind == kind and (name == nil or e.name == name) then
-      return e
-    end
-  end
-  return nil
 end
 
 describe("rag.pipeline with a loopback LLM server (libcurl)", function()

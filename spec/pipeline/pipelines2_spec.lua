@@ -3,66 +3,23 @@
 -- returned contexts; (B) with scripted LLMs, the branches each takes;
 -- (C) each limit ends each pipeline with "budget" and a trace.
 local rag = require("rag")
-local helpers = require("spec.helpers")
 local support = require("spec.support.llm")
+local shared = require("spec.support.pipeline")
+local recording, ids = shared.recording, shared.ids
+local find, user_message = shared.find, shared.user_message
+
+-- The fixture, chunked into sentences (at most 64 tokens a chunk); docs
+-- is its documents once corpus() has run.
+local docs
+local function corpus()
+  local index, d = shared.corpus("sentences")
+  docs = d
+  return index, d
+end
 
 -- The pipelines with some variants: "name/variant" (VARIANTS' options).
 local RUNS = { "window", "multihop", "adaptive", "adaptive/iterative", "adaptive/llm",
   "corrective", "corrective/llm", "router" }
-
--- The first 40 SciFact documents, chunked into sentences (at most 64
--- tokens a chunk), with hashing vectors.
-local docs, idx
-local function corpus()
-  if idx then
-    return idx, docs
-  end
-  local all = helpers.scifact()
-  docs = {}
-  for i = 1, math.min(40, #all) do
-    local d = all[i]
-    docs[i] = { id = d.id, title = d.title, text = d.text, source = "scifact/" .. d.id }
-  end
-  idx = rag.index.new({ chunker = "sentences", chunk = { size = 64 },
-    embedder = rag.embed.hashing({ dim = 256 }) })
-  assert(idx:add_many(docs))
-  return idx, docs
-end
-
--- An index that records each search's query, options and hits.
-local function recording(inner)
-  local rec = { queries = {}, opts = {}, results = {} }
-  function rec.search(_, q, opts)
-    local hits, msg, code = inner:search(q, opts)
-    rec.queries[#rec.queries + 1] = q
-    rec.opts[#rec.opts + 1] = opts
-    rec.results[#rec.results + 1] = hits
-    return hits, msg, code
-  end
-  return rec
-end
-
-local function ids(hits)
-  local out = {}
-  for i, h in ipairs(hits) do
-    out[i] = tostring(h.id)
-  end
-  return out
-end
-
-local function find(trace, kind, name)
-  for _, e in ipairs(trace) do
-    if e.kind == kind and (name == nil or e.name == name) then
-      return e
-    end
-  end
-  return nil
-end
-
-local function user_message(call)
-  local m = call.messages
-  return m[#m].content
-end
 
 -- The options each pipeline needs besides index and llm.
 local VARIANTS = {
