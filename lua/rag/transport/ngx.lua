@@ -536,7 +536,7 @@ end
 -- reason, code, stale (stale: nothing came back on a pooled connection).
 local function roundtrip(c, request, method)
   local sock = c.sock
-  local reused = sock:getreusedtimes() > 0
+  local reused = (sock:getreusedtimes() or 0) > 0 -- nil, "closed" once the socket is closed
   if not arm(sock, c.deadline) then
     return nil, io_fail(c, "timeout", "while sending the request")
   end
