@@ -373,12 +373,13 @@ function Index:add_many(docs, opts)
 end
 
 --- Makes the index hold exactly the documents of `docs`: adds and updates
--- what it sees, removes the documents it did not see.
+-- what it sees, removes the documents it did not see (except those for
+-- which `opts.keep(id)` is true: a source that failed to load).
 -- @return counts `{ added, updated, unchanged, removed }` | nil, msg, code
 function Index:sync(docs, opts)
   check_open(self, "rag.index.sync", true)
   local o = opts_check("rag.index.sync", opts, { progress = { "function" },
-    batch = { "number", int = true, min = 1 } }, 2)
+    batch = { "number", int = true, min = 1 }, keep = { "function" } }, 2)
   local list, ids = collect("rag.index.sync", docs)
   local step = stepper(self, "rag.index.sync", list, o)
   local counts
@@ -397,8 +398,9 @@ function Index:sync(docs, opts)
     seen[id] = true
   end
   local gone = {}
+  local keep = o.keep
   for _, id in ipairs(self.c:ids()) do
-    if not seen[id] then
+    if not seen[id] and not (keep and keep(id)) then
       gone[#gone + 1] = id
     end
   end

@@ -251,6 +251,26 @@ describe("rag.index incremental changes", function()
     assert.is_nil(idx:get(docs[1].id))
   end)
 
+  it("sync keeps the unseen documents that opts.keep names, and removes the rest", function()
+    local docs = fixture()
+    local idx = rag.index.new({ embedder = false })
+    assert(idx:sync({ docs[1], docs[2], docs[3], docs[4] }))
+    local asked = {}
+    local counts = idx:sync({ docs[1] }, { keep = function(id)
+      asked[#asked + 1] = id
+      return id == docs[3].id
+    end })
+    assert.are.same({ added = 0, updated = 0, unchanged = 1, removed = 2 }, counts)
+    table.sort(asked)
+    local want = { docs[2].id, docs[3].id, docs[4].id }
+    table.sort(want)
+    assert.are.same(want, asked) -- asked only about the unseen ones
+    assert.is_table(idx:get(docs[3].id))
+    assert.is_nil(idx:get(docs[2].id))
+    assert.is_nil(idx:get(docs[4].id))
+    assert.has_error(function() idx:sync({}, { keep = true }) end)
+  end)
+
   it("add_many reports progress and leaves earlier batches in when the embedder fails", function()
     local docs = fixture()
     local calls, seen = 0, {}
