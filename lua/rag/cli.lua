@@ -1,29 +1,17 @@
 --- rag.cli: the `rag` command. bin/rag is a launcher that calls `main`.
--- Exit status: 0 ok, 1 the world failed (a missing file, invalid input),
--- 2 usage (an unknown command or option, a missing or extra argument);
+-- The main job is `rag index`, `rag search` and `rag ask` (docs/cli.md);
+-- the small commands (hash, json, tokens, sentences, chunk) expose the core.
+-- Exit status: 0 ok, 1 the world failed (a missing file, I/O, HTTP),
+-- 2 usage (an unknown command or option, a bad value, a bad configuration);
 -- every error is one line on standard error.
 -- @module rag.cli
 local rag = require("rag")
 
 local M = {}
 
-local USAGE = [[
-usage: rag <command> [args]
-
-commands:
-  version            print the version of rag and of Lua
-  hash [FILE]        SHA-256 of FILE (or standard input), as hex
-  json [FILE]        check that FILE (or standard input) is valid JSON and
-                     print it back in canonical form (sorted keys)
-  tokens [-e ENC] [FILE]
-                     count the tokens of FILE (or standard input); ENC is
-                     cl100k_base (default), o200k_base or approx
-  sentences [FILE]   print one sentence per line: start, stop, text
-  help               show this message
-
-FILE "-" is standard input. Options: -h, --help (also after a command).
-Exit status: 0 ok, 1 a failure (missing file, invalid input), 2 usage.
-]]
+local json = rag.json
+local format, concat, sort = string.format, table.concat, table.sort
+local now = rag.transport.now
 
 -- What stops a command: a table, so that main can tell it from a bug.
 local Stop = {}
@@ -32,16 +20,29 @@ local function stop(status, msg)
   error(setmetatable({ status = status, msg = msg }, Stop), 0)
 end
 
--- {====== Commands ======}
-
-local ENCODINGS = { cl100k_base = true, o200k_base = true, approx = true }
-
 -- The value of a call that returns value | nil, msg, code; stops with status 1 on failure.
 local function must(value, msg)
   if value == nil and msg then
-    stop(1, msg)
+    stop(1, (tostring(msg):gsub("\n.*", "")))
   end
   return value
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+  end
+  return f ~= nil
+end
+
+-- "path: Reason" from io.open, as "'path': reason".
+local function io_reason(path, err)
+  local why = tostring(err)
+  if why:sub(1, #path + 2) == path .. ": " then
+    why = why:sub(#path + 3)
+  end
+  return "'" .. path .. "': " .. why:sub(1, 1):lower() .. why:sub(2)
 end
 
 local function read_input(path)
@@ -50,12 +51,8 @@ local function read_input(path)
     f = io.stdin
   else
     f, err = io.open(path, "rb")
-    if not f then -- "path: Reason"
-      local why = tostring(err)
-      if why:sub(1, #path + 2) == path .. ": " then
-        why = why:sub(#path + 3)
-      end
-      stop(1, "'" .. path .. "': " .. why:sub(1, 1):lower() .. why:sub(2))
+    if not f then
+      stop(1, io_reason(path, err))
     end
   end
   local data, rerr = f:read("*a")
@@ -63,15 +60,775 @@ local function read_input(path)
     f:close()
   end
   if not data then -- a directory opens, then fails to read
-    local why = tostring(rerr)
-    stop(1, "'" .. (path or "-") .. "': " .. why:sub(1, 1):lower() .. why:sub(2))
+    stop(1, io_reason(path or "-", rerr))
   end
   return data
 end
 
--- Each command: its synopsis, its options (name -> key, and whether it takes
--- a value), the most positional arguments it takes, and what it does.
+-- Whether file descriptor fd (1 or 2) is a terminal. RAG_TTY=0|1 overrides
+-- (for tests and for tools that want the bar in a pipe).
+local function isatty(fd)
+  local force = os.getenv("RAG_TTY")
+  if force == "0" or force == "1" then
+    return force == "1"
+  end
+  local ok = os.execute("test -t " .. fd)
+  if type(ok) == "number" then -- Lua 5.1, LuaJIT without 5.2 compatibility
+    return ok == 0
+  end
+  return ok == true
+end
+
+local function say(...) -- a line on standard error
+  io.stderr:write(...)
+  io.stderr:write("\n")
+end
+
+-- {====== Configuration ======}
+
+-- The settings `rag index`, `rag search` and `rag ask` read, with their
+-- types, flags, environment variables and defaults. Flags win over the
+-- environment, which wins over the index folder's rag.json, then rag.toml.
+local SETTINGS = {
+  embedder = { "string", env = "RAG_EMBEDDER", default = "hashing" },
+  chunk_size = { "integer", env = "RAG_CHUNK_SIZE", default = 512, min = 16 },
+  overlap = { "integer", env = "RAG_OVERLAP", default = 64, min = 0 },
+  llm = { "string", env = "RAG_LLM", default = "extractive" },
+  model = { "string", env = "RAG_MODEL" },
+  pipeline = { "string", env = "RAG_PIPELINE", default = "naive" },
+  k = { "integer", env = "RAG_K", default = 5, min = 1, max = 1000 },
+  mode = { "string", env = "RAG_MODE" },
+  include = { "list" },
+  exclude = { "list" },
+}
+
+-- A setting's value from a string (a flag or an environment variable).
+local function convert(key, v, where)
+  local s = SETTINGS[key]
+  if s[1] == "integer" then
+    local n = tonumber(v)
+    if not n or n ~= math.floor(n) or n < (s.min or -math.huge) or n > (s.max or math.huge) then
+      stop(2, format("%s: '%s' must be an integer%s, got '%s'", where, key,
+        s.max and format(" in [%d, %d]", s.min, s.max) or format(" >= %d", s.min), tostring(v)))
+    end
+    return math.tointeger and math.tointeger(n) or n
+  end
+  return v
+end
+
+-- Checks a value read from a configuration file.
+local function check_setting(key, v, where)
+  local s = SETTINGS[key]
+  if not s then
+    stop(2, format("%s: unknown setting '%s'", where, tostring(key)))
+  end
+  if s[1] == "list" then
+    if type(v) == "string" then
+      v = { v }
+    end
+    if type(v) ~= "table" then
+      stop(2, format("%s: '%s' must be a list of strings", where, key))
+    end
+    for _, x in ipairs(v) do
+      if type(x) ~= "string" then
+        stop(2, format("%s: '%s' must be a list of strings", where, key))
+      end
+    end
+    return v
+  elseif s[1] == "integer" then
+    return convert(key, v, where)
+  elseif type(v) ~= "string" then
+    stop(2, format("%s: '%s' must be a string, got %s", where, key, type(v)))
+  end
+  return v
+end
+
+-- A small TOML subset: `key = "string" | 'string' | integer | true | false
+-- | [ "a", "b" ]`, `# comments`, and `[rag]` section lines (ignored).
+local function parse_toml(s, where)
+  local t, n = {}, 0
+  for line in (s .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    line = line:gsub("^%s+", ""):gsub("%s+$", "")
+    if line ~= "" and not line:find("^#") and not line:find("^%[[%w_%.%-]+%]") then
+      local key, value = line:match("^([%w_%-]+)%s*=%s*(.-)%s*$")
+      if not key then
+        stop(2, format("%s:%d: expected key = value", where, n))
+      end
+      value = value:gsub("%s+#.*$", "")
+      local v
+      if value:find('^".*"$') or value:find("^'.*'$") then
+        v = value:sub(2, -2)
+      elseif value == "true" or value == "false" then
+        v = value == "true"
+      elseif value:find("^%[.*%]$") then
+        v = {}
+        for item in value:sub(2, -2):gmatch("[^,]+") do
+          item = item:gsub("^%s+", ""):gsub("%s+$", "")
+          v[#v + 1] = item:match('^"(.*)"$') or item:match("^'(.*)'$") or item
+        end
+      else
+        v = tonumber(value)
+        if not v then
+          stop(2, format("%s:%d: cannot read the value of '%s'", where, n, key))
+        end
+      end
+      t[key:gsub("%-", "_")] = v
+    end
+  end
+  return t
+end
+
+local function join(dir, name)
+  return dir:sub(-1) == "/" and dir .. name or dir .. "/" .. name
+end
+
+-- The settings stored in dir: rag.toml, then rag.json over it.
+local function folder_settings(dir)
+  local out = {}
+  if not dir then
+    return out
+  end
+  local tpath, jpath = join(dir, "rag.toml"), join(dir, "rag.json")
+  if exists(tpath) then
+    for k, v in pairs(parse_toml(read_input(tpath), tpath)) do
+      out[k] = check_setting(k, v, tpath)
+    end
+  end
+  if exists(jpath) then
+    local t = json.decode(read_input(jpath))
+    if type(t) ~= "table" then
+      stop(2, "'" .. jpath .. "': not a JSON object")
+    end
+    for k, v in pairs(t) do
+      out[k] = check_setting(k, v, jpath)
+    end
+  end
+  return out
+end
+
+-- The effective settings: flags (opts), the environment, the folder's files, defaults.
+local function settings(opts, dir)
+  local file = folder_settings(dir)
+  local out = {}
+  for key, s in pairs(SETTINGS) do
+    local v = opts[key]
+    if v ~= nil then
+      v = s[1] == "list" and v or convert(key, v, "option --" .. key:gsub("_", "-"))
+    elseif s.env and os.getenv(s.env) and os.getenv(s.env) ~= "" then
+      v = convert(key, os.getenv(s.env), s.env)
+    elseif file[key] ~= nil then
+      v = file[key]
+    else
+      v = s.default
+    end
+    out[key] = v
+  end
+  return out
+end
+
+-- {====== Models ======}
+
+-- An embedder from its spec: hashing[:DIM], model2vec:PATH, openai[:MODEL],
+-- ollama[:MODEL], or none (BM25 only).
+local function make_embedder(spec)
+  local name, arg = spec:match("^([%w_]+):(.+)$")
+  name = name or spec
+  if name == "none" then
+    return false
+  elseif name == "hashing" then
+    local dim = 512
+    if arg then
+      dim = tonumber(arg)
+      if not dim or dim ~= math.floor(dim) or dim < 8 then
+        stop(2, "embedder 'hashing:" .. arg .. "': the dimension must be an integer >= 8")
+      end
+    end
+    return rag.embed.hashing({ dim = math.tointeger(dim) })
+  elseif name == "model2vec" then
+    if not arg then
+      stop(2, "embedder 'model2vec' needs a folder: model2vec:PATH")
+    end
+    return must(rag.embed.model2vec(arg))
+  elseif name == "openai" then
+    return rag.providers.openai({ model = arg or "text-embedding-3-small" })
+  elseif name == "ollama" then
+    return rag.providers.ollama({ model = arg or "nomic-embed-text" })
+  end
+  stop(2, "unknown embedder '" .. spec .. "' (expected hashing, model2vec:PATH, openai[:MODEL],"
+    .. " ollama[:MODEL] or none)")
+end
+
+-- The embedder spec as recorded: model2vec paths made absolute.
+local function recorded_spec(spec)
+  local path = spec:match("^model2vec:(.+)$")
+  if path and path:sub(1, 1) ~= "/" then
+    local pwd = os.getenv("PWD")
+    if pwd then
+      return "model2vec:" .. join(pwd, (path:gsub("^%./", "")))
+    end
+  end
+  return spec
+end
+
+local function make_llm(name, model)
+  if name == "extractive" then
+    return rag.llm.extractive()
+  elseif name == "openai" then
+    return rag.providers.openai({ model = model or "gpt-4o-mini" })
+  elseif name == "ollama" then
+    return rag.providers.ollama({ model = model or "llama3.2" })
+  end
+  stop(2, "unknown llm '" .. name .. "' (expected extractive, openai or ollama)")
+end
+
+-- {====== The progress bar ======}
+
+-- A bar on standard error when it is a terminal, redrawn at most every
+-- 50 ms; nothing otherwise.
+local function progress_bar()
+  if not isatty(2) then
+    return { update = function() end, done = function() end }
+  end
+  local last, shown = -1, false
+  return {
+    update = function(_, what, n, total, force)
+      local t = now()
+      if not force and t - last < 0.05 then
+        return
+      end
+      last = t
+      local width = 30
+      local fill = total > 0 and math.floor(width * math.min(n, total) / total) or 0
+      io.stderr:write(format("\r%-9s [%s%s] %d/%d\27[K", what, ("#"):rep(fill),
+        ("."):rep(width - fill), n, total))
+      io.stderr:flush()
+      shown = true
+    end,
+    done = function()
+      if shown then
+        io.stderr:write("\r\27[K")
+        io.stderr:flush()
+      end
+    end,
+  }
+end
+
+-- {====== Indexes ======}
+
+local function manifest_of(dir)
+  local path = join(dir, "manifest.json")
+  if not exists(path) then
+    return nil
+  end
+  local m = json.decode(read_input(path))
+  return type(m) == "table" and m or nil
+end
+
+-- Opens the index in dir for reading, with the embedder it was built with.
+local function open_index(dir, cfg)
+  if not manifest_of(dir) then
+    stop(1, "'" .. dir .. "': no index here (make one with 'rag index PATH --into " .. dir .. "')")
+  end
+  local embedder = make_embedder(cfg.embedder)
+  local ok, idx, msg = pcall(rag.index.open, dir, { readonly = true, embedder = embedder })
+  if not ok then -- the embedder differs from the index's
+    stop(2, tostring(idx):gsub("^rag%.index%.open: ", ""))
+  end
+  return must(idx, msg)
+end
+
+-- A path as the user would type it: no "./" in front, no "/" at the end.
+local function tidy_path(p)
+  p = p:gsub("/+$", "")
+  while p:sub(1, 2) == "./" do
+    p = p:sub(3):gsub("^/+", "")
+  end
+  return p == "" and "." or p
+end
+
+-- The documents of paths, one at a time, with the loader's reports;
+-- `bar` shows files loaded.
+local function documents(paths, cfg, bar)
+  local reports, i, iter, report = {}, 0, nil, nil
+  local function next_source()
+    i = i + 1
+    local p = paths[i]
+    if not p then
+      return false
+    end
+    iter, report = rag.load.dir(p, { include = cfg.include, exclude = cfg.exclude })
+    reports[#reports + 1] = report
+    return true
+  end
+  local function it()
+    while true do
+      if not iter and not next_source() then
+        return nil
+      end
+      local doc = iter()
+      if report.total then
+        bar:update("loading", report.files or 0, report.total)
+      end
+      if doc then
+        return doc
+      end
+      iter = nil
+    end
+  end
+  return it, reports
+end
+
+-- Whether a document id came from one of the failed files (kept as it was).
+local function failed_ids(reports)
+  local failed = {}
+  for _, r in ipairs(reports) do
+    for _, f in ipairs(r.failed or {}) do
+      failed[f.id or tidy_path(f.path)] = true
+    end
+  end
+  return function(id)
+    return failed[id] or failed[id:match("^(.*)#[^#/]*$") or ""] or false
+  end
+end
+
+-- Settings that decide the index's contents; a change rebuilds it.
+local function changed_settings(dir, cfg)
+  local m = manifest_of(dir)
+  if not m then
+    return nil
+  end
+  local was = folder_settings(dir)
+  local opts = m.chunker and m.chunker.options or {}
+  local diffs = {}
+  if (was.embedder or "hashing") ~= recorded_spec(cfg.embedder) then
+    diffs[#diffs + 1] = format("embedder %s -> %s", was.embedder or "hashing", cfg.embedder)
+  end
+  if opts.size ~= cfg.chunk_size or (opts.overlap or 0) ~= cfg.overlap then
+    diffs[#diffs + 1] = format("chunks %s/%s -> %d/%d", tostring(opts.size),
+      tostring(opts.overlap or 0), cfg.chunk_size, cfg.overlap)
+  end
+  return #diffs > 0 and concat(diffs, ", ") or false
+end
+
+-- Records the settings an index was built with in dir/rag.json, keeping
+-- the other keys a user put there.
+local function record_settings(dir, cfg)
+  local path = join(dir, "rag.json")
+  local t = {}
+  if exists(path) then
+    t = json.decode(read_input(path)) or {}
+  end
+  t.embedder = recorded_spec(cfg.embedder)
+  t.chunk_size, t.overlap = cfg.chunk_size, cfg.overlap
+  must(rag.core.fs.write(path, json.encode(t) .. "\n"))
+end
+
+local function cmd_index(o, args)
+  local into = o.into
+  if not into then
+    stop(2, "option '--into DIR' is required (usage: rag index PATH... --into DIR)")
+  end
+  for _, p in ipairs(args) do
+    if not exists(p) then
+      local f, err = io.open(p, "rb")
+      stop(1, io_reason(p, f and "" or err))
+    end
+  end
+  local cfg = settings(o, into)
+  if cfg.overlap >= cfg.chunk_size then
+    stop(2, format("the overlap (%d) must be smaller than the chunk size (%d)", cfg.overlap,
+      cfg.chunk_size))
+  end
+  local t0 = now()
+  local embedder = make_embedder(cfg.embedder)
+  local new_opts = { embedder = embedder, chunk = { size = cfg.chunk_size, overlap = cfg.overlap } }
+  local idx
+  local changed = changed_settings(into, cfg)
+  if changed == nil or changed then
+    if changed then
+      say("rag index: settings changed (", changed, "): indexing everything again")
+    end
+    idx = rag.index.new(new_opts)
+  else
+    local ok, opened, msg = pcall(rag.index.open, into, { embedder = embedder })
+    if not ok then
+      stop(2, tostring(opened):gsub("^rag%.index%.open: ", ""))
+    end
+    idx = must(opened, msg)
+  end
+  local bar = progress_bar()
+  local paths = {}
+  for i, p in ipairs(args) do
+    paths[i] = tidy_path(p)
+  end
+  local docs, reports = documents(paths, cfg, bar)
+  local counts = must(idx:sync(docs, {
+    keep = failed_ids(reports),
+    progress = function(done, total)
+      bar:update("indexing", done, total)
+    end,
+  }))
+  bar:update("saving", 1, 1, true)
+  must(idx:save(into))
+  record_settings(into, cfg)
+  bar:done()
+  local files, failed = 0, {}
+  for _, r in ipairs(reports) do
+    files = files + (r.files or 0)
+    for _, f in ipairs(r.failed or {}) do
+      failed[#failed + 1] = f
+    end
+  end
+  for _, f in ipairs(failed) do
+    say("rag index: '", f.path, "': ", (tostring(f.msg):gsub("\n.*", "")))
+  end
+  local st = idx:stats()
+  print(format("%s: %d documents, %d chunks; %d added, %d updated, %d unchanged, %d removed,"
+    .. " %d failed (%d files, %.2f s)", into, st.documents, st.leaves, counts.added,
+    counts.updated, counts.unchanged, counts.removed, #failed, files, now() - t0))
+  idx:close()
+end
+
+-- {====== Search ======}
+
+-- filter from "key=value", "key>=n", "key<=n" arguments; numbers and
+-- booleans as such, several values of one key as "any of".
+local function parse_filter(list)
+  if not list then
+    return nil
+  end
+  local f = {}
+  for _, s in ipairs(list) do
+    local key, op, value = s:match("^([^=<>]+)([<>]?=)(.*)$")
+    if not key or key == "" then
+      stop(2, "bad filter '" .. s .. "' (expected key=value, key>=number or key<=number)")
+    end
+    if op ~= "=" then
+      local n = tonumber(value)
+      if not n then
+        stop(2, "bad filter '" .. s .. "': " .. op .. " needs a number")
+      end
+      local r = type(f[key]) == "table" and f[key].gte == nil and f[key].lte == nil
+        and #f[key] == 0 and f[key] or (type(f[key]) == "table" and f[key]) or {}
+      r[op == ">=" and "gte" or "lte"] = n
+      f[key] = r
+    else
+      local v = value
+      if value == "true" or value == "false" then
+        v = value == "true"
+      elseif key ~= "doc_id" and tonumber(value) and value:find("^%-?[%d%.]+$") then
+        v = tonumber(value)
+      end
+      if f[key] == nil then
+        f[key] = v
+      else
+        if type(f[key]) ~= "table" then
+          f[key] = { f[key] }
+        end
+        f[key][#f[key] + 1] = v
+      end
+    end
+  end
+  return f
+end
+
+-- The best window of about `width` bytes of text around the query's terms,
+-- with the matched terms' spans in it: snippet, { {from, to}, ... }.
+local function snippet(text, query, width)
+  local qterms = rag.text.tokenize(query) or {}
+  local want = {}
+  for _, t in ipairs(qterms) do
+    want[t] = true
+  end
+  local terms, starts, stops = rag.text.tokenize(text, nil, { spans = true })
+  local marks = {}
+  for i, t in ipairs(terms or {}) do
+    if want[t] then
+      marks[#marks + 1] = { starts[i], stops[i] }
+    end
+  end
+  -- the window holding the most marks, from the first of them
+  local best, bi, j = 0, 1, 1
+  for i = 1, #marks do
+    while marks[j][1] < marks[i][2] - width + 40 do
+      j = j + 1
+    end
+    if i - j + 1 > best then
+      best, bi = i - j + 1, j
+    end
+  end
+  local from = marks[bi] and math.max(1, marks[bi][1] - 40) or 1
+  while from > 1 and text:byte(from) and text:byte(from) >= 0x80 and text:byte(from) < 0xC0 do
+    from = from - 1
+  end
+  if from > 1 then -- start at a word
+    local sp = text:find("%s", from)
+    if sp and sp < from + 20 and (not marks[bi] or sp < marks[bi][1]) then
+      from = sp + 1
+    end
+  end
+  local to = math.min(#text, from + width - 1)
+  while to < #text and text:byte(to + 1) >= 0x80 and text:byte(to + 1) < 0xC0 do
+    to = to + 1
+  end
+  if to < #text then -- end at a word
+    local cut = text:sub(from, to):match("^.*()%s")
+    if cut and cut > width / 2 then
+      to = from + cut - 2
+    end
+  end
+  local spans = {}
+  for _, m in ipairs(marks) do
+    if m[1] >= from and m[2] <= to then
+      spans[#spans + 1] = { m[1] - from + 1, m[2] - from + 1 }
+    end
+  end
+  return text:sub(from, to), spans, from > 1, to < #text
+end
+
+-- The snippet as one line, the matches marked: bold on a terminal,
+-- **word** otherwise.
+local function render_snippet(s, spans, cut_left, cut_right, tty)
+  local parts, at = {}, 1
+  local on, off = "**", "**"
+  if tty then
+    on, off = "\27[1;33m", "\27[0m"
+  end
+  for _, sp in ipairs(spans) do
+    parts[#parts + 1] = s:sub(at, sp[1] - 1)
+    parts[#parts + 1] = on .. s:sub(sp[1], sp[2]) .. off
+    at = sp[2] + 1
+  end
+  parts[#parts + 1] = s:sub(at)
+  local line = concat(parts):gsub("%s+", " ")
+  return (cut_left and "..." or "") .. line .. (cut_right and "..." or "")
+end
+
+local function cmd_search(o, args)
+  if #args < 2 then
+    stop(2, "need an index folder and a query (usage: rag search DIR QUERY)")
+  end
+  local dir = args[1]
+  local query = concat(args, " ", 2)
+  local cfg = settings(o, dir)
+  local idx = open_index(dir, cfg)
+  local mode = cfg.mode
+  if mode and mode ~= "bm25" and mode ~= "vector" and mode ~= "hybrid" then
+    stop(2, "unknown mode '" .. mode .. "' (expected bm25, vector or hybrid)")
+  end
+  local k = o.k and convert("k", o.k, "option --k") or 10
+  local hits = must(idx:search(query, { k = k, mode = mode, filter = parse_filter(o.filter) }))
+  local tty = isatty(1)
+  for i, h in ipairs(hits) do
+    local s, spans, cl, cr = snippet(h.text or "", query, 240)
+    if o.json then
+      print(json.encode({ rank = i, id = h.id, doc_id = h.doc_id, score = h.score,
+        source = h.source, title = h.title, start = h.start, stop = h.stop, text = h.text,
+        snippet = s, highlights = spans, meta = json.object(h.meta or {}) }))
+    else
+      print(format("%d. %s  (score %.4f, bytes %d-%d)", i, h.source or h.doc_id, h.score,
+        h.start or 0, h.stop or 0))
+      if h.title and h.title ~= "" then
+        print("   " .. h.title)
+      end
+      print("   " .. render_snippet(s, spans, cl, cr, tty))
+    end
+  end
+  if #hits == 0 and not o.json then
+    say("rag search: no hits")
+  end
+  idx:close()
+end
+
+-- {====== Ask ======}
+
+local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
+  window = true, multihop = true, adaptive = true, corrective = true }
+
+local function cmd_ask(o, args)
+  if #args < 2 then
+    stop(2, "need an index folder and a question (usage: rag ask DIR QUESTION)")
+  end
+  local dir = args[1]
+  local question = concat(args, " ", 2)
+  local cfg = settings(o, dir)
+  if not PIPELINES[cfg.pipeline] then
+    local names = {}
+    for n in pairs(PIPELINES) do
+      names[#names + 1] = n
+    end
+    sort(names)
+    stop(2, "unknown pipeline '" .. cfg.pipeline .. "' (expected " .. concat(names, ", ") .. ")")
+  end
+  local llm = make_llm(cfg.llm, cfg.model)
+  local idx = open_index(dir, cfg)
+  local t0 = now()
+  local p = rag.pipeline[cfg.pipeline]({ index = idx, llm = llm, k = cfg.k,
+    search = cfg.mode and { mode = cfg.mode } or nil })
+  local stream
+  if o.stream then
+    stream = function(delta)
+      io.stdout:write(delta)
+      io.stdout:flush()
+    end
+  end
+  local r, msg, _, partial = p:answer(question, { stream = stream })
+  local got = r or partial
+  if o.trace and got and got.trace then
+    must(got.trace:write(o.trace))
+  end
+  if not r then
+    stop(1, msg)
+  end
+  if stream then
+    io.stdout:write("\n")
+  else
+    print(r.text)
+  end
+  local cited = {}
+  for n in pairs(r.citations) do
+    cited[#cited + 1] = n
+  end
+  sort(cited)
+  if #cited > 0 then
+    print("")
+    print("Sources:")
+  end
+  for _, n in ipairs(cited) do
+    local c = r.citations[n]
+    local h = r.contexts[n] or {}
+    print(format("[%d] %s (bytes %d-%d)%s", n, c.source or c.doc_id, c.start or 0, c.stop or 0,
+      h.title and h.title ~= "" and ("  " .. h.title) or ""))
+  end
+  local u = r.usage or {}
+  say(format("rag ask: %.3f s, %s, %d LLM call%s", now() - t0, cfg.pipeline, u.llm_calls or 0,
+    (u.llm_calls or 0) == 1 and "" or "s"))
+  idx:close()
+end
+
+-- {====== Info and chunk ======}
+
+local function cmd_info(_, args)
+  if #args < 1 then
+    stop(2, "need an index folder (usage: rag info DIR)")
+  end
+  local dir = args[1]
+  local m = manifest_of(dir)
+  if not m then
+    stop(1, "'" .. dir .. "': no index here")
+  end
+  local cfg = settings({}, dir)
+  local idx = open_index(dir, cfg)
+  local st = idx:stats()
+  local disk = 0
+  for _, f in pairs(m.files or {}) do
+    disk = disk + (f.size or 0)
+  end
+  local ch = m.chunker or {}
+  local copts = ch.options or {}
+  local rows = {
+    { "index", dir },
+    { "generation", tostring(m.generation) },
+    { "documents", tostring(st.documents) },
+    { "chunks", tostring(st.leaves) },
+    { "text", format("%.1f MB", (st.bytes or 0) / 1e6) },
+    { "on disk", format("%.1f MB", disk / 1e6) },
+    { "terms", tostring(st.terms) },
+    { "chunker", format("%s, size %s, overlap %s, %s", tostring(ch.name), tostring(copts.size),
+      tostring(copts.overlap or 0), tostring(copts.tokenizer or copts.unit or "")) },
+    { "embedder", format("%s%s", cfg.embedder, st.dim and st.dim > 0 and format(" (dim %d)",
+      st.dim) or "") },
+    { "vectors", tostring(st.vector) },
+    { "search mode", st.default_mode },
+    { "written by", "rag " .. tostring(m.library) },
+  }
+  for _, r in ipairs(rows) do
+    print(format("%-12s %s", r[1], r[2]))
+  end
+  idx:close()
+end
+
+local CHUNKERS = { recursive = true, fixed = true, sentences = true, markdown = true,
+  window = true, hierarchy = true }
+
+local function cmd_chunk(o, args)
+  local name = o.chunker or "recursive"
+  if not CHUNKERS[name] then
+    stop(2, "unknown chunker '" .. name .. "' (expected fixed, hierarchy, markdown, recursive,"
+      .. " sentences or window)")
+  end
+  local size = convert("chunk_size", o.chunk_size or "512", "option --chunk-size")
+  local overlap = convert("overlap", o.overlap or (name == "recursive" and "64" or "0"),
+    "option --overlap")
+  local text = read_input(args[1])
+  local enc = o.encoding or "cl100k_base"
+  local tok = enc == "approx" and rag.tokenizer.approx() or must(rag.tokenizer.get(enc))
+  local opts = { size = size, tokenizer = tok }
+  if name == "recursive" or name == "fixed" then
+    opts.overlap = overlap
+  end
+  local chunks = must(rag.chunk[name](text, opts))
+  local total = 0
+  for i, c in ipairs(chunks) do
+    local line = c.text:gsub("%s+", " ")
+    if #line > 60 then
+      line = line:sub(1, 57):gsub("[\128-\191]*$", ""):gsub("[\192-\255]$", "") .. "..."
+    end
+    print(format("%4d %8d %8d %6d  %s", i, c.start, c.stop, c.tokens or 0, line))
+    total = total + (c.tokens or 0)
+  end
+  say(format("rag chunk: %d chunks, %d tokens (%s, size %d, overlap %d, %s)", #chunks, total, name,
+    size, opts.overlap or 0, enc))
+end
+
+-- {====== Commands ======}
+
+local ENCODINGS = { cl100k_base = true, o200k_base = true, approx = true }
+
+-- Each command: its synopsis, a one-line summary, its options (name ->
+-- key for an option with a value, { key, flag = true } for a flag,
+-- { key, many = true } for one given several times), the fewest and the
+-- most positional arguments, and what it does.
 local COMMANDS = {
+  index = {
+    synopsis = "rag index PATH... --into DIR [--chunk-size N] [--overlap N] [--embedder E]"
+      .. " [--include GLOB]... [--exclude GLOB]...",
+    options = { into = "into", ["chunk-size"] = "chunk_size", overlap = "overlap",
+      embedder = "embedder", include = { "include", many = true },
+      exclude = { "exclude", many = true } },
+    min = 1, nargs = math.huge,
+    run = cmd_index,
+  },
+  search = {
+    synopsis = "rag search DIR QUERY [--k N] [--mode MODE] [--filter KEY=VALUE]... [--json]",
+    options = { k = "k", mode = "mode", filter = { "filter", many = true },
+      json = { "json", flag = true } },
+    min = 2, nargs = math.huge,
+    run = cmd_search,
+  },
+  ask = {
+    synopsis = "rag ask DIR QUESTION [--pipeline NAME] [--llm LLM] [--model M] [--k N]"
+      .. " [--mode MODE] [--stream] [--trace FILE]",
+    options = { pipeline = "pipeline", llm = "llm", model = "model", k = "k", mode = "mode",
+      stream = { "stream", flag = true }, trace = "trace" },
+    min = 2, nargs = math.huge,
+    run = cmd_ask,
+  },
+  info = { synopsis = "rag info DIR", min = 1, nargs = 1, run = cmd_info },
+  chunk = {
+    synopsis = "rag chunk [FILE] [--chunker NAME] [--chunk-size N] [--overlap N] [-e ENC]",
+    options = { chunker = "chunker", ["chunk-size"] = "chunk_size", overlap = "overlap",
+      e = "encoding", encoding = "encoding" },
+    nargs = 1,
+    check = function(opts)
+      if opts.encoding and not ENCODINGS[opts.encoding] then
+        return "unknown encoding '" .. opts.encoding .. "', expected cl100k_base, o200k_base"
+          .. " or approx"
+      end
+    end,
+    run = cmd_chunk,
+  },
   version = {
     synopsis = "rag version",
     run = function()
@@ -89,7 +846,7 @@ local COMMANDS = {
     synopsis = "rag json [FILE]",
     nargs = 1,
     run = function(_, args)
-      print(rag.json.encode(must(rag.json.decode(read_input(args[1])))))
+      print(json.encode(must(json.decode(read_input(args[1])))))
     end,
   },
   tokens = {
@@ -119,12 +876,174 @@ local COMMANDS = {
     end,
   },
   help = {
-    synopsis = "rag help",
-    run = function()
-      io.stdout:write(USAGE)
+    synopsis = "rag help [COMMAND]",
+    nargs = 1,
+    run = function(_, args)
+      M.help(args[1])
     end,
   },
 }
+
+-- {====== Help ======}
+
+local USAGE = [[
+usage: rag <command> [args]
+
+The main job:
+  index PATH... --into DIR   index files and folders into DIR (incremental)
+  search DIR QUERY           ranked passages with their sources
+  ask DIR QUESTION           an answer with numbered sources (offline by default)
+  info DIR                   what an index holds
+
+Tools:
+  chunk [FILE]               show the chunks of FILE and their token counts
+  tokens [-e ENC] [FILE]     count the tokens of FILE (or standard input)
+  sentences [FILE]           one sentence per line: start, stop, text
+  hash [FILE]                SHA-256 of FILE (or standard input), as hex
+  json [FILE]                check JSON and print it in canonical form
+  version                    the version of rag and of Lua
+  help [COMMAND]             the manual, or one command's options
+
+FILE "-" is standard input. Options: -h, --help (also after a command).
+Exit status: 0 ok, 1 a failure (missing file, invalid input), 2 usage.
+]]
+
+-- The manual: `rag help`; one section per command with `rag help CMD`.
+local MANUAL = {
+  index = [[
+rag index PATH... --into DIR [options]
+
+  Loads every file under each PATH (a folder is walked; hidden files and
+  folders and binary files are skipped) and makes DIR hold exactly those
+  documents: new files are added, changed ones updated, unchanged ones
+  skipped by their content hash, and documents whose files are gone
+  removed. A file that fails to load (unreadable, invalid UTF-8, a broken
+  PDF) is named on standard error with the reason and keeps its previous
+  version in the index; the run goes on and exits 0. A BEIR folder
+  (corpus.jsonl beside qrels/) is indexed as its corpus, with the BEIR ids
+  as document ids. A document's id is its file's path as given
+  (docs/a.md), with #n for files that hold several documents (CSV, JSON
+  lines). On a terminal a progress bar shows on standard error; the
+  summary line goes to standard output.
+
+  --into DIR          the index folder (created when missing)
+  --chunk-size N      tokens per chunk (cl100k_base), default 512
+  --overlap N         tokens shared by neighbouring chunks, default 64
+  --embedder E        hashing (default, offline), hashing:DIM,
+                      model2vec:PATH, openai[:MODEL], ollama[:MODEL], none
+  --include GLOB      only files matching GLOB (relative paths; *, **, ?,
+                      [abc]); may be repeated
+  --exclude GLOB      skip files matching GLOB; may be repeated
+
+  Changing the embedder or the chunk settings indexes everything again.
+]],
+  search = [[
+rag search DIR QUERY [options]
+
+  Prints the best passages: rank, source, score, byte span, title and a
+  snippet with the query's words marked (bold on a terminal, **word** in
+  a pipe).
+
+  --k N               hits, default 10
+  --mode MODE         bm25, vector or hybrid (default: the index's, which
+                      is bm25 with the offline hashing embedder)
+  --filter K=V        only documents whose metadata K is V (numbers and
+                      true/false as such); K>=N and K<=N for ranges;
+                      repeated filters must all hold, a repeated key is
+                      "any of"; doc_id=ID limits to one document
+  --json              one JSON object per hit and line: rank, id, doc_id,
+                      score, source, title, start, stop, text, snippet,
+                      highlights (spans in the snippet), meta
+]],
+  ask = [[
+rag ask DIR QUESTION [options]
+
+  Answers from the index with [n] markers, then lists the sources they
+  cite. Offline by default: the extractive LLM quotes the best sentences.
+  The time taken and the LLM calls made go to standard error.
+
+  --pipeline NAME     naive (default), hybrid, fusion, hyde, stepback,
+                      window, multihop, adaptive, corrective
+  --llm LLM           extractive (default), openai, ollama
+  --model M           the model for openai or ollama
+  --k N               passages to answer from, default 5
+  --mode MODE         the search mode (bm25, vector, hybrid)
+  --stream            print the answer as it is generated
+  --trace FILE        write every step of the run as JSON lines to FILE
+]],
+  info = [[
+rag info DIR
+
+  Documents, chunks, sizes, chunker, embedder, vector index, search mode
+  and generation of the index in DIR.
+]],
+  chunk = [[
+rag chunk [FILE] [options]
+
+  Prints each chunk of FILE (or standard input): number, first and last
+  byte, tokens, and its start; the totals go to standard error.
+
+  --chunker NAME      recursive (default), fixed, sentences, markdown,
+                      window, hierarchy
+  --chunk-size N      the chunk size in tokens, default 512
+  --overlap N         overlap in tokens (recursive, fixed), default 64
+  -e, --encoding ENC  cl100k_base (default), o200k_base, approx
+]],
+}
+
+local MANUAL_TAIL = [[
+CONFIGURATION
+  Each setting comes from its flag, else its environment variable, else
+  the index folder's rag.json (which `rag index` writes with the settings
+  it used), else its rag.toml, else the default:
+
+  setting      variable         default
+  embedder     RAG_EMBEDDER     hashing
+  chunk_size   RAG_CHUNK_SIZE   512
+  overlap      RAG_OVERLAP      64
+  llm          RAG_LLM          extractive
+  model        RAG_MODEL
+  pipeline     RAG_PIPELINE     naive
+  k            RAG_K            5 (ask)
+  mode         RAG_MODE         the index's
+  include, exclude (lists, in the files only)
+
+  rag.toml holds `key = value` lines ("strings", integers, true/false,
+  ["lists"]). The providers read OPENAI_API_KEY, OPENAI_BASE_URL and
+  OLLAMA_HOST as their own tools do. RAG_TTY=0 or 1 forces the progress
+  bar and the highlighting off or on.
+
+EXIT STATUS
+  0 success; 1 the world failed (a missing file, I/O, HTTP, a damaged
+  index); 2 usage (unknown command or option, bad value, bad
+  configuration). Errors are one line on standard error.
+
+EXAMPLES
+  rag index docs README.md --into kb
+  rag search kb "how are ties broken" --k 5
+  rag ask kb "What does rag index do with deleted files?"
+  OPENAI_API_KEY=... rag ask kb "..." --llm openai --model gpt-4o-mini --stream
+]]
+
+--- Prints the manual (`rag help`), or the section of one command.
+-- @tparam[opt] string name a command
+function M.help(name)
+  if name then
+    local cmd = COMMANDS[name]
+    if not cmd then
+      stop(2, "unknown command '" .. name .. "' (try 'rag help')")
+    end
+    io.stdout:write(MANUAL[name] or ("usage: " .. cmd.synopsis .. "\n"))
+    return
+  end
+  io.stdout:write("RAG(1)\n\nNAME\n  rag - index documents, search them and answer questions from"
+    .. " them\n\nSYNOPSIS\n  rag <command> [args]\n\n")
+  for _, n in ipairs({ "index", "search", "ask", "info", "chunk" }) do
+    io.stdout:write((MANUAL[n]:gsub("^", "  "):gsub("\n(.)", "\n  %1")), "\n")
+  end
+  io.stdout:write("  rag tokens, sentences, hash, json, version: see 'rag --help'.\n\n",
+    MANUAL_TAIL)
+end
 
 -- {====== Arguments ======}
 
@@ -148,18 +1067,31 @@ local function parse(cmd, args, from)
     elseif a:sub(1, 1) == "-" and a ~= "-" then
       local name, value = a:match("^%-%-([^=]+)=(.*)$")
       name = name or a:match("^%-%-(.+)$") or a:match("^%-(.)$")
-      local key = name and known[name]
-      if not key then
+      local spec = name and known[name]
+      if not spec then
         usage("unknown option '" .. a .. "'")
       end
-      if value == nil then
-        i = i + 1
-        value = args[i]
+      local key = type(spec) == "table" and spec[1] or spec
+      if type(spec) == "table" and spec.flag then
+        if value ~= nil then
+          usage("option '--" .. name .. "' takes no value")
+        end
+        opts[key] = true
+      else
         if value == nil then
-          usage("option '" .. a .. "' needs a value")
+          i = i + 1
+          value = args[i]
+          if value == nil then
+            usage("option '" .. a .. "' needs a value")
+          end
+        end
+        if type(spec) == "table" and spec.many then
+          opts[key] = opts[key] or {}
+          opts[key][#opts[key] + 1] = value
+        else
+          opts[key] = value
         end
       end
-      opts[key] = value
     else
       pos[#pos + 1] = a
     end
@@ -170,6 +1102,9 @@ local function parse(cmd, args, from)
   end
   if #pos > (cmd.nargs or 0) then
     usage("unexpected argument '" .. pos[(cmd.nargs or 0) + 1] .. "'")
+  end
+  if #pos < (cmd.min or 0) then
+    usage("missing argument")
   end
   local bad = cmd.check and cmd.check(opts)
   if bad then
@@ -197,6 +1132,9 @@ local function run(args)
     local opts, pos = parse(cmd, args, 2)
     if opts.help then
       print("usage: " .. cmd.synopsis)
+    elseif name == "help" and pos[1] == nil then
+      io.stdout:write(USAGE, "\n")
+      M.help()
     else
       cmd.run(opts, pos)
     end

@@ -80,7 +80,7 @@ describe("bin/rag", function()
     { "json a b", "rag json: unexpected argument 'b' (usage: rag json [FILE])" },
     { "sentences -e x", "rag sentences: unknown option '-e' (usage: rag sentences [FILE])" },
     { "version now", "rag version: unexpected argument 'now' (usage: rag version)" },
-    { "help me", "rag help: unexpected argument 'me' (usage: rag help)" },
+    { "help me", "rag help: unknown command 'me' (try 'rag help')" },
   }
   for _, case in ipairs(misuse) do
     it("exits 2 with one line for 'rag " .. case[1] .. "'", function()
