@@ -335,7 +335,8 @@ int rag_html_extract(const char *s, size_t len, rag_html *out) {
   put(&w, "", 0);
   root = xmlDocGetRootElement(doc);
   if (root != NULL) {
-    if ((main = find(root, is_main)) != NULL) {
+    if ((main = find(root, is_main)) != NULL && dropped(&w, main)) main = NULL;
+    if (main != NULL) {
       w.insec = 1;
       walk_tree(&w, main);
     } else if (find(root, is_article) != NULL) {

@@ -20,7 +20,7 @@ function M.parse(fname, s, path, o)
     n = n + 1
     if find(line, "%S") then
       local row, msg = decode(line)
-      if type(row) ~= "table" then
+      if type(row) ~= "table" or not find(line, "^%s*{") then
         return errors.fail("format", "%s: '%s': line %d: %s", fname, path, n,
           row == nil and tostring(msg) or "not an object")
       end
