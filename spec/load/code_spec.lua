@@ -24,7 +24,8 @@ describe("rag.load.code", function()
     assert.same({ "", "function M.add(a, b)", "local function helper(x)", "function M.double(x)" },
       symbols)
     assert.same({ 1, 4, 9, 13 }, lines)
-    assert.equal("-- Adds two numbers.\nfunction M.add(a, b)\n  return a + b\nend\n\n", docs[2].text)
+    assert.equal("-- Adds two numbers.\nfunction M.add(a, b)\n  return a + b\nend\n\n",
+      docs[2].text)
     assert.equal("sample.lua: function M.add(a, b)", docs[2].title)
     assert.equal("sample.lua", docs[1].title)
   end)
@@ -39,14 +40,17 @@ describe("rag.load.code", function()
   end)
 
   it("cuts C, Go and Rust, and other languages by lines", function()
-    local c = load.code("#include <x.h>\n\nstatic int f(int a) {\n  return a;\n}\n\nint main(void)\n{\n  return f(1);\n}\n",
+    local c = load.code("#include <x.h>\n\nstatic int f(int a) {\n  return a;\n}\n\n"
+      .. "int main(void)\n{\n  return f(1);\n}\n",
       { id = "x.c", language = "c" })
     assert.equal(3, #c)
     assert.equal("static int f(int a)", c[2].meta.symbol)
     assert.equal("int main(void)", c[3].meta.symbol)
-    local go = load.code("package x\n\nfunc A() {}\n\nfunc B() {}\n", { id = "x.go", language = "go" })
+    local go = load.code("package x\n\nfunc A() {}\n\nfunc B() {}\n",
+      { id = "x.go", language = "go" })
     assert.equal(3, #go)
-    local rs = load.code("/// doc\npub fn a() {}\n\nfn b() {}\n", { id = "x.rs", language = "rust" })
+    local rs = load.code("/// doc\npub fn a() {}\n\nfn b() {}\n",
+      { id = "x.rs", language = "rust" })
     assert.equal(2, #rs)
     assert.equal("x.rs#1", rs[1].id)
     assert.equal("/// doc\npub fn a() {}\n\n", rs[1].text)

@@ -37,7 +37,9 @@ describe("rag.load.dir", function()
   it("knows the total before the first document and calls progress per file", function()
     local calls = {}
     local iter, report = assert(load.dir(T, { include = { "*.txt", "*.md" },
-      progress = function(done, total, path) calls[#calls + 1] = done .. "/" .. total .. " " .. path end }))
+      progress = function(done, total, path)
+        calls[#calls + 1] = done .. "/" .. total .. " " .. path
+      end }))
     assert.equal(4, report.total)
     assert.equal(0, report.files)
     assert.same({}, calls)

@@ -50,20 +50,25 @@ describe("rag.load.html", function()
     assert.same({ "1", "2", "2" }, d.meta.section_levels)
     local s = load.sections(d)
     assert.equal(3, #s)
-    assert.equal("Spring tides\n\nWhen the sun and moon align, the tides are strongest & highest.\n\n",
+    assert.equal("Spring tides\n\nWhen the sun and moon align, the tides are strongest"
+      .. " & highest.\n\n",
       d.text:sub(s[2].start, s[2].stop))
     assert.equal(#d.text, s[3].stop)
-    assert.equal("Tides and the Moon\n\nBy Ana Reis\n\nThe moon's gravity pulls the ocean toward it,"
+    assert.equal("Tides and the Moon\n\nBy Ana Reis\n\nThe moon's gravity pulls the ocean"
+      .. " toward it,"
       .. " raising a bulge of water.\n\n", d.text:sub(s[1].start, s[1].stop))
   end)
 
   it("reads main, else the articles, else the body; title from h1 without <title>", function()
-    local d = load.html("<body><div>menu</div><main><h1>M</h1><p>in main</p></main><p>out</p></body>")[1]
+    local d = load.html("<body><div>menu</div><main><h1>M</h1><p>in main</p></main>"
+      .. "<p>out</p></body>")[1]
     assert.equal("M\n\nin main", d.text)
     assert.equal("M", d.title)
-    d = load.html("<body><p>out</p><article><p>a1</p></article><div><article>a2</article></div></body>")[1]
+    d = load.html("<body><p>out</p><article><p>a1</p></article>"
+      .. "<div><article>a2</article></div></body>")[1]
     assert.equal("a1\n\na2", d.text)
-    d = load.html("<p>one<br>two</p><div>three</div><table><tr><td>a</td><td>b</td></tr></table>")[1]
+    d = load.html("<p>one<br>two</p><div>three</div>"
+      .. "<table><tr><td>a</td><td>b</td></tr></table>")[1]
     assert.equal("one\ntwo\n\nthree\n\na b", d.text)
     assert.is_nil(d.title)
     d = load.html('<main hidden>x</main><p aria-hidden="true">y</p><p>z</p>')[1]

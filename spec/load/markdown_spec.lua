@@ -33,7 +33,8 @@ describe("rag.load.markdown", function()
     local s = load.sections(d)
     assert.same({ title = "Tides", level = 1, start = 38, stop = 71 }, s[1])
     assert.equal("# Tides\n\nThe moon pulls the sea.\n\n", d.text:sub(s[1].start, s[1].stop))
-    assert.equal("## Spring tides\n\nStrongest when aligned.\n\n```\n# not a heading, inside code\n```\n\n",
+    assert.equal("## Spring tides\n\nStrongest when aligned.\n\n"
+      .. "```\n# not a heading, inside code\n```\n\n",
       d.text:sub(s[2].start, s[2].stop))
     assert.equal("## Neap tides\n\nWeakest at the quarters.\n", d.text:sub(s[3].start, s[3].stop))
   end)

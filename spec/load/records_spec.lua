@@ -107,7 +107,8 @@ describe("rag.load.sqlite", function()
   it("gives a document per row of a query", function()
     local db = os.tmpname()
     os.remove(db)
-    assert(os.execute("sqlite3 " .. db .. " \"create table t(id integer, title text, body text, n int);"
+    assert(os.execute("sqlite3 " .. db
+      .. " \"create table t(id integer, title text, body text, n int);"
       .. " insert into t values (1, 'One', 'first body', 5), (2, NULL, 'it''s second', 6);\""))
     local docs = assert(load.sqlite(db, "select id, title, body, n from t order by id",
       { text = "body", meta = { "n" } }))
@@ -120,6 +121,7 @@ describe("rag.load.sqlite", function()
     assert.is_nil(ok)
     assert.equal("format", code)
     assert.matches("no such table", msg)
+    local _
     ok, _, code = load.sqlite(db, "delete from t")
     assert.is_nil(ok)
     assert.equal("format", code)

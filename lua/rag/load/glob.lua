@@ -4,7 +4,7 @@
 -- A glob without "/" also matches a path's last part ("*.md" matches
 -- "docs/x.md").
 -- @module rag.load.glob
-local byte, sub, find = string.byte, string.sub, string.find
+local byte, find = string.byte, string.find
 
 local M = {}
 
