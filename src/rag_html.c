@@ -143,7 +143,8 @@ static void add_text(walk *w, const char *t) {
   if (t == NULL || (w->only_articles && w->inart == 0)) return;
   while (t[i] != '\0' && w->rc == RAG_OK) {
     unsigned char c = (unsigned char)t[i];
-    if (w->pre == 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f')) {
+    if ((w->pre == 0 || w->len == 0) &&
+        (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f')) {
       w->space = 1;
       i++;
       continue;
@@ -270,6 +271,25 @@ static int is_title(const xmlNode *n) {
   return is_name(n, "title");
 }
 
+/* Drops white space that <pre> left at the end; headings end by the text's end. */
+static void trim_end(walk *w) {
+  size_t i;
+  if (w->p == NULL) return;
+  while (w->len > 0 && (w->p[w->len - 1] == ' ' || w->p[w->len - 1] == '\t' ||
+                        w->p[w->len - 1] == '\n' || w->p[w->len - 1] == '\r' ||
+                        w->p[w->len - 1] == '\f'))
+    w->len--;
+  w->p[w->len] = '\0';
+  while (w->nh > 0 && w->h[w->nh - 1].start >= w->len) w->nh--;
+  for (i = 0; i < w->nh; i++)
+    if (w->h[i].stop > w->len) w->h[i].stop = w->len;
+  if (w->nh == 0) {
+    rag_free(w->h);
+    w->h = NULL;
+    w->caph = 0;
+  }
+}
+
 static void reset(walk *w) {
   rag_free(w->h);
   w->h = NULL;
@@ -314,9 +334,13 @@ static int take_title(xmlNode *root, walk *w, rag_html *out) {
     rag_free(out->title);
     out->title = NULL;
   }
-  for (size_t i = 0; i < w->nh; i++)
-    if (w->h[i].level == 1)
-      return fold(w->p + w->h[i].start, w->h[i].stop - w->h[i].start, &out->title, &out->titlelen);
+  for (size_t i = 0; i < w->nh; i++) {
+    if (w->h[i].level != 1) continue;
+    rc = fold(w->p + w->h[i].start, w->h[i].stop - w->h[i].start, &out->title, &out->titlelen);
+    if (rc != RAG_OK || out->titlelen > 0) return rc;
+    rag_free(out->title); /* a heading of white space only (in <pre>) */
+    out->title = NULL;
+  }
   return RAG_OK;
 }
 
@@ -330,8 +354,17 @@ int rag_html_extract(const char *s, size_t len, rag_html *out) {
   doc = htmlReadMemory(len ? s : "", (int)len, NULL, "UTF-8",
                        HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
                            HTML_PARSE_NONET | HTML_PARSE_COMPACT);
-  if (doc == NULL) return len == 0 ? RAG_OK : RAG_EFORMAT;
   memset(&w, 0, sizeof w);
+  if (doc == NULL) { /* libxml2 makes no document of blank input: an empty text */
+    size_t i;
+    for (i = 0; i < len; i++)
+      if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r' && s[i] != '\f')
+        return RAG_EFORMAT;
+    put(&w, "", 0);
+    if (w.rc != RAG_OK) return w.rc;
+    out->text = w.p;
+    return RAG_OK;
+  }
   put(&w, "", 0);
   root = xmlDocGetRootElement(doc);
   if (root != NULL) {
@@ -349,6 +382,7 @@ int rag_html_extract(const char *s, size_t len, rag_html *out) {
     }
   }
   end_heading(&w);
+  trim_end(&w);
   rc = w.rc == RAG_OK ? (root != NULL ? take_title(root, &w, out) : RAG_OK) : w.rc;
   xmlFreeDoc(doc);
   if (rc != RAG_OK) {
