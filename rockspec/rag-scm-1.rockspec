@@ -20,6 +20,8 @@ external_dependencies = {
   UTF8PROC = { header = "utf8proc.h", library = "utf8proc" },
   STEMMER = { header = "libstemmer.h", library = "stemmer" },
   OPENSSL = { header = "openssl/evp.h", library = "crypto" },
+  -- libxml2's headers live in a libxml2/ folder under the include directory.
+  LIBXML2 = { header = "libxml2/libxml/HTMLparser.h", library = "xml2" },
 }
 build = {
   type = "builtin",
@@ -63,6 +65,19 @@ build = {
     ["rag.providers.websearch"] = "lua/rag/providers/websearch.lua",
     ["rag.transport.ngx"] = "lua/rag/transport/ngx.lua",
     ["rag.transport._redact"] = "lua/rag/transport/_redact.lua",
+    ["rag.load"] = "lua/rag/load/init.lua",
+    ["rag.load._util"] = "lua/rag/load/_util.lua",
+    ["rag.load._records"] = "lua/rag/load/_records.lua",
+    ["rag.load.glob"] = "lua/rag/load/glob.lua",
+    ["rag.load.text"] = "lua/rag/load/text.lua",
+    ["rag.load.markdown"] = "lua/rag/load/markdown.lua",
+    ["rag.load.html"] = "lua/rag/load/html.lua",
+    ["rag.load.pdf"] = "lua/rag/load/pdf.lua",
+    ["rag.load.jsonl"] = "lua/rag/load/jsonl.lua",
+    ["rag.load.csv"] = "lua/rag/load/csv.lua",
+    ["rag.load.beir"] = "lua/rag/load/beir.lua",
+    ["rag.load.code"] = "lua/rag/load/code.lua",
+    ["rag.load.sqlite"] = "lua/rag/load/sqlite.lua",
     ["rag.core"] = {
       -- every src/*.c (spec/core/rag_spec.lua checks this list)
       sources = {
@@ -78,13 +93,14 @@ build = {
         "src/rag_store.c", "src/rag_index.c", "src/lrag_index.c", "src/lrag_fs.c",
         "src/rag_digest.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
         "src/rag_termcache.c", "src/rag_text.c", "src/rag_tokenizer.c",
+        "src/rag_html.c", "src/lrag_html.c",
       },
       defines = { "_POSIX_C_SOURCE=200809L" },
       incdirs = { "src", "$(CJSON_INCDIR)", "$(UTF8PROC_INCDIR)", "$(STEMMER_INCDIR)",
-        "$(OPENSSL_INCDIR)" },
+        "$(OPENSSL_INCDIR)", "$(LIBXML2_INCDIR)/libxml2" },
       libdirs = { "$(CURL_LIBDIR)", "$(CJSON_LIBDIR)", "$(UTF8PROC_LIBDIR)",
-        "$(STEMMER_LIBDIR)", "$(OPENSSL_LIBDIR)" },
-      libraries = { "curl", "cjson", "utf8proc", "stemmer", "crypto", "pthread", "m" },
+        "$(STEMMER_LIBDIR)", "$(OPENSSL_LIBDIR)", "$(LIBXML2_LIBDIR)" },
+      libraries = { "curl", "cjson", "utf8proc", "stemmer", "crypto", "xml2", "pthread", "m" },
     },
   },
   install = { bin = { rag = "bin/rag" } },

@@ -40,6 +40,7 @@ static const luaL_Reg opens[] = {
   {"eval", lrag_open_eval},
   {"fuse", lrag_open_fuse},
   {"hashing", lrag_open_hashing},
+  {"html", lrag_open_html},
   {"http", lrag_open_http},
   {"json", lrag_open_json},
   {"model2vec", lrag_open_model2vec},

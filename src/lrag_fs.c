@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -47,6 +48,55 @@ static int fs_list(lua_State *L) {
   return 1;
 }
 
+/* The kind of a stat mode: "file", "dir", "link" or "other". */
+static const char *mode_kind(mode_t m) {
+  return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "link" : "other";
+}
+
+/*
+** fs.scan(dir) -> names, kinds | nil, msg, code: fs.list's sorted names and,
+** at the same positions, each entry's kind without following symbolic
+** links ("file", "dir", "link", "other", from lstat). rag.load.dir's walk.
+*/
+static int fs_scan(lua_State *L) {
+  const char *path = lrag_checkpath(L, 1, "rag.fs.scan");
+  int n, i;
+  if (fs_list(L) != 1 || lua_isnil(L, -1)) return 3; /* nil, msg, code */
+  n = (int)lua_rawlen(L, -1);
+  lua_createtable(L, n, 0);
+  for (i = 1; i <= n; i++) {
+    struct stat st;
+    const char *kind = "other";
+    lua_rawgeti(L, -2, i);
+    lua_pushfstring(L, "%s/%s", path, lua_tostring(L, -1));
+    if (lstat(lua_tostring(L, -1), &st) == 0) kind = mode_kind(st.st_mode);
+    lua_pop(L, 2);
+    lua_pushstring(L, kind);
+    lua_rawseti(L, -2, i);
+  }
+  return 2;
+}
+
+/*
+** fs.stat(path) -> kind, size, id | nil, msg, code: following symbolic
+** links; id is "dev:inode", which names a directory however it is reached
+** (rag.load.dir's check for symbolic link loops).
+*/
+static int fs_stat(lua_State *L) {
+  const char *path = lrag_checkpath(L, 1, "rag.fs.stat");
+  struct stat st;
+  if (stat(path, &st) != 0) return lrag_file_error(L, RAG_EIO, "rag.fs.stat", path, NULL, errno);
+  lua_pushstring(L, mode_kind(st.st_mode));
+  lua_pushinteger(L, (lua_Integer)st.st_size);
+  {
+    char id[48];
+    snprintf(id, sizeof id, "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    lua_pushstring(L, id);
+  }
+  return 3;
+}
+
 /* fs.mkdir(dir) -> true (made or already a directory) | nil, msg, code */
 static int fs_mkdir(lua_State *L) {
   const char *path = lrag_checkpath(L, 1, "rag.fs.mkdir");
@@ -76,7 +126,8 @@ static int fs_sum(lua_State *L) {
 }
 
 static const luaL_Reg fs_funcs[] = {
-    {"write", fs_write}, {"list", fs_list}, {"mkdir", fs_mkdir}, {"sum", fs_sum}, {NULL, NULL},
+    {"write", fs_write}, {"list", fs_list}, {"mkdir", fs_mkdir}, {"scan", fs_scan},
+    {"stat", fs_stat},   {"sum", fs_sum},   {NULL, NULL},
 };
 
 int lrag_open_fs(lua_State *L) {

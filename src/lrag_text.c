@@ -1,6 +1,7 @@
 /*
-** lrag_text.c: rag.text, text utilities in C: normalize(s [, opts]) and
-** hash(s), the lowercase hex SHA-256 used to key caches by content.
+** lrag_text.c: rag.text, text utilities in C: normalize(s [, opts]),
+** hash(s), the lowercase hex SHA-256 used to key caches by content, and
+** valid(s), whether s is UTF-8 (rag.load's check of every file).
 */
 #include "lrag.h"
 
@@ -71,8 +72,19 @@ static int text_hash(lua_State *L) {
   return 1;
 }
 
+/* text.valid(s) -> true | false, pos: pos is the 1-based offset of the first byte that is not UTF-8. */
+static int text_valid(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  size_t bad = rag_text_first_invalid((const unsigned char *)s, len);
+  lua_pushboolean(L, bad == len);
+  if (bad == len) return 1;
+  lua_pushinteger(L, (lua_Integer)bad + 1);
+  return 2;
+}
+
 static const luaL_Reg text_funcs[] = {
-    {"hash", text_hash}, {"normalize", text_normalize}, {NULL, NULL},
+    {"hash", text_hash}, {"normalize", text_normalize}, {"valid", text_valid}, {NULL, NULL},
 };
 
 int lrag_open_text(lua_State *L) {

@@ -90,6 +90,11 @@ M.llm = require("rag.llm")
 -- `detect(text)`. See docs/api.md.
 M.prompts = require("rag.prompts")
 
+--- Document loaders: `file`, `dir`, `text`, `markdown`, `html`, `pdf`,
+-- `jsonl`, `csv`, `beir`, `code`, `sqlite`, `page_of`, `sections`.
+-- See docs/loaders.md.
+M.load = require("rag.load")
+
 --- Pipelines and their run context (`runtime`: limits and traces).
 -- See docs/pipelines.md.
 M.pipeline = require("rag.pipeline")
