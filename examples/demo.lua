@@ -3,7 +3,8 @@
 -- argument) with the `rag` command, then asks three questions and prints
 -- each answer with its numbered sources and the time taken. Questions for
 -- your own folder: the second argument, separated by "|".
---   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/?.so;;' lua5.4 examples/demo.lua [DOCS [QUESTIONS]]
+--   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/?.so;;' \
+--     lua5.4 examples/demo.lua [DOCS [QUESTIONS]]
 local cli = require("rag.cli")
 
 local docs, questions = arg[1], arg[2]
@@ -56,5 +57,5 @@ for _, q in ipairs(asked) do
   print(string.format("(answered in %.3f s)", clock() - t))
 end
 print("")
-print(string.format("demo done in %.2f s; try: lua5.4 bin/rag search %s \"your words\"", clock() - t0,
-  into))
+print(string.format("demo done in %.2f s; try: lua5.4 bin/rag search %s \"your words\"",
+  clock() - t0, into))

@@ -96,7 +96,7 @@ local SETTINGS = {
   llm = { "string", env = "RAG_LLM", default = "extractive" },
   model = { "string", env = "RAG_MODEL" },
   pipeline = { "string", env = "RAG_PIPELINE", default = "naive" },
-  k = { "integer", env = "RAG_K", default = 5, min = 1, max = 1000 },
+  k = { "integer", env = "RAG_K", min = 1, max = 1000 }, -- ask: 5, search: 10
   mode = { "string", env = "RAG_MODE" },
   include = { "list" },
   exclude = { "list" },
@@ -294,7 +294,7 @@ local function progress_bar()
   return {
     update = function(_, what, n, total, force)
       local t = now()
-      if not force and t - last < 0.05 then
+      if not force and n < total and t - last < 0.05 then
         return
       end
       last = t
@@ -351,13 +351,19 @@ end
 -- `bar` shows files loaded.
 local function documents(paths, cfg, bar)
   local reports, i, iter, report = {}, 0, nil, nil
+  local beir = false
   local function next_source()
     i = i + 1
     local p = paths[i]
     if not p then
       return false
     end
-    iter, report = rag.load.dir(p, { include = cfg.include, exclude = cfg.exclude })
+    beir = require("rag.load.beir").is_beir(p)
+    -- root "": ids are the paths as walked, starting with p as given
+    iter, report = rag.load.dir(p, { include = cfg.include, exclude = cfg.exclude, root = "" })
+    if not iter then
+      stop(1, report)
+    end
     reports[#reports + 1] = report
     return true
   end
@@ -371,6 +377,12 @@ local function documents(paths, cfg, bar)
         bar:update("loading", report.files or 0, report.total)
       end
       if doc then
+        -- rows of a CSV or JSON lines file carry their own ids: keep them
+        -- apart from other files' (a BEIR corpus keeps its ids for its qrels)
+        local src = doc.source
+        if not beir and src and doc.id ~= src and doc.id:sub(1, #src + 1) ~= src .. "#" then
+          doc.id = src .. "#" .. doc.id
+        end
         return doc
       end
       iter = nil
@@ -379,15 +391,20 @@ local function documents(paths, cfg, bar)
   return it, reports
 end
 
--- Whether a document id came from one of the failed files (kept as it was).
+-- Whether a document id came from one of the files that failed to load
+-- (kept as it was). sync asks after it has read every document, when the
+-- reports are complete.
 local function failed_ids(reports)
-  local failed = {}
-  for _, r in ipairs(reports) do
-    for _, f in ipairs(r.failed or {}) do
-      failed[f.id or tidy_path(f.path)] = true
-    end
-  end
+  local failed
   return function(id)
+    if not failed then
+      failed = {}
+      for _, r in ipairs(reports) do
+        for _, f in ipairs(r.failed or {}) do
+          failed[tidy_path(f.path)] = true
+        end
+      end
+    end
     return failed[id] or failed[id:match("^(.*)#[^#/]*$") or ""] or false
   end
 end
@@ -617,7 +634,7 @@ local function cmd_search(o, args)
   if mode and mode ~= "bm25" and mode ~= "vector" and mode ~= "hybrid" then
     stop(2, "unknown mode '" .. mode .. "' (expected bm25, vector or hybrid)")
   end
-  local k = o.k and convert("k", o.k, "option --k") or 10
+  local k = cfg.k or 10
   local hits = must(idx:search(query, { k = k, mode = mode, filter = parse_filter(o.filter) }))
   local tty = isatty(1)
   for i, h in ipairs(hits) do
@@ -643,6 +660,29 @@ end
 
 -- {====== Ask ======}
 
+-- Text folded to lines of at most `width` bytes where spaces allow, each
+-- paragraph (a blank line in the text) kept apart.
+local function wrap(text, width)
+  local out = {}
+  for para in (text .. "\n\n"):gmatch("(.-)\n%s*\n") do
+    local line = ""
+    for word in para:gmatch("%S+") do
+      if line ~= "" and #line + 1 + #word > width then
+        out[#out + 1] = line
+        line = word
+      else
+        line = line == "" and word or line .. " " .. word
+      end
+    end
+    if line ~= "" then
+      out[#out + 1] = line
+      out[#out + 1] = ""
+    end
+  end
+  out[#out] = nil
+  return concat(out, "\n")
+end
+
 local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
   window = true, multihop = true, adaptive = true, corrective = true }
 
@@ -664,7 +704,7 @@ local function cmd_ask(o, args)
   local llm = make_llm(cfg.llm, cfg.model)
   local idx = open_index(dir, cfg)
   local t0 = now()
-  local p = rag.pipeline[cfg.pipeline]({ index = idx, llm = llm, k = cfg.k,
+  local p = rag.pipeline[cfg.pipeline]({ index = idx, llm = llm, k = cfg.k or 5,
     search = cfg.mode and { mode = cfg.mode } or nil })
   local stream
   if o.stream then
@@ -684,7 +724,7 @@ local function cmd_ask(o, args)
   if stream then
     io.stdout:write("\n")
   else
-    print(r.text)
+    print(wrap(r.text, 78))
   end
   local cited = {}
   for n in pairs(r.citations) do
@@ -784,6 +824,8 @@ end
 
 -- {====== Commands ======}
 
+local show_help -- the manual, below the command table it describes
+
 local ENCODINGS = { cl100k_base = true, o200k_base = true, approx = true }
 
 -- Each command: its synopsis, a one-line summary, its options (name ->
@@ -879,7 +921,7 @@ local COMMANDS = {
     synopsis = "rag help [COMMAND]",
     nargs = 1,
     run = function(_, args)
-      M.help(args[1])
+      show_help(args[1])
     end,
   },
 }
@@ -1004,7 +1046,7 @@ CONFIGURATION
   llm          RAG_LLM          extractive
   model        RAG_MODEL
   pipeline     RAG_PIPELINE     naive
-  k            RAG_K            5 (ask)
+  k            RAG_K            5 (ask), 10 (search)
   mode         RAG_MODE         the index's
   include, exclude (lists, in the files only)
 
@@ -1025,9 +1067,8 @@ EXAMPLES
   OPENAI_API_KEY=... rag ask kb "..." --llm openai --model gpt-4o-mini --stream
 ]]
 
---- Prints the manual (`rag help`), or the section of one command.
--- @tparam[opt] string name a command
-function M.help(name)
+-- Prints the manual (`rag help`), or the section of one command.
+function show_help(name)
   if name then
     local cmd = COMMANDS[name]
     if not cmd then
@@ -1134,7 +1175,7 @@ local function run(args)
       print("usage: " .. cmd.synopsis)
     elseif name == "help" and pos[1] == nil then
       io.stdout:write(USAGE, "\n")
-      M.help()
+      show_help()
     else
       cmd.run(opts, pos)
     end

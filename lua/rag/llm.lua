@@ -149,6 +149,14 @@ function M._contexts(s)
   return out
 end
 
+-- The prose of a passage: Markdown fenced code blocks and table rows
+-- become paragraph breaks, so that no quoted sentence holds them (a table
+-- has no full stops, so the sentence splitter would keep it whole).
+local function prose(s)
+  s = ("\n" .. s .. "\n"):gsub("\n[ \t]*```.-\n[ \t]*```[^\n]*", "\n\n")
+  return (s:gsub("\n[ \t]*```[^\n]*", "\n\n"):gsub("\n[ \t]*|[^\n]*", "\n\n"))
+end
+
 -- Sentences of `passages` ({ {n=, text=} }) ranked against the question
 -- and chosen: best first, at most max_sentences, each sharing a term with
 -- the question and either covering a term not covered yet or scoring at
@@ -162,7 +170,7 @@ local function choose(self, question, passages)
   local bm25 = core.bm25.new({ analyzer = self.analyzer })
   local byid = {}
   for _, p in ipairs(passages) do
-    for i, s in ipairs(text.sentences(p.text) or {}) do
+    for i, s in ipairs(text.sentences(prose(p.text)) or {}) do
       local id = format("%06d:%06d", p.n, i)
       byid[id] = { text = s.text, n = p.n, i = i }
       bm25:add(id, s.text)

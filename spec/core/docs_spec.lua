@@ -458,29 +458,45 @@ describe("docs/api.md", function()
   end)
 end)
 
-describe("README's first example", function()
+describe("README's Lua example", function()
   if os.getenv("RAG_ASAN") then
     pending("runs a second interpreter; covered by the plain runs")
     return
   end
 
-  it("runs offline, at once, and prints what README shows", function()
+  it("indexes docs/, searches, answers with citations and saves, offline", function()
     local readme = helpers.read("README.md")
-    local section = assert(readme:match("\n## A first example\n(.-)\n## "), "no first example")
+    local section = assert(readme:match("\n## The same in Lua\n(.-)\n## "), "no Lua example")
     local code = assert(section:match("```lua\n(.-)```"))
     assert.equal(readme:match("```lua\n(.-)```"), code, "it is the README's first Lua code")
-    local shown = assert(section:match("It prints:\n\n```\n(.-)```"))
-    local path = helpers.tmpname() .. ".lua"
-    helpers.write(path, code)
+    -- run where docs/ is this project's and kb/ lands in a scratch folder
+    local here = assert(os.getenv("PWD"))
+    local dir = helpers.tmpname()
+    assert(os.execute("mkdir -p '" .. dir .. "' && ln -s '" .. here .. "/docs' '" .. dir
+      .. "/docs'"))
+    helpers.write(dir .. "/first.lua", code)
+    local cmd = helpers.lua_command():gsub("([';])lua/", "%1" .. here .. "/lua/")
+      :gsub("([';])build/", "%1" .. here .. "/build/")
     -- no proxy and no key: nothing here may reach for the network
-    local t0 = helpers.now()
-    local out, err, status = helpers.spawn("env -u OPENAI_API_KEY http_proxy=http://192.0.2.1:9 "
-      .. helpers.lua_command() .. " " .. path)
-    local seconds = helpers.now() - t0
-    os.remove(path)
+    local out, err, status = helpers.spawn("cd '" .. dir .. "' && env -u OPENAI_API_KEY "
+      .. "http_proxy=http://192.0.2.1:9 " .. cmd .. " first.lua")
+    local saved = helpers.exists(dir .. "/kb/manifest.json")
+    os.execute("rm -rf '" .. dir .. "'")
     assert.equal("", err)
     assert.equal(0, status)
-    assert.equal(shown, out)
-    assert.is_true(seconds < 5, "took " .. seconds .. " s")
+    assert.is_true(saved)
+    -- three hits, the answer, then one line per citation
+    local lines = {}
+    for line in out:gmatch("[^\n]*") do
+      lines[#lines + 1] = line
+    end
+    for i = 1, 3 do
+      assert.truthy(lines[i]:find("^docs/[%w_]+%.md\t[%d.]+$"), lines[i])
+    end
+    local answer = out:match("^[^\n]*\n[^\n]*\n[^\n]*\n(.-)\n%d+\tdocs/")
+    assert.truthy(answer and answer:find("%[%d+%]"), out)
+    for n in answer:gmatch("%[(%d+)%]") do
+      assert.truthy(out:find("\n" .. n .. "\tdocs/[%w_]+%.md\t%d+\t%d+\n"), "[" .. n .. "]: " .. out)
+    end
   end)
 end)

@@ -63,6 +63,16 @@ describe("rag.llm.extractive", function()
     assert.equal("检索增强生成把检索和生成结合起来。 [3]", ask(llm, ZH, "什么是检索增强生成？"))
   end)
 
+  it("quotes prose, never a Markdown table or code block", function()
+    -- the table and the fenced block hold the question's words more often
+    -- than the prose sentence does, and have no full stop to end them
+    local ctx = "[1] opts.md\n| option | default |\n| --- | --- |\n| overlap | 64 tokens |\n"
+      .. "| overlap | overlap tokens |\n\n[2] more.md\n```\noverlap = 64 -- overlap tokens\n```"
+      .. "\nThe overlap is the number of tokens neighbouring chunks share."
+    assert.equal("The overlap is the number of tokens neighbouring chunks share. [2]",
+      ask(llm, EN, "What is the overlap in tokens?", ctx))
+  end)
+
   it("refuses when the context lacks the answer", function()
     assert.equal(EN.refusal, ask(llm, EN, "What is the capital of France?"))
     assert.equal(ZH.refusal, ask(llm, ZH, "法国的首都是哪里？"))
