@@ -496,7 +496,8 @@ describe("README's Lua example", function()
     local answer = out:match("^[^\n]*\n[^\n]*\n[^\n]*\n(.-)\n%d+\tdocs/")
     assert.truthy(answer and answer:find("%[%d+%]"), out)
     for n in answer:gmatch("%[(%d+)%]") do
-      assert.truthy(out:find("\n" .. n .. "\tdocs/[%w_]+%.md\t%d+\t%d+\n"), "[" .. n .. "]: " .. out)
+      assert.truthy(out:find("\n" .. n .. "\tdocs/[%w_]+%.md\t%d+\t%d+\n"),
+        "[" .. n .. "]: " .. out)
     end
   end)
 end)
