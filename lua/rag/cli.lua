@@ -486,9 +486,11 @@ local function cmd_index(o, args)
       bar:update("indexing", done, total)
     end,
   }))
-  bar:update("saving", 1, 1, true)
-  must(idx:save(into))
-  record_settings(into, cfg)
+  if changed ~= false or counts.added + counts.updated + counts.removed > 0 then
+    bar:update("saving", 1, 1, true)
+    must(idx:save(into))
+    record_settings(into, cfg)
+  end -- else the saved generation is this one already
   bar:done()
   local files, failed = 0, {}
   for _, r in ipairs(reports) do

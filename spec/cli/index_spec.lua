@@ -89,6 +89,11 @@ describe("rag index, search, ask", function()
 
   it("reports exactly one update after a file changes, and one removal after one goes", function()
     assert(rag_cmd("index " .. docs .. " --into " .. into))
+    -- nothing changed: nothing is written, the generation stays
+    local gen = rag.json.decode(helpers.read(into .. "/manifest.json")).generation
+    local c0 = counts((rag_cmd("index " .. docs .. " --into " .. into)))
+    assert.equal(c0.documents, c0.unchanged)
+    assert.equal(gen, rag.json.decode(helpers.read(into .. "/manifest.json")).generation)
     helpers.write(docs .. "/notes.md", helpers.read(FIX .. "notes.md")
       .. "\nA new paragraph about lighthouses.\n")
     local out, err, status = rag_cmd("index " .. docs .. " --into " .. into)
