@@ -511,6 +511,17 @@ end
 
 -- {====== Search ======}
 
+-- How a hit or citation is named: its document id when that is its file's
+-- path (or a row of it, "path#n"); otherwise the file and the id
+-- (a BEIR corpus: "corpus.jsonl#4983").
+local function label(h)
+  local src, id = h.source, h.doc_id
+  if not src or id == src or id:sub(1, #src + 1) == src .. "#" then
+    return id
+  end
+  return src .. "#" .. id
+end
+
 -- filter from "key=value", "key>=n", "key<=n" arguments; numbers and
 -- booleans as such, several values of one key as "any of".
 local function parse_filter(list)
@@ -646,7 +657,7 @@ local function cmd_search(o, args)
         source = h.source, title = h.title, start = h.start, stop = h.stop, text = h.text,
         snippet = s, highlights = spans, meta = json.object(h.meta or {}) }))
     else
-      print(format("%d. %s  (score %.4f, bytes %d-%d)", i, h.source or h.doc_id, h.score,
+      print(format("%d. %s  (score %.4f, bytes %d-%d)", i, label(h), h.score,
         h.start or 0, h.stop or 0))
       if h.title and h.title ~= "" then
         print("   " .. h.title)
@@ -740,7 +751,7 @@ local function cmd_ask(o, args)
   for _, n in ipairs(cited) do
     local c = r.citations[n]
     local h = r.contexts[n] or {}
-    print(format("[%d] %s (bytes %d-%d)%s", n, c.source or c.doc_id, c.start or 0, c.stop or 0,
+    print(format("[%d] %s (bytes %d-%d)%s", n, label(c), c.start or 0, c.stop or 0,
       h.title and h.title ~= "" and ("  " .. h.title) or ""))
   end
   local u = r.usage or {}

@@ -246,6 +246,19 @@ describe("rag index, search, ask", function()
     assert.equal(1, select(2, out:gsub("\n", "")))
   end)
 
+  it("indexes a BEIR folder as its corpus, with the BEIR ids as document ids", function()
+    local kb = root .. "/beir-kb"
+    local out, err, status = rag_cmd("index " .. FIX .. "beir --into " .. kb)
+    assert.equal(0, status, err)
+    assert.equal(2, counts(out).added)
+    local hit = rag.json.decode((rag_cmd("search " .. kb .. " basalt --json")))
+    assert.equal("2", hit.doc_id)
+    assert.equal(FIX .. "beir/corpus.jsonl", hit.source)
+    out = rag_cmd("search " .. kb .. " moon --k 1")
+    assert.truthy(out:find("^1%. " .. (FIX .. "beir/corpus.jsonl#b1"):gsub("%p", "%%%0") .. "  "),
+      out)
+  end)
+
   it("exits 1 when the world fails and 2 on usage errors, with one line", function()
     local cases = {
       { "search " .. root .. "/none moon", 1, "^rag search: '.-/none': no index here" },
