@@ -500,7 +500,9 @@ local function cmd_index(o, args)
     end
   end
   for _, f in ipairs(failed) do
-    say("rag index: '", f.path, "': ", (tostring(f.msg):gsub("\n.*", "")))
+    -- the loader's message names the operation and the file: keep the reason
+    local why = tostring(f.msg):gsub("\n.*", ""):gsub("^rag%.[%w%.]+: '[^']*': ", "")
+    say("rag index: '", f.path, "': ", why)
   end
   local st = idx:stats()
   print(format("%s: %d documents, %d chunks; %d added, %d updated, %d unchanged, %d removed,"
@@ -762,6 +764,13 @@ end
 
 -- {====== Info and chunk ======}
 
+local function size(bytes)
+  if bytes < 1e6 then
+    return format("%.1f kB", bytes / 1e3)
+  end
+  return format("%.1f MB", bytes / 1e6)
+end
+
 local function cmd_info(_, args)
   if #args < 1 then
     stop(2, "need an index folder (usage: rag info DIR)")
@@ -785,8 +794,8 @@ local function cmd_info(_, args)
     { "generation", tostring(m.generation) },
     { "documents", tostring(st.documents) },
     { "chunks", tostring(st.leaves) },
-    { "text", format("%.1f MB", (st.bytes or 0) / 1e6) },
-    { "on disk", format("%.1f MB", disk / 1e6) },
+    { "text", size(st.bytes or 0) },
+    { "on disk", size(disk) },
     { "terms", tostring(st.terms) },
     { "chunker", format("%s, size %s, overlap %s, %s", tostring(ch.name), tostring(copts.size),
       tostring(copts.overlap or 0), tostring(copts.tokenizer or copts.unit or "")) },
