@@ -1215,6 +1215,7 @@ The main job:
   index PATH... --into DIR   index files and folders into DIR (incremental)
   search DIR QUERY           ranked passages with their sources
   ask DIR QUESTION           an answer with numbered sources (offline by default)
+  eval DIR --beir FOLDER     IR measures of each search mode; --qa FILE for answers
   info DIR                   what an index holds
 
 Tools:
@@ -1293,6 +1294,29 @@ rag ask DIR QUESTION [options]
   --stream            print the answer as it is generated
   --trace FILE        write every step of the run as JSON lines to FILE
 ]],
+  eval = [[
+rag eval DIR (--beir FOLDER | --qa FILE) [options]
+
+  Scores the index in DIR and prints a table, one row per setting.
+  --beir FOLDER: document-level nDCG@10, Recall@100, MRR, MAP and P@10 of
+  each search mode over the BEIR folder's test queries (FOLDER's qrels;
+  the index should hold its corpus: rag index FOLDER --into DIR), with
+  recall@k curves and paired significance tests of the first setting
+  against the others. --qa FILE: JSON lines of { "question", "ground_truth"
+  }, answered with the pipeline and scored with RAGAS-style metrics by a
+  judge LLM; without one (offline) those metrics are reported as
+  unavailable. The first setting's scores are diagnosed.
+
+  --sweep KEY=V1,V2   evaluate every combination of the values: chunk.size,
+                      chunk.overlap (the index rebuilt from its documents),
+                      k, mode, pipeline; may be repeated
+  --mode MODE         only this search mode (--beir)
+  --pipeline, --llm, --model, --k   as for ask (--qa)
+  --judge LLM         openai or ollama: the judge (default: --llm unless it
+                      is extractive)
+  --json FILE         the results as JSON
+  --html FILE         one self-contained HTML report with plots
+]],
   info = [[
 rag info DIR
 
@@ -1359,7 +1383,7 @@ function show_help(name)
   end
   io.stdout:write("RAG(1)\n\nNAME\n  rag - index documents, search them and answer questions from"
     .. " them\n\nSYNOPSIS\n  rag <command> [args]\n\n")
-  for _, n in ipairs({ "index", "search", "ask", "info", "chunk" }) do
+  for _, n in ipairs({ "index", "search", "ask", "eval", "info", "chunk" }) do
     io.stdout:write((MANUAL[n]:gsub("^", "  "):gsub("\n(.)", "\n  %1")), "\n")
   end
   io.stdout:write("  rag tokens, sentences, hash, json, version: see 'rag --help'.\n\n",
