@@ -535,7 +535,8 @@ describe("rag.bm25 persistence", function()
       { id = "d", text = "\229\144\145\233\135\143\230\163\128\231\180\162 and keyword"
         .. " search work together in hybrid retrieval." },
       { id = "e", text = "Running runners run: stemming folds running and runs together." },
-      { id = "f", text = "The quick brown fox jumps over the lazy dog, again and again and again." },
+      { id = "f", text = "The quick brown fox jumps over the lazy dog, again and again and"
+        .. " again." },
       { id = "g", text = "Chunking splits long documents into passages that fit a token budget." },
       { id = "h", text = "Reciprocal rank fusion merges ranked lists with k = 60." },
       { id = "i", text = "A removed document leaves dead postings until the index compacts them." },
