@@ -540,6 +540,22 @@ static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32
   return RAG_OK;
 }
 
+/*
+** Words are found QUEUED at a time before any is looked up in the memo,
+** and the memo's slots and entries of the queued words fetched first, so
+** that their memory latencies overlap: the memo spans megabytes, and one
+** lookup after another waited for two cache misses per word (on SciFact,
+** 16% of a BM25-only ingest). The terms still go out in text order.
+*/
+#define QUEUED 16
+
+/* A word found and not yet emitted: its source span, T_ flags and rag_fnv32. */
+typedef struct queued {
+  size_t start, stop;
+  uint32_t h;
+  int flags;
+} queued;
+
 /* One run: the analyzer, its input and where the terms go (one of emit, tagged). */
 typedef struct scan {
   rag_analyzer *a;
@@ -548,6 +564,8 @@ typedef struct scan {
   rag_term_fn emit;
   rag_tagged_fn tagged;
   void *ud;
+  queued q[QUEUED];
+  size_t nq;
 } scan;
 
 /* Emits term t[0..n) (hash th) of source s[start, stop), whose memo tag is at tag (or NULL). */
@@ -609,13 +627,48 @@ static inline int put_term(const scan *sc, size_t start, size_t stop, int flags,
   return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
 }
 
+/* Whether put_term looks the word of n bytes and T_ flags `flags` up in the memo. */
+static inline int memo_kept(const rag_analyzer *a, size_t n, int flags) {
+  return n <= RAG_TERMCACHE_KEY && (a->memo_flags >> flags & 1) && a->memo.n > 0;
+}
+
+/* Emits the queued words in order, their memo entries fetched first. */
+static int flush(scan *sc) {
+  const rag_termcache *m = &sc->a->memo;
+  size_t i, nq = sc->nq;
+  int rc = RAG_OK;
+  sc->nq = 0;
+  for (i = 0; i < nq; i++) { /* the slots came in while later words were found */
+    const queued *w = &sc->q[i];
+    const rag_termcache_slot *e;
+    if (!memo_kept(sc->a, w->stop - w->start, w->flags)) continue;
+    e = &m->slots[w->h & m->mask];
+    if (e->off != 0 && e->hash == w->h) __builtin_prefetch(m->arena + e->off - 1);
+  }
+  for (i = 0; i < nq && rc == RAG_OK; i++)
+    rc = put_term(sc, sc->q[i].start, sc->q[i].stop, sc->q[i].flags, sc->q[i].h);
+  return rc;
+}
+
+/* Queues the source word s[start, stop) (hash h, T_ flags `flags`) for put_term. */
+static inline int queue_term(scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
+  queued *w = &sc->q[sc->nq++];
+  const rag_termcache *m = &sc->a->memo;
+  w->start = start;
+  w->stop = stop;
+  w->h = h;
+  w->flags = flags;
+  if (memo_kept(sc->a, stop - start, flags)) __builtin_prefetch(&m->slots[h & m->mask]);
+  return sc->nq == QUEUED ? flush(sc) : RAG_OK;
+}
+
 /*
 ** The word starting at *pos (a letter, digit or connector): extends it over
 ** word characters, apostrophes between letters and points between digits.
 ** Words without a letter or digit ("__") are dropped. ASCII letters and
 ** digits, most of any Latin text, take the short inner loop.
 */
-static int run_word(const scan *sc, size_t *pos) {
+static int run_word(scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   size_t len = sc->len, i = *pos, start = i, k;
   unsigned seen = 0, w;
@@ -660,7 +713,7 @@ static int run_word(const scan *sc, size_t *pos) {
   }
   *pos = i;
   if (!(seen & W_ALNUM)) return RAG_OK;
-  return put_term(sc, start, i, word_flags(seen), h);
+  return queue_term(sc, start, i, word_flags(seen), h);
 }
 
 /*
@@ -668,7 +721,7 @@ static int run_word(const scan *sc, size_t *pos) {
 ** a point after a letter or the end of input follows it (most words); else
 ** run_word.
 */
-static int run_ascii(const scan *sc, size_t *pos) {
+static int run_ascii(scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   size_t len = sc->len, i = *pos, start = i;
   unsigned seen = 0, w = 0;
@@ -681,12 +734,12 @@ static int run_ascii(const scan *sc, size_t *pos) {
   if (i < len && !(w & W_END) && !((w & W_POINT) && !(word_bits[s[i - 1]] & W_NOSTEM)))
     return run_word(sc, pos);
   *pos = i;
-  return put_term(sc, start, i, word_flags(seen), h);
+  return queue_term(sc, start, i, word_flags(seen), h);
 }
 
 /* Emits one CJK term over source bytes [start, stop), never stemmed. */
-static int put_cjk(const scan *sc, size_t start, size_t stop) {
-  return put_term(sc, start, stop, 0, rag_fnv32(sc->s + start, stop - start));
+static int put_cjk(scan *sc, size_t start, size_t stop) {
+  return queue_term(sc, start, stop, 0, rag_fnv32(sc->s + start, stop - start));
 }
 
 /*
@@ -694,7 +747,7 @@ static int put_cjk(const scan *sc, size_t start, size_t stop) {
 ** and attaching jamo after it; terms are emitted as characters are found,
 ** so text order holds: in "both" mode U0 B01 U1 B12 U2.
 */
-static int run_cjk(const scan *sc, size_t *pos) {
+static int run_cjk(scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   rag_analyzer_cjk mode = sc->a->cfg.cjk;
   size_t len = sc->len, i = *pos, rs = i, ps = 0, pe = 0, count = 0, k;
@@ -737,6 +790,7 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
   sc.emit = emit;
   sc.tagged = tagged;
   sc.ud = ud;
+  sc.nq = 0;
   while (i < len) {
     unsigned w = word_bits[s[i]];
     int32_t cp;
@@ -765,7 +819,7 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
     }
     if (rc != RAG_OK) return rc;
   }
-  return RAG_OK;
+  return flush(&sc);
 }
 
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len, rag_term_fn emit, void *ud,
