@@ -15,6 +15,7 @@
 
 #include "rag.h"
 #include "rag_fnv.h"
+#include "rag_piececache.h" /* rag_piececache_word */
 #include "rag_probe.h"
 #include "rag_termcache.h"
 #include "rag_text.h"
@@ -551,7 +552,7 @@ static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32
 */
 #define QUEUED 32
 
-/* A word found and not yet emitted: its source span, T_ flags and rag_fnv32. */
+/* A word found and not yet emitted: its source span, T_ flags and word_hash. */
 typedef struct queued {
   size_t start, stop;
   uint32_t h;
@@ -579,7 +580,28 @@ static inline int emit_term(const scan *sc, const char *t, size_t n, uint32_t th
 }
 
 /*
-** Analyzes and emits the source word s[start, stop) (hash h), remembering
+** The memo's hash of a source word of n (at most RAG_TERMCACHE_KEY) bytes,
+** its bytes taken eight at a time once the word is found. The scan loops
+** used to carry FNV-1a along, a multiply per byte each waiting for the one
+** before: the slowest chain of the loop. Terms keep rag_fnv32, which their
+** owners use.
+*/
+static inline uint32_t word_hash(const unsigned char *p, size_t n) {
+  uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull, w;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  if (i < n) h = (h ^ rag_piececache_word(p + i, n - i)) * 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 29;
+  h *= 0x94d049bb133111ebull;
+  return (uint32_t)(h >> 32);
+}
+
+/*
+** Analyzes and emits the source word s[start, stop) (word_hash h), remembering
 ** it when memo. A remembered ASCII word with capitals is first sought
 ** lowercased, which is how it analyzes ("The" as "the"): each word is
 ** stemmed once whatever its case, and its tag is passed on.
@@ -589,31 +611,32 @@ static int put_new(const scan *sc, size_t start, size_t stop, int flags, uint32_
   rag_analyzer *a = sc->a;
   const char *src = (const char *)sc->s + start, *t = src;
   size_t n = stop - start;
-  uint32_t th = h, tag = RAG_TERMCACHE_NOTAG;
+  uint32_t th, tag = RAG_TERMCACHE_NOTAG;
   unsigned char *tp = NULL;
   int rc;
   if (memo && a->cfg.lowercase && (flags & (T_ASCII | T_UPPER)) == (T_ASCII | T_UPPER)) {
     const char *low;
     uint32_t lh;
     if ((rc = lower_ascii(a, src, n, &low)) != RAG_OK) return rc;
-    lh = rag_fnv32(low, n);
+    lh = word_hash((const unsigned char *)low, n);
     if (rag_termcache_get(&a->memo, low, n, lh, &t, &n, &th, &tp)) {
       memcpy(&tag, tp, 4);
     } else {
       t = low;
-      th = lh;
+      th = rag_fnv32(low, n);
       if ((rc = analyze(a, &t, &n, flags & ~T_UPPER, &th)) != RAG_OK) return rc;
       (void)rag_termcache_put(&a->memo, low, stop - start, lh, &t, n, th, tag);
     }
-  } else if ((rc = analyze(a, &t, &n, flags, &th)) != RAG_OK) {
-    return rc;
+  } else {
+    th = rag_fnv32(src, n);
+    if ((rc = analyze(a, &t, &n, flags, &th)) != RAG_OK) return rc;
   }
   tp = memo ? rag_termcache_put(&a->memo, src, stop - start, h, &t, n, th, tag) : NULL;
   return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
 }
 
 /*
-** Emits the term of the source word s[start, stop), whose rag_fnv32 is h:
+** Emits the term of the source word s[start, stop), whose word_hash is h:
 ** remembered, or analyzed (and then remembered when that costs a stemmer
 ** or utf8proc call).
 */
@@ -657,10 +680,12 @@ static int drain(scan *sc, size_t k) {
   return rc;
 }
 
-/* Queues the source word s[start, stop) (hash h, T_ flags `flags`) for put_term. */
-static inline int queue_term(scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
+/* Queues the source word s[start, stop) (T_ flags `flags`) for put_term. */
+static inline int queue_term(scan *sc, size_t start, size_t stop, int flags) {
   queued *w = &sc->q[sc->nq++];
   const rag_termcache *m = &sc->a->memo;
+  size_t n = stop - start;
+  uint32_t h = n <= RAG_TERMCACHE_KEY ? word_hash(sc->s + start, n) : 0; /* else never sought */
   w->start = start;
   w->stop = stop;
   w->h = h;
@@ -680,7 +705,6 @@ static int run_word(scan *sc, size_t *pos) {
   size_t len = sc->len, i = *pos, start = i, k;
   unsigned seen = 0, w;
   int last = C_SEP;
-  uint32_t h = RAG_FNV32_BASIS;
   int32_t cp;
   for (;;) {
     unsigned c;
@@ -688,7 +712,6 @@ static int run_word(scan *sc, size_t *pos) {
     size_t from = i;
     while (i < len && ((w = word_bits[s[i]]) & W_ALNUM)) {
       seen |= w;
-      h = rag_fnv32_byte(h, s[i]);
       i++;
     }
     if (i > from) last = word_bits[s[i - 1]] & W_NOSTEM ? C_DIGIT : C_LETTER;
@@ -715,12 +738,11 @@ static int run_word(scan *sc, size_t *pos) {
     }
     if (cls != C_MARK) last = cls;
     if (c >= 0x80) seen |= W_WIDE;
-    h = rag_fnv32_more(h, s + i, k);
     i += k;
   }
   *pos = i;
   if (!(seen & W_ALNUM)) return RAG_OK;
-  return queue_term(sc, start, i, word_flags(seen), h);
+  return queue_term(sc, start, i, word_flags(seen));
 }
 
 /*
@@ -732,21 +754,19 @@ static int run_ascii(scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   size_t len = sc->len, i = *pos, start = i;
   unsigned seen = 0, w = 0;
-  uint32_t h = RAG_FNV32_BASIS;
   while (i < len && ((w = word_bits[s[i]]) & W_ALNUM)) {
     seen |= w;
-    h = rag_fnv32_byte(h, s[i]);
     i++;
   }
   if (i < len && !(w & W_END) && !((w & W_POINT) && !(word_bits[s[i - 1]] & W_NOSTEM)))
     return run_word(sc, pos);
   *pos = i;
-  return queue_term(sc, start, i, word_flags(seen), h);
+  return queue_term(sc, start, i, word_flags(seen));
 }
 
 /* Emits one CJK term over source bytes [start, stop), never stemmed. */
 static int put_cjk(scan *sc, size_t start, size_t stop) {
-  return queue_term(sc, start, stop, 0, rag_fnv32(sc->s + start, stop - start));
+  return queue_term(sc, start, stop, 0);
 }
 
 /*
