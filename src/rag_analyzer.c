@@ -544,19 +544,20 @@ static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32
 
 /*
 ** Words wait in a queue of QUEUED before they are looked up in the memo:
-** each word's memo slot is fetched as it is found, and its entry once
-** QUEUED / 2 later words have been found, so that the memory latencies
-** overlap, where one lookup after another waited for two cache misses per
-** word (the memo spans megabytes; on SciFact that was 16% of a BM25-only
-** ingest). The terms still go out in text order.
+** each word's memo slot is fetched as it is found, and the entries of all
+** before the first lookup, so that the memory latencies overlap, where one
+** lookup after another waited for two cache misses per word (the memo
+** spans megabytes; on SciFact that was 16% of a BM25-only ingest). The
+** terms still go out in text order.
 */
 #define QUEUED 32
 
-/* A word found and not yet emitted: its source span, T_ flags and word_hash. */
+/* A word found and not yet emitted: its source span, T_ flags, whether the
+** memo is asked for it and then its word_hash. */
 typedef struct queued {
   size_t start, stop;
   uint32_t h;
-  int flags;
+  unsigned char flags, kept;
 } queued;
 
 /* One run: the analyzer, its input and where the terms go (one of emit, tagged). */
@@ -636,62 +637,54 @@ static int put_new(const scan *sc, size_t start, size_t stop, int flags, uint32_
 }
 
 /*
-** Emits the term of the source word s[start, stop), whose word_hash is h:
-** remembered, or analyzed (and then remembered when that costs a stemmer
-** or utf8proc call).
+** Emits the term of the queued word w: remembered, or analyzed (and then
+** remembered when w is kept, that is when its T_ flags say a lookup saves
+** a stemmer or utf8proc call, or a tag the owner's lookup).
 */
-static inline int put_term(const scan *sc, size_t start, size_t stop, int flags, uint32_t h) {
+static inline int put_term(const scan *sc, const queued *w) {
   const rag_analyzer *a = sc->a;
   const char *t;
-  size_t n = stop - start;
+  size_t n = w->stop - w->start;
   uint32_t th;
   unsigned char *tp;
-  if (n > RAG_TERMCACHE_KEY || !(sc->memo >> flags & 1))
-    return put_new(sc, start, stop, flags, h, 0);
-  if (!rag_termcache_get(&a->memo, (const char *)sc->s + start, n, h, &t, &n, &th, &tp))
-    return put_new(sc, start, stop, flags, h, 1);
-  return n > 0 ? emit_term(sc, t, n, th, start, stop, tp) : RAG_OK;
+  if (!w->kept) return put_new(sc, w->start, w->stop, w->flags, 0, 0);
+  if (!rag_termcache_get(&a->memo, (const char *)sc->s + w->start, n, w->h, &t, &n, &th, &tp))
+    return put_new(sc, w->start, w->stop, w->flags, w->h, 1);
+  return n > 0 ? emit_term(sc, t, n, th, w->start, w->stop, tp) : RAG_OK;
 }
 
-/* Whether put_term finds the word of n bytes and T_ flags `flags` in the memo (when it is there). */
-static inline int memo_kept(const scan *sc, size_t n, int flags) {
-  return n <= RAG_TERMCACHE_KEY && (sc->memo >> flags & 1) && sc->a->memo.n > 0;
-}
-
-/*
-** Emits the first k queued words in order and keeps the others queued,
-** fetching the memo entries of those others first (of all, when k is all).
-*/
-static int drain(scan *sc, size_t k) {
+/* Emits the queued words in order, their memo entries fetched first. */
+static int drain(scan *sc) {
   const rag_termcache *m = &sc->a->memo;
   size_t i, nq = sc->nq;
   int rc = RAG_OK;
-  for (i = k < nq ? k : 0; i < nq; i++) { /* their slots came in while later words were found */
+  sc->nq = 0;
+  for (i = 0; i < nq; i++) { /* the slots came in while later words were found */
     const queued *w = &sc->q[i];
     const rag_termcache_slot *e;
-    if (!memo_kept(sc, w->stop - w->start, w->flags)) continue;
+    if (!w->kept || m->n == 0) continue;
     e = &m->slots[w->h & m->mask];
     if (e->off != 0 && e->hash == w->h) __builtin_prefetch(m->arena + e->off - 1);
   }
-  for (i = 0; i < k && rc == RAG_OK; i++)
-    rc = put_term(sc, sc->q[i].start, sc->q[i].stop, sc->q[i].flags, sc->q[i].h);
-  memmove(sc->q, sc->q + k, (nq - k) * sizeof *sc->q);
-  sc->nq = nq - k;
+  for (i = 0; i < nq && rc == RAG_OK; i++) rc = put_term(sc, &sc->q[i]);
   return rc;
 }
 
 /* Queues the source word s[start, stop) (T_ flags `flags`) for put_term. */
-static inline int queue_term(scan *sc, size_t start, size_t stop, int flags) {
-  queued *w = &sc->q[sc->nq++];
+static inline __attribute__((always_inline)) int queue_term(scan *sc, size_t start, size_t stop,
+                                                            int flags) {
+  queued *w = &sc->q[sc->nq];
   const rag_termcache *m = &sc->a->memo;
   size_t n = stop - start;
-  uint32_t h = n <= RAG_TERMCACHE_KEY ? word_hash(sc->s + start, n) : 0; /* else never sought */
   w->start = start;
   w->stop = stop;
-  w->h = h;
-  w->flags = flags;
-  if (memo_kept(sc, stop - start, flags)) __builtin_prefetch(&m->slots[h & m->mask]);
-  return sc->nq == QUEUED ? drain(sc, QUEUED / 2) : RAG_OK;
+  w->flags = (unsigned char)flags;
+  w->kept = n <= RAG_TERMCACHE_KEY && (sc->memo >> flags & 1);
+  if (w->kept) {
+    w->h = word_hash(sc->s + start, n);
+    if (m->n > 0) __builtin_prefetch(&m->slots[w->h & m->mask]);
+  }
+  return ++sc->nq == QUEUED ? drain(sc) : RAG_OK;
 }
 
 /*
@@ -849,7 +842,7 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
     }
     if (rc != RAG_OK) return rc;
   }
-  return drain(&sc, sc.nq);
+  return drain(&sc);
 }
 
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len, rag_term_fn emit, void *ud,
