@@ -570,6 +570,7 @@ static int count_term(rag_bm25 *b, uint32_t tid) {
     }
   }
   if (!dterm_fit(b)) return RAG_ENOMEM;
+  __builtin_prefetch(&b->terms[tid]); /* rag_bm25_add reads it once the text is analyzed */
   b->dcells[dcell(b, tid)] = (uint32_t)b->nd + 1;
   b->dt[b->nd].tid = tid;
   b->dt[b->nd].tf = 1;
@@ -643,8 +644,10 @@ int rag_bm25_add(rag_bm25 *b, const char *id, size_t idlen, const char *text, si
   if (!docs_fit(b)) return RAG_ENOMEM;
   if ((rc = rag_ids_reserve(&b->ids, 1, idlen)) != RAG_OK) return rc;
   for (i = 0; i < b->nd; i++) { /* the entries, scattered: fetched a few ahead */
+    term *t = &b->terms[b->dt[i].tid];
     if (i + PREFETCH < b->nd) __builtin_prefetch(&b->terms[b->dt[i + PREFETCH].tid]);
-    if (!reserve_post(&b->terms[b->dt[i].tid], POSTING_MAX)) return RAG_ENOMEM;
+    if (!reserve_post(t, POSTING_MAX)) return RAG_ENOMEM;
+    __builtin_prefetch(t->post + t->plen, 1); /* the commit below writes there */
   }
   list = (uint8_t *)rag_malloc(fwd + 1);
   if (list == NULL) return RAG_ENOMEM;

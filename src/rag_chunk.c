@@ -205,7 +205,7 @@ static int begin(ctx *c, const char *s, size_t len, const rag_chunk_opts *o,
   c->prev = NONE;
   c->stk.v = NULL;
   c->stk.n = c->stk.cap = 0;
-  c->ascii = all_ascii(c->s, len);
+  c->ascii = m->count == chars_count && all_ascii(c->s, len); /* only chars use it: no pass else */
   c->nseps = 0;
   for (i = 0; i < nseps; i++) {
     if (seps[i].kind == RAG_SEP_TEXT && seps[i].len == 0) return RAG_EINVAL;
