@@ -762,9 +762,258 @@ local function cmd_ask(o, args)
   idx:close()
 end
 
+-- {====== Evaluation ======}
+
+local IR_MEASURES = { "ndcg@10", "recall@100", "mrr", "map", "p@10" }
+local QA_METRICS = { "faithfulness", "answer_relevancy", "context_precision", "context_recall",
+  "answer_correctness" }
+local SWEEP_KEYS = { ["chunk.size"] = "integer", ["chunk.overlap"] = "integer", k = "integer",
+  mode = "string", pipeline = "string" }
+
+-- "--sweep key=a,b,c" arguments as { {key, {values}} }, in the order given.
+local function parse_sweeps(list)
+  local out = {}
+  for _, s in ipairs(list or {}) do
+    local key, values = s:match("^([%w_.]+)=(.+)$")
+    if not key or not SWEEP_KEYS[key] then
+      local keys = {}
+      for k in pairs(SWEEP_KEYS) do
+        keys[#keys + 1] = k
+      end
+      sort(keys)
+      stop(2, "bad sweep '" .. s .. "' (expected KEY=V1,V2,... with KEY one of "
+        .. concat(keys, ", ") .. ")")
+    end
+    local vs = {}
+    for v in values:gmatch("[^,]+") do
+      if SWEEP_KEYS[key] == "integer" then
+        local n = math.tointeger and math.tointeger(tonumber(v)) or tonumber(v)
+        if not n or n < 1 then
+          stop(2, "bad sweep '" .. s .. "': '" .. v .. "' is not a positive integer")
+        end
+        v = n
+      end
+      vs[#vs + 1] = v
+    end
+    out[#out + 1] = { key, vs }
+  end
+  return out
+end
+
+-- Every combination of the sweeps' values: { {key = value, ...}, ... },
+-- the first sweep varying slowest.
+local function combinations(sweeps)
+  local out = { {} }
+  for _, sw in ipairs(sweeps) do
+    local next_out = {}
+    for _, base in ipairs(out) do
+      for _, v in ipairs(sw[2]) do
+        local c = {}
+        for k, x in pairs(base) do
+          c[k] = x
+        end
+        c[sw[1]] = v
+        next_out[#next_out + 1] = c
+      end
+    end
+    out = next_out
+  end
+  return out
+end
+
+local function setting_name(params, order)
+  local parts = {}
+  for _, k in ipairs(order) do
+    if params[k] ~= nil then
+      parts[#parts + 1] = k .. "=" .. tostring(params[k])
+    end
+  end
+  return #parts > 0 and concat(parts, " ") or "default"
+end
+
+-- The index with params' chunk settings: idx itself when they are its own,
+-- else a new index over idx's documents (built once per chunk setting).
+local function index_for(idx, cfg, params, cache, bar)
+  local size = params["chunk.size"] or cfg.chunk_size
+  local overlap = params["chunk.overlap"] or cfg.overlap
+  if size == cfg.chunk_size and overlap == cfg.overlap then
+    return idx
+  end
+  if overlap >= size then
+    stop(2, format("sweep: the overlap (%d) must be smaller than the chunk size (%d)", overlap,
+      size))
+  end
+  local key = size .. "/" .. overlap
+  if not cache[key] then
+    local other = rag.index.new({ embedder = idx.embedder or false,
+      chunk = { size = size, overlap = overlap } })
+    local docs = {}
+    for i, id in ipairs(idx:ids()) do
+      local d = idx:get(id)
+      docs[i] = { id = d.id, text = d.text, source = d.source, title = d.title, meta = d.meta }
+    end
+    must(other:add_many(docs, { progress = function(done, total)
+      bar:update("chunking", done, total)
+    end }))
+    cache[key] = other
+  end
+  return cache[key]
+end
+
+-- Document-level IR measures of idx's search in `mode` over a BEIR folder's
+-- test queries: means and per-query values.
+local function eval_ir(idx, data, mode, bar)
+  local run, qids = {}, {}
+  for qid in pairs(data.qrels) do
+    if data.queries[qid] then
+      qids[#qids + 1] = qid
+    end
+  end
+  sort(qids)
+  for i, qid in ipairs(qids) do
+    local hits = must(idx:search(data.queries[qid], { mode = mode, k = 100, group = "doc" }))
+    local ranked = {}
+    for j, h in ipairs(hits) do
+      ranked[j] = { id = h.doc_id, score = h.score }
+    end
+    run[qid] = ranked
+    bar:update("searching", i, #qids)
+  end
+  local means, per_query = rag.eval.ir(run, data.qrels, IR_MEASURES, { per_query = true })
+  -- recall@k over k, for the report's curves
+  local curve = {}
+  for _, k in ipairs({ 1, 3, 5, 10, 20, 50, 100 }) do
+    curve[#curve + 1] = { k = k, value = rag.eval.ir(run, data.qrels, { "recall@" .. k })[
+      "recall@" .. k] }
+  end
+  return means, per_query, curve
+end
+
+-- Questions of a JSON lines file: { question =, ground_truth =, id = }.
+local function read_qa(path)
+  local list, n = {}, 0
+  for line in read_input(path):gmatch("[^\n]+") do
+    n = n + 1
+    local t = json.decode(line)
+    if type(t) ~= "table" or type(t.question) ~= "string" then
+      stop(1, format("'%s': line %d: expected an object with a string 'question'", path, n))
+    end
+    list[#list + 1] = { id = t.id and tostring(t.id) or tostring(n), question = t.question,
+      ground_truth = t.ground_truth or t.answer }
+  end
+  return list
+end
+
+local function cmd_eval(o, args)
+  local dir = args[1]
+  if (o.beir and o.qa) or not (o.beir or o.qa) then
+    stop(2, "give one of --beir FOLDER and --qa FILE (usage: rag eval DIR --beir FOLDER)")
+  end
+  local cfg = settings(o, dir)
+  local idx = open_index(dir, cfg)
+  local sweeps = parse_sweeps(o.sweep)
+  local order = {}
+  for _, sw in ipairs(sweeps) do
+    order[#order + 1] = sw[1]
+  end
+  local bar = progress_bar()
+  local results = { settings = {}, meta = { index = dir, library = "rag " .. rag._VERSION } }
+  local cache = {}
+  if o.beir then
+    local data = must(rag.eval.beir(o.beir, { corpus = false }))
+    results.meta.data = o.beir
+    results.metrics = IR_MEASURES
+    local modes = { cfg.mode or nil }
+    local swept_mode = false
+    for _, sw in ipairs(sweeps) do
+      swept_mode = swept_mode or sw[1] == "mode"
+    end
+    if not swept_mode and not cfg.mode then -- every mode the index can search
+      modes = idx.embedder and { "bm25", "vector", "hybrid" } or { "bm25" }
+      order[#order + 1] = "mode"
+    end
+    for _, params in ipairs(combinations(sweeps)) do
+      for _, mode in ipairs(swept_mode and { params.mode } or modes) do
+        local p = {}
+        for k, v in pairs(params) do
+          p[k] = v
+        end
+        p.mode = mode
+        local which = index_for(idx, cfg, p, cache, bar)
+        local means, per_query, curve = eval_ir(which, data, mode, bar)
+        results.settings[#results.settings + 1] = { name = setting_name(p, order), params = p,
+          scores = means, per_query = per_query, curve = curve }
+      end
+    end
+  else
+    local qa = read_qa(o.qa)
+    results.meta.data = o.qa
+    results.metrics = QA_METRICS
+    local judge_name = o.judge or (cfg.llm ~= "extractive" and cfg.llm) or nil
+    local judge = judge_name and make_llm(judge_name, cfg.model) or nil
+    local llm = make_llm(cfg.llm, cfg.model)
+    for _, params in ipairs(combinations(sweeps)) do
+      local which = index_for(idx, cfg, params, cache, bar)
+      local name = params.pipeline or cfg.pipeline
+      if not PIPELINES[name] then
+        stop(2, "unknown pipeline '" .. name .. "'")
+      end
+      local p = rag.pipeline[name]({ index = which, llm = llm, k = params.k or cfg.k or 5,
+        search = (params.mode or cfg.mode) and { mode = params.mode or cfg.mode } or nil })
+      local samples = {}
+      for i, q in ipairs(qa) do
+        local r = must(p:answer(q.question))
+        local contexts = {}
+        for j, h in ipairs(r.contexts) do
+          contexts[j] = h.text
+        end
+        samples[i] = { question = q.question, answer = r.text, contexts = contexts,
+          ground_truth = q.ground_truth }
+        bar:update("answering", i, #qa)
+      end
+      local res = must(rag.eval.ragas(samples, { llm = judge, embedder = which.embedder or nil }))
+      local per_query = {}
+      for i, q in ipairs(qa) do
+        local row = {}
+        for _, m in ipairs(QA_METRICS) do
+          row[m] = res.per_sample[i] and res.per_sample[i][m]
+        end
+        per_query[q.id] = row
+      end
+      results.settings[#results.settings + 1] = { name = setting_name(params, order),
+        params = params, scores = res.scores, per_query = per_query,
+        unavailable = res.unavailable }
+    end
+    results.diagnosis = rag.eval.diagnose(results.settings[1].scores)
+  end
+  bar:done()
+  -- paired comparisons of the first setting with each other one
+  if #results.settings > 1 and rag.eval.compare then
+    results.comparisons = {}
+    local a = results.settings[1]
+    for i = 2, #results.settings do
+      local b = results.settings[i]
+      results.comparisons[#results.comparisons + 1] = { a = a.name, b = b.name,
+        result = rag.eval.compare(a.per_query, b.per_query, { seed = 1 }) }
+    end
+  end
+  local report = require("rag.report")
+  io.stdout:write(report.table(results))
+  if o.json then
+    must(rag.core.fs.write(o.json, json.encode(results) .. "\n"))
+  end
+  if o.html then
+    must(rag.core.fs.write(o.html, report.html(results, { title = "rag eval: " .. dir })))
+  end
+  idx:close()
+  for _, other in pairs(cache) do
+    other:close()
+  end
+end
+
 -- {====== Info and chunk ======}
 
-local function size(bytes)
+local function human_size(bytes)
   if bytes < 1e6 then
     return format("%.1f kB", bytes / 1e3)
   end
@@ -794,8 +1043,8 @@ local function cmd_info(_, args)
     { "generation", tostring(m.generation) },
     { "documents", tostring(st.documents) },
     { "chunks", tostring(st.leaves) },
-    { "text", size(st.bytes or 0) },
-    { "on disk", size(disk) },
+    { "text", human_size(st.bytes or 0) },
+    { "on disk", human_size(disk) },
     { "terms", tostring(st.terms) },
     { "chunker", format("%s, size %s, overlap %s, %s", tostring(ch.name), tostring(copts.size),
       tostring(copts.overlap or 0), tostring(copts.tokenizer or copts.unit or "")) },
@@ -879,6 +1128,15 @@ local COMMANDS = {
     min = 2, nargs = math.huge,
     run = cmd_ask,
   },
+  eval = {
+    synopsis = "rag eval DIR (--beir FOLDER | --qa FILE) [--sweep KEY=V1,V2]... [--mode MODE]"
+      .. " [--json FILE] [--html FILE]",
+    options = { beir = "beir", qa = "qa", sweep = { "sweep", many = true }, mode = "mode",
+      json = "json", html = "html", pipeline = "pipeline", llm = "llm", model = "model",
+      judge = "judge", k = "k" },
+    min = 1, nargs = 1,
+    run = cmd_eval,
+  },
   info = { synopsis = "rag info DIR", min = 1, nargs = 1, run = cmd_info },
   chunk = {
     synopsis = "rag chunk [FILE] [--chunker NAME] [--chunk-size N] [--overlap N] [-e ENC]",
@@ -957,6 +1215,7 @@ The main job:
   index PATH... --into DIR   index files and folders into DIR (incremental)
   search DIR QUERY           ranked passages with their sources
   ask DIR QUESTION           an answer with numbered sources (offline by default)
+  eval DIR --beir FOLDER     IR measures of each search mode; --qa FILE for answers
   info DIR                   what an index holds
 
 Tools:
@@ -1035,6 +1294,29 @@ rag ask DIR QUESTION [options]
   --stream            print the answer as it is generated
   --trace FILE        write every step of the run as JSON lines to FILE
 ]],
+  eval = [[
+rag eval DIR (--beir FOLDER | --qa FILE) [options]
+
+  Scores the index in DIR and prints a table, one row per setting.
+  --beir FOLDER: document-level nDCG@10, Recall@100, MRR, MAP and P@10 of
+  each search mode over the BEIR folder's test queries (FOLDER's qrels;
+  the index should hold its corpus: rag index FOLDER --into DIR), with
+  recall@k curves and paired significance tests of the first setting
+  against the others. --qa FILE: JSON lines of { "question", "ground_truth"
+  }, answered with the pipeline and scored with RAGAS-style metrics by a
+  judge LLM; without one (offline) those metrics are reported as
+  unavailable. The first setting's scores are diagnosed.
+
+  --sweep KEY=V1,V2   evaluate every combination of the values: chunk.size,
+                      chunk.overlap (the index rebuilt from its documents),
+                      k, mode, pipeline; may be repeated
+  --mode MODE         only this search mode (--beir)
+  --pipeline, --llm, --model, --k   as for ask (--qa)
+  --judge LLM         openai or ollama: the judge (default: --llm unless it
+                      is extractive)
+  --json FILE         the results as JSON
+  --html FILE         one self-contained HTML report with plots
+]],
   info = [[
 rag info DIR
 
@@ -1101,7 +1383,7 @@ function show_help(name)
   end
   io.stdout:write("RAG(1)\n\nNAME\n  rag - index documents, search them and answer questions from"
     .. " them\n\nSYNOPSIS\n  rag <command> [args]\n\n")
-  for _, n in ipairs({ "index", "search", "ask", "info", "chunk" }) do
+  for _, n in ipairs({ "index", "search", "ask", "eval", "info", "chunk" }) do
     io.stdout:write((MANUAL[n]:gsub("^", "  "):gsub("\n(.)", "\n  %1")), "\n")
   end
   io.stdout:write("  rag tokens, sentences, hash, json, version: see 'rag --help'.\n\n",

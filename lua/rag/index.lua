@@ -418,6 +418,14 @@ function Index:remove(id)
   return self.c:remove(id)
 end
 
+--- The ids of the documents, sorted bytewise. @treturn table
+function Index:ids()
+  check_open(self, "rag.index.ids")
+  local ids = self.c:ids()
+  sort(ids)
+  return ids
+end
+
 --- The document `id` as `{ id, text, source, title, meta, chunks }`, or nil.
 function Index:get(id)
   check_open(self, "rag.index.get")

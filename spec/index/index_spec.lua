@@ -251,6 +251,15 @@ describe("rag.index incremental changes", function()
     assert.is_nil(idx:get(docs[1].id))
   end)
 
+  it("lists the document ids, sorted bytewise", function()
+    local idx = rag.index.new({ embedder = false })
+    for _, id in ipairs({ "b", "a#2", "B", "a" }) do
+      idx:add({ id = id, text = "text of " .. id })
+    end
+    idx:remove("b")
+    assert.are.same({ "B", "a", "a#2" }, idx:ids())
+  end)
+
   it("sync keeps the unseen documents that opts.keep names, and removes the rest", function()
     local docs = fixture()
     local idx = rag.index.new({ embedder = false })

@@ -162,6 +162,25 @@ describe("rag.pipeline with a loopback LLM server (libcurl)", function()
     end)
   end
 
+  it("a run's deadline cuts an llm call in flight, retries and their waits included", function()
+    local _, d = corpus()
+    for _, stream in ipairs({ false, true }) do
+      -- the provider would wait 10 s and retry twice; the run allows 0.4 s
+      local l = llm("slow5:rag", { timeout = 10, max_retries = 2 })
+      local t0 = helpers.now()
+      local r, msg, code, partial = hybrid(l, { limits = { deadline_ms = 400 } }):answer(
+        d[3].title, stream and { stream = function() end } or nil)
+      local took = helpers.now() - t0
+      assert.is_nil(r)
+      assert.equal("budget", code, msg)
+      assert.truthy(msg:find("deadline of 400 ms passed during an llm call", 1, true), msg)
+      assert.is_true(took < 1.2, ("took %.2f s"):format(took))
+      assert.equal("timeout", find(partial.trace, "llm", "chat").code)
+      assert.equal("deadline_ms", find(partial.trace, "stop", "chat").limit)
+      assert.equal(1, #helpers.llmd_log(base, l.model)) -- no retry after the deadline
+    end
+  end)
+
   it("hybrid with rewrite: the rewrite call succeeds, the answer call times out", function()
     local _, d = corpus()
     local l = llm("okx1slow5:rag")

@@ -399,6 +399,10 @@ function Run:chat(llm, messages, opts)
   if left and left < huge then
     o.max_tokens = min(o.max_tokens or huge, left)
   end
+  local dl = self.limits.deadline_ms
+  if dl and dl < huge then -- the call may take what is left, no more
+    o.timeout = min(o.timeout or huge, max(dl / 1000 - elapsed(self), 0.001))
+  end
   self.llm_calls = self.llm_calls + 1
   local e = { kind = "llm", name = "chat", depth = self.depth, at = ms(elapsed(self)),
     inputs = { messages = type(messages) == "table" and #messages or 1,
@@ -409,6 +413,10 @@ function Run:chat(llm, messages, opts)
   e.ms, e.llm_calls = ms(self.clock() - t), 1
   if reply == nil then
     e.error, e.code, e.tokens = tostring(msg), code, 0
+    if code == "timeout" and dl and elapsed(self) * 1000 >= dl then -- cut by the deadline
+      return stop(self, "deadline_ms", "chat",
+        format("deadline of %s ms passed during an llm call", tostring(dl)))
+    end
     return nil, msg, code
   end
   if type(reply) ~= "table" or type(reply.text) ~= "string" then

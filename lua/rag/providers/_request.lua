@@ -225,8 +225,10 @@ end
 --   body as they arrive; the call then returns the response, not JSON. No
 --   retry happens once a piece has been delivered.
 -- @tparam[opt] table how `method` ("GET": no body is sent; default
---   "POST") and `key_header` (the header that carries the key, as it is;
---   default `authorization: Bearer <key>`)
+--   "POST"), `key_header` (the header that carries the key, as it is;
+--   default `authorization: Bearer <key>`) and `timeout` (seconds for the
+--   whole call, retries and their waits included: each attempt gets what
+--   is left, at most the client's timeout, and no retry starts after it)
 -- @return value, res | nil, msg, code
 function M.post(c, fname, url, body, stream, how)
   local method = how and how.method or "POST"
@@ -262,10 +264,14 @@ function M.post(c, fname, url, body, stream, how)
   end
   local safe = M.scrub(c, redact.url(url))
   local where = method .. " " .. safe
+  local deadline = how and how.timeout and c.now() + how.timeout
   local attempt = 0
   while true do
     attempt = attempt + 1
     local t0 = c.now()
+    if deadline then
+      req.timeout = math.min(c.timeout, math.max(deadline - t0, 0.001))
+    end
     local res, msg, code = send(c, req, state)
     local status = res and res.status
     local ok = status ~= nil and status >= 200 and status <= 299
@@ -298,6 +304,9 @@ function M.post(c, fname, url, body, stream, how)
       return failure(c, fname, where, attempt, res, msg, code)
     end
     local delay = retry.delay(res, attempt, c.random)
+    if deadline and c.now() + delay >= deadline then -- no time left for another attempt
+      return failure(c, fname, where, attempt, res, msg, code)
+    end
     if c.trace then
       c.trace({ event = "retry", op = fname, url = safe, attempt = attempt, delay = delay })
     end
@@ -325,7 +334,7 @@ end
 -- `on_item(item)` returns nothing to go on, or a message (without `fname`)
 -- and a code, which become the result; later items are skipped.
 -- @return the whole body | nil, msg, code
-function M.stream(c, fname, url, body, reader, on_item)
+function M.stream(c, fname, url, body, reader, on_item, how)
   local err, raw = nil, {}
   local feed, finish = reader(function(item)
     if not err then
@@ -338,7 +347,7 @@ function M.stream(c, fname, url, body, reader, on_item)
   local res, msg, code = M.post(c, fname, url, body, function(piece)
     raw[#raw + 1] = piece
     feed(piece)
-  end)
+  end, how)
   if res == nil then
     return nil, msg, code
   end

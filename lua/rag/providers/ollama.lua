@@ -82,6 +82,7 @@ local CHAT_OPTS = {
   format = { "string|table" },
   options = { "table" },
   stream = { "function" },
+  timeout = { "number", above = 0 },
 }
 
 -- The reply to a chat, `text` aside.
@@ -106,7 +107,7 @@ local function model_options(o)
 end
 
 -- A streamed chat: the deltas of newline-delimited JSON to `on_delta`.
-local function stream_chat(self, fname, url, body, on_delta)
+local function stream_chat(self, fname, url, body, on_delta, how)
   local parts, info = {}, nil
   local raw, msg, code = request.stream(self.client, fname, url, body, decode.lines,
     function(line)
@@ -124,7 +125,7 @@ local function stream_chat(self, fname, url, body, on_delta)
       if v.done == true then
         info = info_of(v)
       end
-    end)
+    end, how)
   if raw == nil then
     return nil, msg, code
   end
@@ -139,7 +140,8 @@ end
 -- @tparam table|string messages
 -- @tparam[opt] table opts `temperature`, `max_tokens` (num_predict), `top_p`,
 --   `stop`, `seed`, `format`, `options` (more model options), `model`,
---   `stream = function(delta)`
+--   `stream = function(delta)`, `timeout` (seconds for this call, retries
+--   included, at most the provider's own)
 -- @return reply `{ text=, usage=, finish_reason=, model= }` | nil, msg, code
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
@@ -148,8 +150,9 @@ function Provider:chat(messages, opts)
     stream = o.stream ~= nil, format = o.format, keep_alive = self.keep_alive,
     options = model_options(o) }
   local url = self.base_url .. "/api/chat"
+  local how = o.timeout and { timeout = o.timeout } or nil
   if o.stream then
-    return stream_chat(self, fname, url, body, o.stream)
+    return stream_chat(self, fname, url, body, o.stream, how)
   end
   return request.call(self.client, fname, url, body, function(v)
     if type(v) ~= "table" or type(v.message) ~= "table" then
@@ -158,7 +161,7 @@ function Provider:chat(messages, opts)
     local reply = info_of(v)
     reply.text = str(v.message.content) or ""
     return reply
-  end)
+  end, how)
 end
 
 return M

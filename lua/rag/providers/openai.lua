@@ -80,6 +80,7 @@ local CHAT_OPTS = {
   response_format = { "table" },
   stream = { "function" },
   extra = { "table" },
+  timeout = { "number", above = 0 },
 }
 
 local function usage_of(u)
@@ -101,7 +102,7 @@ local function completion(v)
 end
 
 -- A streamed chat: the deltas of server-sent events to `on_delta`.
-local function stream_chat(self, fname, url, body, on_delta)
+local function stream_chat(self, fname, url, body, on_delta, how)
   body.stream = true
   body.stream_options = { include_usage = true }
   local parts, info, events = {}, {}, 0
@@ -130,7 +131,7 @@ local function stream_chat(self, fname, url, body, on_delta)
           on_delta(delta)
         end
       end
-    end)
+    end, how)
   if raw == nil then
     return nil, msg, code
   end
@@ -151,8 +152,10 @@ end
 --- Chat completion.
 -- @tparam table|string messages
 -- @tparam[opt] table opts `temperature`, `max_tokens`, `top_p`, `stop`,
---   `seed`, `response_format`, `model`, `extra` (more body fields), and
---   `stream = function(delta)` to receive the text as it is generated (SSE)
+--   `seed`, `response_format`, `model`, `extra` (more body fields),
+--   `stream = function(delta)` to receive the text as it is generated (SSE),
+--   and `timeout` (seconds for this call, retries included, at most the
+--   provider's own)
 -- @return reply `{ text=, usage=, finish_reason=, model=, id= }` | nil, msg, code
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
@@ -166,8 +169,9 @@ function Provider:chat(messages, opts)
     body[k] = v
   end
   local url = self.base_url .. "/chat/completions"
+  local how = o.timeout and { timeout = o.timeout } or nil
   if o.stream then
-    return stream_chat(self, fname, url, body, o.stream)
+    return stream_chat(self, fname, url, body, o.stream, how)
   end
   return request.call(self.client, fname, url, body, function(v)
     local reply = completion(v)
@@ -175,7 +179,7 @@ function Provider:chat(messages, opts)
       return nil, "the reply has no 'choices[1].message'"
     end
     return reply
-  end)
+  end, how)
 end
 
 return M
