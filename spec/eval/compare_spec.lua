@@ -86,6 +86,14 @@ describe("rag.eval.compare", function()
     assert.truthy(r1.metrics.m.p >= 1 / 2001)
     local r3 = compare(a, b, { rounds = 2000, seed = 8 })
     assert.truthy(math.abs(r3.metrics.m.p - want) < 0.02)
+    -- 20 equal gains: 2 of 2^20 flips reach them (p ~ 2e-6), so no random
+    -- round does, and the estimate is its floor 1 / (rounds + 1), never 0
+    local xs, ys = {}, {}
+    for i = 1, 20 do
+      xs[i], ys[i] = 0.25, 0.5
+    end
+    a, b = tables(xs, ys)
+    assert.equal(1 / 1001, compare(a, b, { rounds = 1000 }).metrics.m.p)
   end)
 
   it("runs a paired bootstrap test", function()

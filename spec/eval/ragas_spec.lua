@@ -104,6 +104,7 @@ describe("rag.eval.ragas", function()
       assert.truthy(asked(llm, 1):find("张伟是教研部的成员", 1, true))
       assert.truthy(asked(llm, 1):find("参考答案", 1, true)) -- the Chinese prompt
       assert.equal("answer", r.per_sample[3].verdicts.context_precision[1].against)
+      assert.truthy(asked(llm, 3):find("Reference answer:\na\n", 1, true))
       assert.equal("ground_truth", r.per_sample[2].verdicts.context_precision[1].against)
       assert.near((0.5 + 5 / 6) / 4, r.scores.context_precision, 1e-12)
     end)
