@@ -281,6 +281,44 @@ describe("rag.eval.ragas", function()
       assert.is_nil(partial.per_sample[2].faithfulness)
     end)
 
+    it("stop at the deadline, by the run's clock", function()
+      local clock = support.clock()
+      local llm = support.scripted({ statements("A"), verdicts(1), statements("B") },
+        { clock = clock, latency = 0.6 })
+      local r, msg, code, partial = ragas({
+        { question = "q?", answer = "a", contexts = { "c" } },
+        { question = "q?", answer = "b", contexts = { "c" } },
+      }, { llm = llm, metrics = { "faithfulness" }, clock = clock.now,
+        limits = { deadline_ms = 1500 } })
+      assert.is_nil(r)
+      assert.equal("budget", code)
+      assert.equal("rag.eval.ragas: deadline of 1500 ms passed during an llm call", msg)
+      assert.equal(1, partial.per_sample[1].faithfulness)
+      assert.is_nil(partial.per_sample[2].faithfulness)
+    end)
+
+    it("pass an embedder's failure on, and refuse a bad reply from it", function()
+      local llm = support.scripted({ '{"questions":["q1"],"noncommittal":0}' }, {
+        forever = '{"questions":["q1"],"noncommittal":0}' })
+      local e = { embed = function()
+        return nil, "rag.providers.openai.embed: timed out", "timeout"
+      end }
+      local sample = { { question = "q?", answer = "a" } }
+      local r, msg, code, partial = ragas(sample, { llm = llm, embedder = e,
+        metrics = { "answer_relevancy" } })
+      assert.is_nil(r)
+      assert.equal("timeout", code)
+      assert.equal("rag.providers.openai.embed: timed out", msg)
+      assert.is_table(partial.per_sample)
+      e.embed = function()
+        return { { 1, 0 } }
+      end
+      r, msg, code = ragas(sample, { llm = llm, embedder = e, metrics = { "answer_relevancy" } })
+      assert.is_nil(r)
+      assert.equal("provider", code)
+      assert.equal("rag.eval.ragas: the embedder returned no list of 2 vectors", msg)
+    end)
+
     it("pass an LLM's failure on with its code", function()
       local llm = support.scripted({ function()
         return nil, "rag.providers.openai: http 500", "http"
