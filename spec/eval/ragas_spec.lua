@@ -59,6 +59,7 @@ describe("rag.eval.ragas", function()
       assert.truthy(asked(llm, 2):find("[1] c1", 1, true))
       assert.truthy(asked(llm, 3):find("1. C", 1, true))
       assert.equal(3, r.usage.llm_calls)
+      assert.equal(0, llm.calls[1].opts.temperature) -- a judge at temperature 0
     end)
 
     it("is 0 with no contexts (no verdict asked) and nil with no statements", function()

@@ -39,6 +39,7 @@ local SCHEMA = {
   questions = { "number", int = true, min = 1, default = 3 },
   lang = { "string", enum = { "auto", "en", "zh" }, default = "auto" },
   prompts = { "table" },
+  chat = { "table" },
   clock = { "function" },
   tokenizer = { "table|userdata" },
 }
@@ -148,7 +149,7 @@ local function judge(ctx, name, slots, read)
   local messages = prompts.messages(ctx.set, name, slots)
   local why
   for attempt = 1, 2 do
-    local reply, msg, code = ctx.run:chat(ctx.llm, messages)
+    local reply, msg, code = ctx.run:chat(ctx.llm, messages, ctx.chat)
     if not reply then
       return nil, msg, code
     end
@@ -605,7 +606,8 @@ end
 --   { text = } }, ground_truth = }, ... }`; every field optional
 -- @tparam[opt] table opts `llm`, `embedder`, `metrics`, `weights = {
 --   factuality =, similarity = }`, `limits`, `batch`, `questions`, `lang`,
---   `prompts`, `clock`, `tokenizer`
+--   `prompts`, `chat` (options of each judge call, default `{ temperature = 0 }`),
+--   `clock`, `tokenizer`
 -- @return `{ scores =, counts =, per_sample =, unavailable =, failures =,
 --   usage =, trace = }` | nil, msg, code, partial (a limit: "budget"; or
 --   the LLM's or embedder's failure)
@@ -634,6 +636,7 @@ function M.ragas(samples, opts)
     unavailable = {}, failures = {} }
   local active = runnable(o, metrics, w, result.unavailable)
   local ctx = { run = run, llm = o.llm, embedder = o.embedder, batch = o.batch,
+    chat = o.chat or { temperature = 0 },
     questions = o.questions, weights = w, sets = {}, result = result }
   for i, s in ipairs(list) do
     local ok, msg, code = score_sample(ctx, o, i, s, active)
