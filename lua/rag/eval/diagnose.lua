@@ -15,7 +15,8 @@ local FNAME = "rag.eval.diagnose"
 
 --- The default thresholds: a metric at or above its threshold is high,
 -- below it low. Seed 004's targets (faithfulness > 0.85, answer relevancy
--- > 0.80, context precision > 0.75, context recall > 0.80); answer
+-- > 0.80, context precision > 0.75, context recall > 0.80; its lines
+-- 345-348); answer
 -- correctness 0.7 (0.75 x F1 + 0.25 x similarity: about two statements in
 -- three right).
 M.THRESHOLDS = {
@@ -37,7 +38,7 @@ local SCHEMA = { thresholds = { "table" } }
 -- `unless` = metrics whose low value an earlier row already explained
 -- (the row is then left out, so one cause is not said twice).
 M.ROWS = {
-  { -- seed 002, row 1
+  { -- seed 002 (002_a4cab80abd24db44.txt), row 1: line 159, remedy line 168
     id = "generator",
     when = { answer_correctness = "low", context_recall = "high", context_precision = "high" },
     cause = "the model fails although the right context was retrieved and ranked first: the "
@@ -48,7 +49,7 @@ M.ROWS = {
         .. "search expand = { window = }) or larger, structure-aware chunks",
     },
   },
-  { -- seed 002, row 2
+  { -- seed 002, row 2: line 160, remedy line 170
     id = "noise",
     when = { answer_correctness = "low", context_recall = "high", context_precision = "low" },
     cause = "too much noise: contexts unrelated to the question and answer are retrieved, "
@@ -60,7 +61,7 @@ M.ROWS = {
       "use smaller chunks so that each holds one topic",
     },
   },
-  { -- seed 002, row 3
+  { -- seed 002, row 3: line 161, remedy line 177
     id = "coverage",
     when = { answer_correctness = "low", context_recall = "low", context_precision = "high" },
     cause = "too few contexts retrieved: what is retrieved is relevant but does not cover "
@@ -70,7 +71,7 @@ M.ROWS = {
       "retrieve with several queries (rag.pipeline.fusion or multihop) to cover each part",
     },
   },
-  { -- seed 002, row 4
+  { -- seed 002, row 4: line 162, remedies lines 179-201
     id = "pipeline",
     when = { answer_correctness = "low", context_recall = "low", context_precision = "low" },
     cause = "retrieval misses and what it finds is mostly noise: the problem is upstream, in "
@@ -106,7 +107,7 @@ M.ROWS = {
     },
   },
   {
-    id = "off_topic",
+    id = "off_topic", -- question rewriting: seed 002, line 205
     when = { answer_relevancy = "low" },
     cause = "answers do not address the question, or are noncommittal",
     suggestions = {
