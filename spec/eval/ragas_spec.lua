@@ -171,12 +171,14 @@ describe("rag.eval.ragas", function()
     it("is F1 0 when the answer has no statements, and unavailable without a ground truth",
       function()
         local llm = support.scripted({ statements("G") })
+        local e = embedder({ G = { 0, 1 } })
         local r = assert(ragas({
           { question = "q?", answer = "", ground_truth = "G" },
           { question = "q?", answer = "a", ground_truth = "" },
-        }, { llm = llm, embedder = embedder({ G = { 0, 1 } }),
-          metrics = { "answer_correctness" } }))
+        }, { llm = llm, embedder = e, metrics = { "answer_correctness" } }))
         assert.equal(0, r.per_sample[1].answer_correctness)
+        assert.equal(0, r.per_sample[1].verdicts.answer_correctness.similarity)
+        assert.equal(0, e.calls) -- a blank answer's similarity is 0, not embedded
         assert.equal("G", r.per_sample[1].verdicts.answer_correctness.FN[1].statement)
         assert.equal("empty ground_truth", r.per_sample[2].unavailable.answer_correctness)
         assert.equal(1, #llm.calls)

@@ -490,14 +490,16 @@ function metric.answer_correctness(ctx)
   local tp, fp, fn = #c.TP, #c.FP, #c.FN
   c.f1 = tp > 0 and tp / (tp + 0.5 * (fp + fn)) or 0
   local w = ctx.weights
-  local sim = 0
-  if w.similarity > 0 then
+  local sim = 0 -- a blank answer is like nothing (and providers refuse to embed "")
+  if w.similarity > 0 and has_text(s.answer) then
     local vs, msg
     vs, msg, code = embed(ctx, { s.answer, s.ground_truth })
     if not vs then
       return nil, msg, code
     end
     sim = cosine(vs[1], vs[2])
+  end
+  if w.similarity > 0 then
     c.similarity = sim
   end
   return { score = (w.factuality * c.f1 + w.similarity * sim) / (w.factuality + w.similarity),
