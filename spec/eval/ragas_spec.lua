@@ -201,12 +201,13 @@ describe("rag.eval.ragas", function()
     it("is 0 for a noncommittal or empty answer", function()
       local llm = support.scripted({ '{"questions":["q1"],"noncommittal":1}' })
       local r = assert(ragas({ { question = "q?", answer = "I don't know" },
-        { question = "q?", answer = "" } },
+        { question = "q?", answer = "" }, { question = " ", answer = "a" } },
         { llm = llm, embedder = embedder(vectors), metrics = { "answer_relevancy" },
           questions = 1 }))
       assert.equal(0, r.per_sample[1].answer_relevancy)
       assert.is_true(r.per_sample[1].verdicts.answer_relevancy.noncommittal)
       assert.equal(0, r.per_sample[2].answer_relevancy)
+      assert.equal("empty question", r.per_sample[3].unavailable.answer_relevancy)
       assert.equal(1, #llm.calls)
     end)
   end)

@@ -526,6 +526,9 @@ local function missing(m, s)
   if (m == "context_recall" or m == "answer_correctness") and not has_text(s.ground_truth) then
     return "empty ground_truth"
   end
+  if m == "answer_relevancy" and not has_text(s.question) then
+    return "empty question"
+  end
   if m == "context_precision" and not has_text(s.ground_truth) and not has_text(s.answer) then
     return "no ground_truth or answer to judge the contexts against"
   end
