@@ -330,7 +330,7 @@ static void edit(file *f, uint8_t op, uint8_t where, uint32_t pos, uint8_t val) 
       f->len[s] += k;
       break;
     case 6: /* the version */
-      put_le(f->head + 8, val % 3, 4);
+      put_le(f->head + 8, val % 4, 4); /* 0, the two versions, a newer one */
       break;
     default: /* a small value at a byte (counts, lengths, gaps) */
       if (len) p[pos % len] = (unsigned char)(val % 8);

@@ -15,6 +15,7 @@
 
 #include "rag_bm25_internal.h"
 #include "rag_file.h"
+#include "rag_fnv.h"
 #include "rag_probe.h"
 #include "rag_topk.h"
 
@@ -76,8 +77,26 @@ static const void *term_key(const void *ud, uint32_t tid, size_t *len, uint32_t 
   return term_text(b, &b->terms[tid]);
 }
 
+/* term_find in a dictionary used in place: its entries keep no hashes, so
+** a cell's term is told by its length and bytes. */
+static uint32_t vterm_find(const rag_bm25 *b, const char *s, size_t n, uint32_t h) {
+  size_t i = h & b->vmask;
+  for (;; i = (i + 1) & b->vmask) {
+    uint32_t v = rag_bm25_le32(b->vslot + 4 * i);
+    const uint8_t *e;
+    uint32_t s0;
+    if (v == 0) return NONE;
+    e = b->vterm + (size_t)(v - 1) * RAG_BM25_VENTRY;
+    s0 = rag_bm25_le32(e);
+    if (rag_bm25_le32(e + RAG_BM25_VENTRY) - s0 == n && rag_probe_equal(b->vpool + s0, s, n))
+      return v - 1;
+  }
+}
+
 uint32_t rag_bm25_term_find(const rag_bm25 *b, const char *s, size_t n, uint32_t h) {
-  uint32_t v = b->tslots[rag_probe_find(b->tslots, b->tmask, s, n, h, term_key, b)];
+  uint32_t v;
+  if (b->vterm != NULL) return vterm_find(b, s, n, h);
+  v = b->tslots[rag_probe_find(b->tslots, b->tmask, s, n, h, term_key, b)];
   return v == 0 ? NONE : v - 1;
 }
 
@@ -206,6 +225,7 @@ void rag_bm25_free(rag_bm25 *b) {
   rag_free(b->dt);
   rag_free(b->dcells);
   rag_free(b->qt);
+  rag_free(b->qcells);
   rag_free(b->qtext);
   rag_free(b->acc);
   rag_free(b->seen);
@@ -225,15 +245,6 @@ size_t rag_bm25_count(const rag_bm25 *b) {
   return b->nlive;
 }
 
-/* A fresh stamp for counting terms; clears old marks when it wraps. */
-static void next_stamp(rag_bm25 *b) {
-  if (++b->stamp == 0) {
-    size_t i;
-    for (i = 0; i < b->nterms; i++) b->terms[i].mark = 0;
-    b->stamp = 1;
-  }
-}
-
 /* {====== Borrowed lists ======} */
 
 /* Frees the lists in posts[0, n) and every forward list; for a failed own. */
@@ -246,11 +257,69 @@ static void own_undo(rag_bm25 *b, uint8_t **posts, size_t n) {
   }
 }
 
+/* The document number after the last of the n bytes of postings at p. */
+static uint32_t list_next(const uint8_t *p, size_t n) {
+  const uint8_t *e = p + n;
+  uint32_t next = 0, x, tf;
+  while (p < e) p = rag_bm25_get_posting(p, &next, &x, &tf);
+  return next;
+}
+
+int rag_bm25_own_terms(rag_bm25 *b) {
+  size_t n = b->nterms, cap = 64, i, poollen;
+  term *t;
+  char *pool;
+  uint32_t *slots;
+  if (b->vterm == NULL) return RAG_OK;
+  poollen = rag_bm25_le32(b->vterm + n * RAG_BM25_VENTRY);
+  while (n > cap / 2) cap *= 2;
+  t = (term *)rag_malloc(n * sizeof *t + 1);
+  pool = (char *)rag_malloc(poollen + 1);
+  slots = (uint32_t *)rag_malloc(cap * sizeof *slots);
+  if (t == NULL || pool == NULL || slots == NULL) {
+    rag_free(t);
+    rag_free(pool);
+    rag_free(slots);
+    return RAG_ENOMEM;
+  }
+  memcpy(pool, b->vpool, poollen);
+  for (i = 0; i < n; i++) {
+    rag_bm25_tinfo x;
+    rag_bm25_term_info(b, (uint32_t)i, &x);
+    memset(&t[i], 0, sizeof t[i]);
+    t[i].post = (uint8_t *)(uintptr_t)x.post; /* still borrowed */
+    t[i].plen = x.plen;
+    t[i].off = (uint32_t)(x.s - b->vpool);
+    t[i].len = x.len;
+    t[i].hash = rag_fnv32(x.s, x.len);
+    t[i].df = x.df;
+    t[i].next = list_next(x.post, x.plen);
+  }
+  memset(slots, 0, cap * sizeof *slots);
+  rag_free(b->terms);
+  rag_free(b->pool);
+  rag_free(b->tslots);
+  b->terms = t;
+  b->tcap = n;
+  b->pool = pool;
+  b->poollen = poollen;
+  b->poolcap = poollen + 1;
+  b->tslots = slots;
+  b->tmask = cap - 1;
+  b->vterm = NULL;
+  b->vslot = NULL;
+  b->vpool = NULL;
+  b->vpost = NULL;
+  for (i = 0; i < n; i++) tslot_put(b, (uint32_t)i);
+  return RAG_OK;
+}
+
 int rag_bm25_own(rag_bm25 *b) {
   size_t nd = b->ids.n, i, d;
   uint8_t **posts;
   uint32_t *fsz;
   if (!b->borrowed) return RAG_OK;
+  if (rag_bm25_own_terms(b) != RAG_OK) return RAG_ENOMEM;
   posts = (uint8_t **)rag_malloc(b->nterms * sizeof *posts + 1);
   fsz = (uint32_t *)rag_malloc(nd * sizeof *fsz + 1);
   if (posts == NULL || fsz == NULL) goto nomem;
@@ -676,6 +745,37 @@ static double tfc0(const scorer *s) {
 
 /* {====== Queries ======} */
 
+/*
+** A query counts its distinct terms in qcells, a table of its own, rather
+** than by marks in the dictionary's entries: a dictionary used in place is
+** read-only, and shared with other processes.
+*/
+
+/* The cell of term tid in qcells: its own, or the empty one where it goes. */
+static size_t qcell(const rag_bm25 *b, uint32_t tid) {
+  size_t i = (uint32_t)(tid * 2654435761u) & b->qmask;
+  uint32_t v;
+  while ((v = b->qcells[i]) != 0 && b->qt[v - 1].tid != tid) i = (i + 1) & b->qmask;
+  return i;
+}
+
+/* Room in qcells for one more known term, among nq terms; 0 when out of memory. */
+static int qcells_fit(rag_bm25 *b) {
+  size_t cap, i;
+  uint32_t *c;
+  if (b->qmask > 0 && b->nq + 1 <= (b->qmask + 1) / 2) return 1;
+  cap = b->qmask > 0 ? 2 * (b->qmask + 1) : 64;
+  if (RAG_MUL_OVERFLOWS(cap, sizeof *c) || (c = (uint32_t *)rag_malloc(cap * sizeof *c)) == NULL)
+    return 0;
+  memset(c, 0, cap * sizeof *c);
+  rag_free(b->qcells);
+  b->qcells = c;
+  b->qmask = cap - 1;
+  for (i = 0; i < b->nq; i++)
+    if (b->qt[i].tid != NONE) b->qcells[qcell(b, b->qt[i].tid)] = (uint32_t)i + 1;
+  return 1;
+}
+
 static int on_query_term(void *ud, const char *s, size_t n, uint32_t h, size_t start,
                          size_t stop) {
   rag_bm25 *b = (rag_bm25 *)ud;
@@ -683,11 +783,14 @@ static int on_query_term(void *ud, const char *s, size_t n, uint32_t h, size_t s
   size_t i, off = 0;
   (void)start;
   (void)stop;
-  if (tid != NONE && b->terms[tid].mark == b->stamp) {
-    b->qt[b->terms[tid].slot].qtf++;
-    return 0;
-  }
-  if (tid == NONE) {
+  if (tid != NONE) {
+    uint32_t v;
+    if (b->qmask > 0 && (v = b->qcells[qcell(b, tid)]) != 0) {
+      b->qt[v - 1].qtf++;
+      return 0;
+    }
+    if (!qcells_fit(b)) return RAG_ENOMEM;
+  } else {
     if (!b->keep_unknown) return 0;
     for (i = 0; i < b->nq; i++) {
       qterm *q = &b->qt[i];
@@ -714,10 +817,7 @@ static int on_query_term(void *ud, const char *s, size_t n, uint32_t h, size_t s
   b->qt[b->nq].qtf = 1;
   b->qt[b->nq].off = off;
   b->qt[b->nq].len = n;
-  if (tid != NONE) {
-    b->terms[tid].mark = b->stamp;
-    b->terms[tid].slot = (uint32_t)b->nq;
-  }
+  if (tid != NONE) b->qcells[qcell(b, tid)] = (uint32_t)b->nq + 1;
   b->nq++;
   return 0;
 }
@@ -725,7 +825,11 @@ static int on_query_term(void *ud, const char *s, size_t n, uint32_t h, size_t s
 /* Analyzes a query into its distinct terms, in order of first occurrence. */
 static int parse_query(rag_bm25 *b, const char *q, size_t len, int keep_unknown,
                        size_t *errpos) {
-  next_stamp(b);
+  size_t i;
+  for (i = 0; i < b->nq; i++) /* the last query's cells, in any order */
+    if (b->qt[i].tid != NONE)
+      b->qcells[rag_probe_holding(b->qcells, b->qmask, (uint32_t)(b->qt[i].tid * 2654435761u),
+                                  (uint32_t)i + 1)] = 0;
   b->nq = 0;
   b->qtlen = 0;
   b->keep_unknown = keep_unknown;
@@ -795,18 +899,18 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
   nd = (double)b->nlive;
   scorer_init(&sc, b, (double)b->total / nd);
   for (i = 0; i < b->nq; i++) {
-    const term *t;
+    rag_bm25_tinfo t;
     const uint8_t *p, *e;
     uint32_t next = 0;
     double w;
     if (b->qt[i].tid == NONE) continue;
-    t = &b->terms[b->qt[i].tid];
-    if (t->df == 0) continue;
-    w = b->qt[i].qtf * idf_of(sc.v, t->df, nd);
+    rag_bm25_term_info(b, b->qt[i].tid, &t);
+    if (t.df == 0) continue;
+    w = b->qt[i].qtf * idf_of(sc.v, t.df, nd);
     w0 = w * tfc0(&sc);
     c += w0;
 #define ACCUMULATE(V)                                                                  \
-  for (p = t->post, e = p + t->plen; p < e;) {                                        \
+  for (p = t.post, e = p + t.plen; p < e;) {                                          \
     uint32_t d, tf;                                                                    \
     double x;                                                                          \
     p = rag_bm25_get_posting(p, &next, &d, &tf);                                                \
@@ -840,9 +944,9 @@ const char *rag_bm25_id(const rag_bm25 *b, uint32_t h, size_t *len) {
   return rag_ids_get(&b->ids, h, len);
 }
 
-/* The tf of document d in t's list (0 when absent). */
-static uint32_t tf_of(const term *t, uint32_t d) {
-  const uint8_t *p = t->post, *e = t->plen ? p + t->plen : p;
+/* The tf of document d in the list of plen bytes at p (0 when absent). */
+static uint32_t tf_of(const uint8_t *p, uint32_t plen, uint32_t d) {
+  const uint8_t *e = plen ? p + plen : p;
   uint32_t next = 0;
   while (p < e) {
     uint32_t x, tf;
@@ -885,17 +989,18 @@ int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
       continue;
     }
     {
-      const term *t = &b->terms[qt->tid];
+      rag_bm25_tinfo t;
       double w, w0;
-      x->term = term_text(b, t);
-      x->len = t->len;
-      x->df = t->df;
-      if (t->df == 0) continue;
-      x->idf = idf_of(sc.v, t->df, nd);
+      rag_bm25_term_info(b, qt->tid, &t);
+      x->term = t.s;
+      x->len = t.len;
+      x->df = t.df;
+      if (t.df == 0) continue;
+      x->idf = idf_of(sc.v, t.df, nd);
       w = qt->qtf * x->idf;
       w0 = w * tfc0(&sc);
       c += w0;
-      x->tf = tf_of(t, d);
+      x->tf = tf_of(t.post, t.plen, d);
       if (x->tf == 0) {
         x->weight = w0;
         continue;
@@ -921,7 +1026,7 @@ int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
 
 void rag_bm25_stats_get(const rag_bm25 *b, rag_bm25_stats *s) {
   size_t i, bytes = sizeof *b, pb = 0;
-  for (i = 0; i < b->nterms; i++) pb += b->terms[i].pcap;
+  for (i = 0; i < b->nterms && b->vterm == NULL; i++) pb += b->terms[i].pcap;
   for (i = 0; i < b->ids.n; i++)
     if (b->docs[i].fwd != NULL) bytes += (size_t)b->docs[i].fwdlen + 1;
   bytes += pb + b->tcap * sizeof(term) + (b->tmask + 1) * sizeof(uint32_t) + b->poolcap;
@@ -935,7 +1040,8 @@ void rag_bm25_stats_get(const rag_bm25 *b, rag_bm25_stats *s) {
   s->postings = b->live_postings;
   s->dead = b->dead_postings;
   s->bytes = 0;
-  for (i = 0; i < b->nterms; i++) s->bytes += b->terms[i].plen;
+  if (b->vterm != NULL) s->bytes = rag_bm25_le64(b->vterm + b->nterms * RAG_BM25_VENTRY + 4);
+  for (i = 0; i < b->nterms && b->vterm == NULL; i++) s->bytes += b->terms[i].plen;
   s->memory = bytes;
   s->avgdl = b->nlive ? (double)b->total / (double)b->nlive : 0;
 }
@@ -959,9 +1065,12 @@ int rag_bm25_check(const rag_bm25 *b) {
   memset(tfs, 0, ndocs * sizeof *tfs);
   memset(nfwd, 0, ndocs * sizeof *nfwd);
   for (i = 0; i < b->nterms && ok; i++) {
-    const term *t = &b->terms[i];
-    const uint8_t *p = t->post, *e = t->plen ? p + t->plen : p;
+    rag_bm25_tinfo ti;
+    const uint8_t *p, *e;
     uint32_t next = 0, df = 0, nd = 0, x = 0, tf;
+    rag_bm25_term_info(b, (uint32_t)i, &ti);
+    p = ti.post;
+    e = ti.plen ? p + ti.plen : p;
     while (p < e && ok) {
       p = rag_bm25_get_posting(p, &next, &x, &tf);
       if (x >= ndocs || tf == 0) ok = 0;
@@ -971,9 +1080,15 @@ int rag_bm25_check(const rag_bm25 *b) {
         tfs[x] += tf;
       }
     }
-    if (p != e || df != t->df || nd != t->dead || (t->plen != 0 && next != t->next) ||
-        rag_bm25_term_find(b, term_text(b, t), t->len, t->hash) != i)
+    if (p != e || df != ti.df || rag_bm25_term_find(b, ti.s, ti.len, rag_fnv32(ti.s, ti.len)) != i)
       ok = 0;
+    else if (b->vterm == NULL) {
+      const term *t = &b->terms[i];
+      if (nd != t->dead || (t->plen != 0 && next != t->next) || t->hash != rag_fnv32(ti.s, ti.len))
+        ok = 0;
+    } else if (nd != 0 || ti.plen == 0) {
+      ok = 0;
+    }
     live += df;
     dead += nd;
     lterms += df > 0;
@@ -996,7 +1111,8 @@ int rag_bm25_check(const rag_bm25 *b) {
       while (p < e) {
         uint64_t tid;
         p = rag_bm25_get_varint(p, &tid);
-        if (tid >= b->nterms || tf_of(&b->terms[tid], (uint32_t)d) == 0) ok = 0;
+        if (tid >= b->nterms || tf_of(b->terms[tid].post, b->terms[tid].plen, (uint32_t)d) == 0)
+          ok = 0;
         nfwd[d]++;
       }
     }

@@ -13,16 +13,31 @@
 **     "PARM"  variant:u8 k1:f64 b:f64 delta:f64
 **     "ANLZ"  lang:str stem:u8 lowercase:u8 cjk:u8 stopwords:u8 nwords:varint str{nwords}
 **     "DOCS"  ndocs:varint (id:str dl:varint){ndocs}
-**     "TERM"  nterms:varint (term:str df:varint plen:varint){nterms}
+**     "TERM"  nterms:u32 nslots:u32 entry{nterms + 1} slot{nslots} pool
 **     "POST"  the posting bytes of every term in TERM order, plen each
+**   entry   = pool:u32 post:u64 df:u32
+**             (term i's bytes are pool[entry i's pool, entry i+1's pool) and its
+**             list POST[entry i's post, entry i+1's post); the last entry has
+**             pool = the pool's length, post = POST's length, df = 0)
+**   slot    = u32: a term number + 1, or 0 for an empty slot; nslots is a power
+**             of two, at least 2 and at least 2 * nterms; a term of rag_fnv32
+**             hash h is in the first slot from h mod nslots on (wrapping) not
+**             taken by a term before it
+**   pool    = the terms' bytes, in term order, each at least one byte
 **   str     = len:varint bytes[len]
 **   posting = varint(gap << 1 | 1) when tf = 1, else varint(gap << 1) varint(tf),
 **             where gap = doc - (previous doc + 1), the first previous doc being -1
 **
-** Version 1. A file is loaded only when every checksum and every count
-** agrees: df equals the list's length, documents increase and exist, the
-** term frequencies of each document add up to its length, ids and terms are
-** unique.
+** Version 2. The fixed-width TERM section lets a mapped file's dictionary be
+** used where it lies (rag_bm25_load_mem with borrow): a lookup hashes the
+** term and probes the slots, reading no more than it compares. Version 1,
+** still read (into memory), had instead
+**     "TERM"  nterms:varint (term:str df:varint plen:varint){nterms}
+**
+** A file is loaded only when every checksum and every count agrees: df
+** equals the list's length, documents increase and exist, the term
+** frequencies of each document add up to its length, ids and terms are
+** unique, every term is found through the slots.
 */
 #include "rag_bm25.h"
 
@@ -31,21 +46,54 @@
 #include "rag_bm25_internal.h"
 #include "rag_file.h"
 #include "rag_fnv.h"
+#include "rag_probe.h"
 
 #define DEAD RAG_BM25_DEAD
 #define NONE RAG_BM25_NONE
 #define MAX_DOCS RAG_BM25_MAX_DOCS
 
 static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'B', 'M', '2', '5', 0};
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 #define NSECTIONS 5u
 
 typedef rag_bm25_term_entry term;
 
 /* {====== Saving ======} */
 
+/* The index being written and its TERM slots, made beforehand (they can fail). */
+typedef struct saver {
+  const rag_bm25 *b;
+  uint32_t *slots;
+  size_t nslots;
+} saver;
+
+/* Whether term i has live documents (a dictionary in place has only those). */
+static int live(const rag_bm25 *b, size_t i) {
+  return b->vterm != NULL || b->terms[i].df != 0;
+}
+
+/* The slots of the live terms, numbered in order. RAG_ENOMEM, RAG_ETOOBIG. */
+static int make_slots(saver *sv) {
+  const rag_bm25 *b = sv->b;
+  size_t n = 2, i, j = 0;
+  if (b->live_terms > (size_t)1 << 30) return RAG_ETOOBIG;
+  while (n < 2 * b->live_terms) n *= 2;
+  sv->nslots = n;
+  sv->slots = (uint32_t *)rag_malloc(n * sizeof *sv->slots);
+  if (sv->slots == NULL) return RAG_ENOMEM;
+  memset(sv->slots, 0, n * sizeof *sv->slots);
+  for (i = 0; i < b->nterms; i++) {
+    rag_bm25_tinfo t;
+    if (!live(b, i)) continue;
+    rag_bm25_term_info(b, (uint32_t)i, &t);
+    sv->slots[rag_probe_holding(sv->slots, n - 1, rag_fnv32(t.s, t.len), 0)] = (uint32_t)++j;
+  }
+  return RAG_OK;
+}
+
 /* The byte length of each section's payload. */
-static void measure(const rag_bm25 *b, uint64_t len[NSECTIONS]) {
+static void measure(const saver *sv, uint64_t len[NSECTIONS]) {
+  const rag_bm25 *b = sv->b;
   const rag_analyzer_opts *a = &b->o.analyzer;
   size_t i, idlen;
   len[0] = 1 + 3 * 8;
@@ -56,23 +104,25 @@ static void measure(const rag_bm25 *b, uint64_t len[NSECTIONS]) {
     (void)rag_ids_get(&b->ids, (uint32_t)i, &idlen);
     len[2] += rag_str_size(idlen) + rag_varint_len(b->dl[i]);
   }
-  len[3] = rag_varint_len(b->live_terms);
+  len[3] = 8 + (uint64_t)(b->live_terms + 1) * RAG_BM25_VENTRY + 4 * (uint64_t)sv->nslots;
   len[4] = 0;
   for (i = 0; i < b->nterms; i++) {
-    const term *t = &b->terms[i];
-    if (t->df == 0) continue;
-    len[3] += rag_str_size(t->len) + rag_varint_len(t->df) + rag_varint_len(t->plen);
-    len[4] += t->plen;
+    rag_bm25_tinfo t;
+    if (!live(b, i)) continue;
+    rag_bm25_term_info(b, (uint32_t)i, &t);
+    len[3] += t.len;
+    len[4] += t.plen;
   }
 }
 
 /* Writes the whole file; the index has no dead documents (renumbered). */
 static void write_index(const void *obj, rag_writer *w) {
-  const rag_bm25 *b = (const rag_bm25 *)obj;
+  const saver *sv = (const saver *)obj;
+  const rag_bm25 *b = sv->b;
   const rag_analyzer_opts *a = &b->o.analyzer;
-  uint64_t len[NSECTIONS], size = RAG_FILE_HEADER;
+  uint64_t len[NSECTIONS], size = RAG_FILE_HEADER, pool = 0, post = 0;
   size_t i;
-  measure(b, len);
+  measure(sv, len);
   for (i = 0; i < NSECTIONS; i++) size += 16 + len[i];
 
   rag_w_header(w, MAGIC, FORMAT_VERSION, NSECTIONS, size);
@@ -105,33 +155,61 @@ static void write_index(const void *obj, rag_writer *w) {
   rag_w_end(w);
 
   rag_w_begin(w, "TERM", len[3]);
-  rag_w_varint(w, b->live_terms);
+  rag_w_uint(w, b->live_terms, 4);
+  rag_w_uint(w, sv->nslots, 4);
   for (i = 0; i < b->nterms; i++) {
-    const term *t = &b->terms[i];
-    if (t->df == 0) continue;
-    rag_w_str(w, b->pool + t->off, t->len);
-    rag_w_varint(w, t->df);
-    rag_w_varint(w, t->plen);
+    rag_bm25_tinfo t;
+    if (!live(b, i)) continue;
+    rag_bm25_term_info(b, (uint32_t)i, &t);
+    rag_w_uint(w, pool, 4);
+    rag_w_uint(w, post, 8);
+    rag_w_uint(w, t.df, 4);
+    pool += t.len;
+    post += t.plen;
+  }
+  rag_w_uint(w, pool, 4);
+  rag_w_uint(w, post, 8);
+  rag_w_uint(w, 0, 4);
+  for (i = 0; i < sv->nslots; i++) rag_w_uint(w, sv->slots[i], 4);
+  for (i = 0; i < b->nterms; i++) {
+    rag_bm25_tinfo t;
+    if (!live(b, i)) continue;
+    rag_bm25_term_info(b, (uint32_t)i, &t);
+    rag_w_put(w, t.s, t.len);
   }
   rag_w_end(w);
 
   rag_w_begin(w, "POST", len[4]);
-  for (i = 0; i < b->nterms; i++)
-    if (b->terms[i].df != 0) rag_w_put(w, b->terms[i].post, b->terms[i].plen);
+  for (i = 0; i < b->nterms; i++) {
+    rag_bm25_tinfo t;
+    if (!live(b, i)) continue;
+    rag_bm25_term_info(b, (uint32_t)i, &t);
+    rag_w_put(w, t.post, t.plen);
+  }
   rag_w_end(w);
 }
 
 int rag_bm25_dump(rag_bm25 *b, unsigned char **buf, size_t *n) {
+  saver sv;
+  int rc;
   *buf = NULL;
   *n = 0;
   if (rag_bm25_renumber(b) != RAG_OK) return RAG_ENOMEM;
-  return rag_file_dump(write_index, b, buf, n);
+  sv.b = b;
+  if ((rc = make_slots(&sv)) == RAG_OK) rc = rag_file_dump(write_index, &sv, buf, n);
+  rag_free(sv.slots);
+  return rc;
 }
 
 int rag_bm25_save(rag_bm25 *b, const char *path, int *err) {
+  saver sv;
+  int rc;
   *err = 0;
   if (rag_bm25_renumber(b) != RAG_OK) return RAG_ENOMEM;
-  return rag_file_save(path, write_index, b, err);
+  sv.b = b;
+  if ((rc = make_slots(&sv)) == RAG_OK) rc = rag_file_save(path, write_index, &sv, err);
+  rag_free(sv.slots);
+  return rc;
 }
 
 /* {====== Loading ======} */
@@ -250,11 +328,11 @@ static int read_docs(loader *ld, rag_reader r, const char **why) {
   return RAG_OK;
 }
 
-/* One term's list of plen bytes at *post, checked posting by posting and
-** lent to term tid; the documents' tf sums and forward list sizes grow. */
-static int read_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, uint64_t plen,
-                     const char **why) {
-  term *t = &ld->b->terms[tid];
+/* The list of term tid, plen bytes at *post, checked posting by posting;
+** the documents' tf sums and forward list sizes grow. *next: the document
+** number after its last. */
+static int check_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, uint64_t plen,
+                      uint32_t *nextp, const char **why) {
   rag_reader pr;
   uint64_t cnt = 0;
   uint32_t next = 0;
@@ -275,16 +353,77 @@ static int read_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, ui
     cnt++;
   }
   if (cnt != df) return rag_corrupt(why, "document frequency disagrees with its list");
-  t->post = (uint8_t *)(uintptr_t)(pr.e - plen); /* borrowed until rag_bm25_own */
+  ld->b->live_postings += (size_t)df;
+  *nextp = next;
+  return RAG_OK;
+}
+
+/* A version 1 list: checked, and lent to term tid. */
+static int read_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, uint64_t plen,
+                     const char **why) {
+  term *t = &ld->b->terms[tid];
+  uint32_t next;
+  int rc = check_list(ld, tid, df, post, plen, &next, why);
+  if (rc != RAG_OK) return rc;
+  t->post = (uint8_t *)(uintptr_t)(post->p - plen); /* borrowed until rag_bm25_own */
   t->plen = (uint32_t)plen;
   t->pcap = 0;
   t->df = (uint32_t)df;
   t->next = next;
-  ld->b->live_postings += (size_t)df;
   return RAG_OK;
 }
 
-/* TERM and POST: the dictionary and every list. */
+/* TERM and POST of version 2: the dictionary, used where it lies, and every list. */
+static int read_terms2(loader *ld, rag_reader r, rag_reader post, const char **why) {
+  rag_bm25 *b = ld->b;
+  uint64_t nt, ns, i, avail, poollen, nonzero = 0;
+  const uint8_t *ent, *slot, *last;
+  if (!rag_r_uint(&r, 4, &nt) || !rag_r_uint(&r, 4, &ns))
+    return rag_corrupt(why, "bad term count");
+  avail = (uint64_t)(r.e - r.p);
+  if (nt >= NONE - 1 || ns < 2 || (ns & (ns - 1)) != 0 || ns < 2 * nt || ns > avail / 4 ||
+      nt + 1 > (avail - 4 * ns) / RAG_BM25_VENTRY)
+    return rag_corrupt(why, "bad term table");
+  ent = r.p;
+  slot = ent + (nt + 1) * RAG_BM25_VENTRY;
+  b->vpool = (const char *)(slot + 4 * ns);
+  poollen = (uint64_t)((const char *)r.e - b->vpool);
+  last = ent + nt * RAG_BM25_VENTRY;
+  if (rag_bm25_le32(ent) != 0 || rag_bm25_le64(ent + 4) != 0 || rag_bm25_le32(last) != poollen ||
+      rag_bm25_le64(last + 4) != (uint64_t)(post.e - post.p) || rag_bm25_le32(last + 12) != 0)
+    return rag_corrupt(why, "bad term table");
+  b->vpost = post.p;
+  for (i = 0; i < nt; i++) {
+    const uint8_t *e = ent + i * RAG_BM25_VENTRY;
+    uint64_t s0 = rag_bm25_le32(e), s1 = rag_bm25_le32(e + RAG_BM25_VENTRY);
+    uint64_t p0 = rag_bm25_le64(e + 4), p1 = rag_bm25_le64(e + RAG_BM25_VENTRY + 4);
+    uint64_t df = rag_bm25_le32(e + 12);
+    uint32_t next;
+    int rc;
+    if (s1 <= s0 || p1 <= p0 || p1 - p0 >= UINT32_MAX || df == 0 || df > ld->ndocs)
+      return rag_corrupt(why, "bad term");
+    if ((rc = check_list(ld, (uint32_t)i, df, &post, p1 - p0, &next, why)) != RAG_OK) return rc;
+  }
+  for (i = 0; i < ns; i++) {
+    uint32_t v = rag_bm25_le32(slot + 4 * i);
+    if (v > nt) return rag_corrupt(why, "bad term table");
+    nonzero += v != 0;
+  }
+  if (nonzero != nt) return rag_corrupt(why, "bad term table");
+  b->vterm = ent; /* the lookups below walk the slots: at least one is empty */
+  b->vslot = slot;
+  b->vmask = (size_t)ns - 1;
+  b->nterms = b->live_terms = (size_t)nt;
+  for (i = 0; i < nt; i++) {
+    rag_bm25_tinfo t;
+    rag_bm25_term_info(b, (uint32_t)i, &t);
+    if (rag_bm25_term_find(b, t.s, t.len, rag_fnv32(t.s, t.len)) != i)
+      return rag_corrupt(why, "duplicate term or misplaced slot");
+  }
+  return RAG_OK;
+}
+
+/* TERM and POST of version 1: the dictionary, copied, and every list. */
 static int read_terms(loader *ld, rag_reader r, rag_reader post, const char **why) {
   rag_bm25 *b = ld->b;
   uint64_t nt, i;
@@ -345,7 +484,8 @@ int rag_bm25_load_mem(const unsigned char *p, size_t n, int borrow, rag_bm25 **o
   if (rc == RAG_OK) rc = read_config(&ld, sec, why);
   if (rc == RAG_OK) ld.b->borrowed = 1; /* the lists stay in p (rag_bm25_free knows) */
   if (rc == RAG_OK) rc = read_docs(&ld, sec[2], why);
-  if (rc == RAG_OK) rc = read_terms(&ld, sec[3], sec[4], why);
+  if (rc == RAG_OK)
+    rc = version == 1 ? read_terms(&ld, sec[3], sec[4], why) : read_terms2(&ld, sec[3], sec[4], why);
   if (rc == RAG_OK) rc = link_docs(&ld, why);
   if (rc == RAG_OK && !borrow) rc = rag_bm25_own(ld.b);
   rag_free((void *)ld.ids);

@@ -22,8 +22,6 @@ typedef struct rag_bm25_term_entry {
   uint32_t df;   /* live documents in the list */
   uint32_t dead; /* postings of removed documents in the list */
   uint32_t next; /* the document number after the last posting's */
-  uint32_t mark; /* == stamp while an add or a query is counting it */
-  uint32_t slot; /* its entry in that count */
 } rag_bm25_term_entry;
 
 typedef struct rag_bm25_doc {
@@ -45,6 +43,15 @@ struct rag_bm25 {
   rag_bm25_opts o; /* o.analyzer points into the analyzer's own copy */
   rag_analyzer *an;
 
+  /* A dictionary used in place (a version 2 file's TERM section, where a
+  ** borrowing load found it) until the first change: vterm is non-NULL, terms
+  ** NULL, and the lists are borrowed; rag_bm25_own copies it into terms. */
+  const uint8_t *vterm; /* its entries, RAG_BM25_VENTRY bytes each, nterms + 1 */
+  const uint8_t *vslot; /* its hash table, vmask + 1 u32 cells */
+  size_t vmask;
+  const char *vpool;     /* its term bytes */
+  const uint8_t *vpost;  /* the POST section */
+
   rag_bm25_term_entry *terms; /* the dictionary: term id -> term */
   size_t nterms, tcap, live_terms;
   uint32_t *tslots; /* hash table of term id + 1 (0 = empty) */
@@ -60,7 +67,6 @@ struct rag_bm25 {
   uint64_t total; /* sum of the lengths of live documents */
   size_t live_postings, dead_postings;
 
-  uint32_t stamp;         /* marks terms counted by the current query */
   rag_bm25_dterm *dt;     /* add: the document's distinct terms */
   size_t nd, dtcap;
   uint32_t *dcells;       /* add: term id -> its place in dt + 1 (0: empty), at most half full */
@@ -69,6 +75,8 @@ struct rag_bm25 {
 
   rag_bm25_qterm *qt; /* query: its distinct terms */
   size_t nq, qcap;
+  uint32_t *qcells; /* query: term id -> its place in qt + 1 (0: empty), at most half full */
+  size_t qmask;     /* qcells' size - 1, or 0 before the first query */
   char *qtext;
   size_t qtlen, qtcap;
   int keep_unknown;
@@ -83,6 +91,48 @@ struct rag_bm25 {
   rag_bm25_term *ex;
   size_t excap;
 };
+
+/*
+** An entry of a dictionary used in place (rag_bm25_file.c has the grammar):
+** pool:u32 post:u64 df:u32, the offsets of the term's bytes in the pool and
+** of its list in POST; term i spans entries i and i + 1.
+*/
+#define RAG_BM25_VENTRY 16u
+
+static inline uint32_t rag_bm25_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t rag_bm25_le64(const uint8_t *p) {
+  return rag_bm25_le32(p) | (uint64_t)rag_bm25_le32(p + 4) << 32;
+}
+
+/* What searching needs of a term, wherever the dictionary is. */
+typedef struct rag_bm25_tinfo {
+  const char *s; /* its bytes */
+  const uint8_t *post;
+  uint32_t len, plen, df;
+} rag_bm25_tinfo;
+
+static inline void rag_bm25_term_info(const rag_bm25 *b, uint32_t tid, rag_bm25_tinfo *x) {
+  if (b->vterm != NULL) {
+    const uint8_t *e = b->vterm + (size_t)tid * RAG_BM25_VENTRY;
+    uint32_t s0 = rag_bm25_le32(e), s1 = rag_bm25_le32(e + RAG_BM25_VENTRY);
+    uint64_t p0 = rag_bm25_le64(e + 4), p1 = rag_bm25_le64(e + RAG_BM25_VENTRY + 4);
+    x->s = b->vpool + s0;
+    x->len = s1 - s0;
+    x->post = b->vpost + p0;
+    x->plen = (uint32_t)(p1 - p0);
+    x->df = rag_bm25_le32(e + 12);
+  } else {
+    const rag_bm25_term_entry *t = &b->terms[tid];
+    x->s = b->pool + t->off;
+    x->len = t->len;
+    x->post = t->post;
+    x->plen = t->plen;
+    x->df = t->df;
+  }
+}
 
 /* Decodes a varint the index wrote itself (in memory, trusted). */
 static inline const uint8_t *rag_bm25_get_varint(const uint8_t *p, uint64_t *v) {
@@ -121,6 +171,10 @@ uint32_t rag_bm25_term_find(const rag_bm25 *b, const char *s, size_t n, uint32_t
 /* Adds a term not in the dictionary, with an empty list, as *tid.
 ** RAG_ENOMEM, RAG_ETOOBIG (2^32 - 1 terms or term bytes). */
 int rag_bm25_term_insert(rag_bm25 *b, const char *s, size_t n, uint32_t h, uint32_t *tid);
+
+/* Copies a dictionary used in place into terms, tslots and pool (the lists
+** stay borrowed); a no-op for any other. RAG_ENOMEM: nothing changed. */
+int rag_bm25_own_terms(rag_bm25 *b);
 
 /* Room for nterms terms of `bytes` bytes in all, for a load. RAG_ENOMEM. */
 int rag_bm25_terms_reserve(rag_bm25 *b, size_t nterms, size_t bytes);

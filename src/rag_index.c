@@ -508,12 +508,12 @@ static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
   if ((rc = need_hits(ix, n + 1)) != RAG_OK) return rc;
   for (i = 0; i < n; i++) {
     rag_index_hit *h = &ix->hits[m];
-    const rag_store_doc *d;
+    const rag_store_chunk *c;
     if (!rag_store_chunk_find(ix->s, ix->fused[i].id, ix->fused[i].len, &h->doc, &h->chunk))
       continue; /* cannot happen while the parts are in step */
-    d = rag_store_doc_at(ix->s, h->doc);
-    h->start = d->chunks[h->chunk - 1].start;
-    h->stop = d->chunks[h->chunk - 1].stop;
+    c = rag_store_chunks_at(ix->s, h->doc); /* only the chunks: a mapped store keeps no record */
+    h->start = c[h->chunk - 1].start;
+    h->stop = c[h->chunk - 1].stop;
     h->score = ix->fused[i].score;
     h->rank_bm25 = h->rank_vec = 0;
     m++;

@@ -5,7 +5,10 @@
 ** the store copied or borrows. A load checks every record and keeps only
 ** the ids and where each record starts; a record is read into its slot the
 ** first time it is asked for (rec), so a process that maps a large store
-** and reads a few documents builds a few records, not all of them.
+** and reads a few documents builds a few records, not all of them. A store
+** that borrows its file (a read-only mapping shared by processes) keeps no
+** record read from it: each is read again into one of RING buffers, so
+** that its memory stays a few kilobytes however many documents it serves.
 */
 #include "rag_store.h"
 
@@ -17,6 +20,9 @@
 
 static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'S', 'T', 'O', 'R', 'E'};
 #define FORMAT_VERSION 1u
+#define RING 16 /* a borrowing store's buffers of records read */
+#define READ 1   /* ready[slot]: r[slot] holds the document */
+#define CHUNKS 2 /* ready[slot]: not read, but its chunks are in loaded (borrowing only) */
 
 typedef struct slotrec {
   rag_store_doc d;
@@ -26,12 +32,14 @@ typedef struct slotrec {
 typedef struct lazyrec { /* a loaded document not read yet */
   size_t off;            /* its record in the file's bytes */
   size_t chunk0;         /* its first chunk in loaded */
+  size_t nchunks;
 } lazyrec;
 
 struct rag_store {
   rag_ids ids;          /* document id -> slot */
-  slotrec *r;           /* per slot; r[slot] holds a document once ready[slot] */
-  unsigned char *ready; /* per slot: 0 for a loaded record not read yet (lazy[slot]) */
+  slotrec *r;           /* per slot; r[slot] holds a document once ready[slot] == READ */
+  unsigned char *ready; /* per slot: READ, else a loaded record not read yet (lazy[slot]),
+                           CHUNKS once its chunks are in loaded */
   size_t cap;           /* slots in r and ready */
   lazyrec *lazy;        /* per slot loaded (slots move down only, on removes) */
   size_t chunks, leaves, bytes, owned; /* of the live documents; owned: bytes of blocks */
@@ -40,28 +48,46 @@ struct rag_store {
   const unsigned char *image; /* the file's bytes (base, or borrowed), image + imagelen */
   rag_store_chunk *loaded;  /* the chunks of the loaded documents, filled as read */
   size_t baselen, imagelen, nloaded, nlazy;
+  int borrowed;          /* image is the caller's: records read go to ring */
+  slotrec ring[RING];    /* the records read last, oldest at ringpos */
+  uint32_t ringslot[RING]; /* the slot each holds + 1, 0 for none */
+  unsigned ringpos;
 };
 
 static int read_doc(rag_reader *r, rag_store_doc *d, rag_store_chunk *c, const char **why);
 static size_t mark_leaves(rag_store_chunk *c, size_t n);
 
 /* The record of a live slot, read from the file's bytes on first use (the
-** load checked it). The store is not thread-safe, so this may write. */
+** load checked it), or on each use into the ring while the store borrows
+** them. The store is not thread-safe, so this may write. */
 static slotrec *rec(const rag_store *cs, uint32_t slot) {
   rag_store *s = (rag_store *)(uintptr_t)cs;
-  if (!s->ready[slot]) {
+  if (s->ready[slot] != READ) {
     rag_reader r;
     rag_store_doc d;
     const char *why;
     rag_store_chunk *c = s->loaded + s->lazy[slot].chunk0;
+    slotrec *to = &s->r[slot];
+    if (s->borrowed) {
+      unsigned i;
+      for (i = 0; i < RING; i++)
+        if (s->ringslot[i] == slot + 1) return &s->ring[i];
+      to = &s->ring[s->ringpos];
+      s->ringslot[s->ringpos] = slot + 1;
+      s->ringpos = (s->ringpos + 1) % RING;
+    }
     r.p = s->image + s->lazy[slot].off;
     r.e = s->image + s->imagelen;
     (void)read_doc(&r, &d, c, &why);
     (void)mark_leaves(c, d.nchunks);
     d.chunks = c;
-    s->r[slot].d = d;
-    s->r[slot].own = NULL;
-    s->ready[slot] = 1;
+    to->d = d;
+    to->own = NULL;
+    if (s->borrowed) {
+      s->ready[slot] = CHUNKS;
+      return to;
+    }
+    s->ready[slot] = READ;
   }
   return &s->r[slot];
 }
@@ -94,7 +120,7 @@ void rag_store_free(rag_store *s) {
   size_t i;
   if (s == NULL) return;
   for (i = 0; i < s->ids.n; i++)
-    if (s->ready[i]) rag_free(s->r[i].own);
+    if (s->ready[i] == READ) rag_free(s->r[i].own);
   rag_free(s->r);
   rag_free(s->ready);
   rag_free(s->lazy);
@@ -133,6 +159,12 @@ const rag_store_doc *rag_store_doc_at(const rag_store *s, uint32_t slot) {
   return &rec(s, slot)->d;
 }
 
+const rag_store_chunk *rag_store_chunks_at(const rag_store *cs, uint32_t slot) {
+  rag_store *s = (rag_store *)(uintptr_t)cs;
+  if (s->ready[slot] == CHUNKS) return s->loaded + s->lazy[slot].chunk0;
+  return rec(s, slot)->d.chunks; /* a borrowing store's record comes back CHUNKS */
+}
+
 uint32_t rag_store_find(const rag_store *s, const char *id, size_t len) {
   return rag_ids_find(&s->ids, id, len);
 }
@@ -146,7 +178,9 @@ int rag_store_chunk_find(const rag_store *s, const char *name, size_t len, uint3
   if (digits == 0 || digits > 10 || i == 0 || name[i - 1] != '#' || name[i] == '0') return 0;
   for (; i < len; i++) v = v * 10 + (uint64_t)(name[i] - '0');
   *slot = rag_ids_find(&s->ids, name, len - digits - 1);
-  if (*slot == RAG_IDS_NONE || v > rec(s, *slot)->d.nchunks) return 0;
+  if (*slot == RAG_IDS_NONE ||
+      v > (s->ready[*slot] == READ ? s->r[*slot].d.nchunks : s->lazy[*slot].nchunks))
+    return 0;
   *n = (uint32_t)v;
   return 1;
 }
@@ -390,7 +424,8 @@ int rag_store_put(rag_store *s, const rag_store_doc *d) {
   }
   s->r[slot].d = c;
   s->r[slot].own = block;
-  s->ready[slot] = 1;
+  s->ready[slot] = READ;
+  memset(s->ringslot, 0, sizeof s->ringslot); /* ids may name other slots now */
   if (d->idlen > s->longest) s->longest = d->idlen;
   s->owned += size;
   count_doc(s, &c, 1);
@@ -410,9 +445,10 @@ void rag_store_remove(rag_store *s, const char *id, size_t len, int *removed) {
   rag_ids_swap_remove(&s->ids, slot);
   if (slot != last) { /* the last slot moves down: as read, or as where to read it */
     s->ready[slot] = s->ready[last];
-    if (s->ready[last]) s->r[slot] = s->r[last];
+    if (s->ready[last] == READ) s->r[slot] = s->r[last];
     else s->lazy[slot] = s->lazy[last];
   }
+  memset(s->ringslot, 0, sizeof s->ringslot);
   rag_ids_tidy(&s->ids);
 }
 
@@ -617,6 +653,7 @@ static int load_docs(rag_store *s, rag_reader sec, const char **why) {
     slot = rag_ids_push(&s->ids, d.id, d.idlen);
     s->lazy[slot].off = off;
     s->lazy[slot].chunk0 = (size_t)total;
+    s->lazy[slot].nchunks = d.nchunks;
     s->ready[slot] = 0;
     if (d.idlen > s->longest) s->longest = d.idlen;
     total += d.nchunks;
@@ -646,6 +683,7 @@ int rag_store_load_mem(const unsigned char *p, size_t n, int borrow, rag_store *
   if (rc == RAG_OK) {
     s->image = p;
     s->imagelen = n;
+    s->borrowed = borrow;
     rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, tags, 1, sec, &version,
                        "not a document store (bad magic)", why);
   }

@@ -41,7 +41,11 @@ typedef struct rag_store_chunk {
 /*
 ** A document. As input to rag_store_put everything is borrowed (leaf is
 ** worked out by the store); as output every pointer is owned by the store
-** and valid until the document is replaced or removed, or the store freed.
+** and valid until the document is replaced or removed, or the store freed;
+** but a document a borrowing load left unchanged (rag_store_load_mem) is
+** read again on each use into one of 16 buffers: the doc (not the strings
+** and chunks it points to, which stay valid) lasts until 15 other documents
+** are read or any document changes.
 */
 typedef struct rag_store_doc {
   const char *id, *text, *source, *title;
@@ -73,6 +77,9 @@ int rag_store_order(const rag_store *s, uint32_t *slots);
 /* The document slots are 0 .. count - 1; a removal moves the last into the hole. */
 const rag_store_doc *rag_store_doc_at(const rag_store *s, uint32_t slot);
 uint32_t rag_store_find(const rag_store *s, const char *id, size_t len); /* or RAG_IDS_NONE */
+/* The chunks of the document at slot: rag_store_doc_at(s, slot)->chunks, valid as
+** long as the document, without reading the rest of a borrowed record. */
+const rag_store_chunk *rag_store_chunks_at(const rag_store *s, uint32_t slot);
 
 /*
 ** Splits a chunk name into its document's slot and n (1-based); 0 when no
@@ -177,7 +184,8 @@ int rag_store_dump(const rag_store *s, unsigned char **buf, size_t *n);
 /*
 ** Loads a store from the n bytes at p. With `borrow` the store's strings
 ** point into p, which must outlive it and stay unchanged (a read-only
-** mapping shared by processes); otherwise they are copied. RAG_EFORMAT,
+** mapping shared by processes), and the records read from p are not kept
+** (see rag_store_doc); otherwise they are copied. RAG_EFORMAT,
 ** RAG_EVERSION, RAG_ECORRUPT (*why), RAG_ENOMEM.
 */
 int rag_store_load_mem(const unsigned char *p, size_t n, int borrow, rag_store **out,

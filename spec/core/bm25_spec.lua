@@ -518,11 +518,50 @@ describe("rag.bm25 persistence", function()
   it("rejects a file from a newer version with 'version'", function()
     local path = tmpname()
     assert.is_true(build(corpus(33, 5)):save(path))
-    spit(path, helpers.with_version(slurp(path), 2))
+    spit(path, helpers.with_version(slurp(path), 3))
     local ok, msg, code = bm25.load(path)
     assert.is_nil(ok)
     assert.equal("version", code)
     assert.matches("newer version", msg)
+    os.remove(path)
+  end)
+
+  it("reads a version 1 file (spec/fixtures/bm25/v1.rag) and saves it as version 2", function()
+    -- v1.rag: the documents below, and one removed before the save, by rag 1's format
+    local docs = {
+      { id = "a", text = "Retrieval augmented generation joins search and language models." },
+      { id = "b", text = "BM25 ranks documents by term frequency and inverse document frequency." },
+      { id = "c", text = "Dense vectors capture meaning; sparse terms capture exact words." },
+      { id = "d", text = "\229\144\145\233\135\143\230\163\128\231\180\162 and keyword"
+        .. " search work together in hybrid retrieval." },
+      { id = "e", text = "Running runners run: stemming folds running and runs together." },
+      { id = "f", text = "The quick brown fox jumps over the lazy dog, again and again and"
+        .. " again." },
+      { id = "g", text = "Chunking splits long documents into passages that fit a token budget." },
+      { id = "h", text = "Reciprocal rank fusion merges ranked lists with k = 60." },
+      { id = "i", text = "A removed document leaves dead postings until the index compacts them." },
+      { id = "j", text = "Na\195\175ve caf\195\169 \195\188ber stra\195\159e: Unicode words are"
+        .. " folded and stemmed." },
+    }
+    local v1 = slurp("spec/fixtures/bm25/v1.rag")
+    assert.are.equal(1, string.unpack("<I4", v1, 9))
+    local fresh = build(docs)
+    local old = assert(bm25.load("spec/fixtures/bm25/v1.rag"))
+    local qs = { "running fox again", "document frequency", "\229\144\145\233\135\143",
+      "stra\195\159e caf\195\169 unicode", "retrieval retrieval search", "missing words" }
+    for _, q in ipairs(qs) do
+      assert.are.same(fresh:search(q, 10), old:search(q, 10), q)
+    end
+    local path = tmpname()
+    assert.is_true(old:save(path))
+    local bytes = slurp(path)
+    assert.are.equal(2, string.unpack("<I4", bytes, 9))
+    local back = assert(bm25.load(path))
+    for _, q in ipairs(qs) do
+      assert.are.same(fresh:search(q, 10), back:search(q, 10), q)
+    end
+    assert.is_true(fresh:save(path))
+    assert.are.equal(bytes, slurp(path))
     os.remove(path)
   end)
 

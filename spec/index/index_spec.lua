@@ -744,6 +744,21 @@ describe("rag.index persistence", function()
     for _, q in ipairs(QUERIES) do
       same_hits(copied:search(q, {}, "bm25"), mapped:search(q, {}, "bm25"), q)
     end
+    -- a mapped store reads its documents again each time, into a few buffers
+    -- that every change empties: each still reads back as the copy's
+    local function same_docs()
+      local mine, theirs = mapped:ids(), copied:ids()
+      table.sort(mine)
+      table.sort(theirs)
+      assert.are.same(theirs, mine)
+      for _, id in ipairs(mine) do
+        assert.are.same(copied:get(id), mapped:get(id), id)
+      end
+    end
+    same_docs()
+    assert.is_true(mapped:remove(docs[2].id))
+    assert.is_true(copied:remove(docs[2].id))
+    same_docs()
     mapped:close()
     for part, p in pairs(paths) do
       assert.are.same(sums[part], { rag.core.fs.sum(p) }, part)
