@@ -421,7 +421,9 @@ function M.extractive(opts)
   local sets = o.prompts or { prompts.get("en"), prompts.get("zh") }
   local names = {}
   for name in pairs(prompts.slots) do
-    names[#names + 1] = name
+    if HANDLERS[name] then -- not the judge's eval_* prompts: it does not judge
+      names[#names + 1] = name
+    end
   end
   sort(names)
   local compiled = {}

@@ -143,6 +143,16 @@ describe("examples", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/11_eval.lua offline", function()
+    local out = lines(run_lua .. " examples/11_eval.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("ndcg@3  bm25 0.667  vector 0.833  diff +0.167  p 0.500  (n 6)", 1,
+      true), out)
+    assert.truthy(out:find("faithfulness      0.750 over 2 samples", 1, true), out)
+    assert.truthy(out:find("no llm: faithfulness needs an llm", 1, true), out)
+    assert.truthy(out:find("unfaithful: faithfulness 0.75 low", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/07_embed.lua offline", function()
     local out = lines("env -u OPENAI_API_KEY " .. run_lua .. " examples/07_embed.lua 2>&1; "
       .. "echo \"exit=$?\"")

@@ -24,10 +24,12 @@ local function values(name)
 end
 
 describe("rag.prompts", function()
-  it("has the thirteen prompts, the same in English and Chinese", function()
+  it("has the eighteen prompts, the same in English and Chinese", function()
+    -- the pipelines' thirteen and rag.eval.ragas's five judge prompts
     assert.same({ "answer", "answer_strict", "check", "classify", "compress", "condense",
-      "decompose", "direct", "grade", "hyde", "multi_query", "rewrite", "stepback" },
-      sorted_names())
+      "decompose", "direct", "eval_context", "eval_correctness", "eval_questions",
+      "eval_statements", "eval_support", "grade", "hyde", "multi_query", "rewrite",
+      "stepback" }, sorted_names())
     for _, lang in ipairs({ "en", "zh" }) do
       local base = prompts[lang]
       assert.equal(lang, base.lang)
@@ -68,6 +70,25 @@ describe("rag.prompts", function()
     m = prompts.messages(prompts.get("zh"), "answer", { question = "为什么？", context = "[1] a" })
     assert.equal("上下文：\n[1] a\n\n问题：为什么？", m[2].content)
     assert.truthy(m[1].content:find("请原样回复：我没有足够的信息来回答这个问题。", 1, true))
+  end)
+
+  describe("json", function()
+    it("reads a judge's JSON, bare, fenced or inside a sentence", function()
+      assert.same({ a = { 1, 2 } }, prompts.json('{"a": [1, 2]}'))
+      assert.same({ a = 1 }, prompts.json('```json\n{"a": 1}\n```'))
+      assert.same({ 1 }, prompts.json("Here: [1]. Done"))
+      local v, msg, code = prompts.json("no JSON here")
+      assert.is_nil(v)
+      assert.equal("rag.prompts.json: reply is not JSON", msg)
+      assert.equal("decode", code)
+      v, msg, code = prompts.json("x {bad} y")
+      assert.is_nil(v)
+      assert.matches("^rag%.prompts%.json: reply is not JSON: ", msg)
+      assert.equal("decode", code)
+      assert.has_error(function()
+        prompts.json(1)
+      end, "rag.prompts.json: text must be a string, got number")
+    end)
   end)
 
   describe("render", function()

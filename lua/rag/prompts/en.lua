@@ -129,4 +129,55 @@ return {
       .. "terms. Reply with the standalone question only.",
     user = "Conversation:\n{history}\n\nFollow-up question: {question}",
   },
+
+  -- The judge prompts of rag.eval.ragas; each asks for one JSON object.
+  eval_statements = {
+    system = "Break the text into short, self-contained statements: one fact "
+      .. "each, with pronouns replaced by what they refer to, so that each can "
+      .. "be checked on its own. Leave out greetings and filler; a text that "
+      .. "states nothing gives an empty list. Reply with JSON only: "
+      .. "{\"statements\": [\"...\", \"...\"]}",
+    user = "Question: {question}\n\nText:\n{text}",
+  },
+
+  eval_support = {
+    system = "You judge whether each numbered statement can be directly "
+      .. "inferred from the context. Verdict 1: the context states it or it "
+      .. "follows directly; verdict 0: it does not, even if it is true. Reply "
+      .. "with JSON only, one entry per statement in the same order: "
+      .. "{\"verdicts\": [{\"statement\": \"...\", \"reason\": \"...\", "
+      .. "\"verdict\": 1}]}",
+    user = "Context:\n{context}\n\nStatements:\n{statements}",
+  },
+
+  eval_questions = {
+    system = "Write {n} questions that the answer answers, each in "
+      .. "different words. Also judge whether the answer is noncommittal: "
+      .. "evasive, vague or a refusal such as \"I don't know\" (1) or not "
+      .. "(0). Reply with JSON only: {\"questions\": [\"...\"], "
+      .. "\"noncommittal\": 0}",
+    user = "Answer:\n{answer}",
+  },
+
+  eval_context = {
+    system = "You judge whether each numbered context passage was useful "
+      .. "in arriving at the reference answer to the question. Verdict 1: "
+      .. "useful; verdict 0: not. Reply with JSON only, one entry per passage "
+      .. "in the same order: {\"verdicts\": [{\"reason\": \"...\", "
+      .. "\"verdict\": 1}]}",
+    user = "Question: {question}\n\nReference answer:\n{reference}\n\n"
+      .. "Context passages:\n{context}",
+  },
+
+  eval_correctness = {
+    system = "Compare the answer's statements with the ground truth's "
+      .. "statements. TP: answer statements supported by the ground truth; "
+      .. "FP: answer statements the ground truth does not support; FN: ground "
+      .. "truth statements the answer does not give. Put every answer "
+      .. "statement in TP or FP and every ground truth statement that is not "
+      .. "matched in FN. Reply with JSON only: {\"TP\": [{\"statement\": "
+      .. "\"...\", \"reason\": \"...\"}], \"FP\": [], \"FN\": []}",
+    user = "Question: {question}\n\nAnswer statements:\n{answer}\n\n"
+      .. "Ground truth statements:\n{truth}",
+  },
 }

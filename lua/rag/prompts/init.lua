@@ -4,6 +4,8 @@
 -- prompt replaced. Every `{name}` of lowercase letters, digits and `_` in a
 -- template is a slot; any other text, braces included, is literal.
 -- @module rag.prompts
+local json = require("rag.core").json
+
 local M = {}
 
 local type, pairs, ipairs, tostring, error = type, pairs, ipairs, tostring, error
@@ -31,6 +33,11 @@ M.slots = {
   compress = { "question", "document" },
   classify = { "question" },
   condense = { "history", "question" },
+  eval_statements = { "question", "text" },
+  eval_support = { "context", "statements" },
+  eval_questions = { "answer", "n" },
+  eval_context = { "question", "reference", "context" },
+  eval_correctness = { "question", "answer", "truth" },
 }
 
 local SLOT = "{([%l_][%l%d_]*)}"
@@ -181,6 +188,35 @@ function M.history(turns)
     lines[i] = t.role .. ": " .. (t.content:gsub("%s*\n%s*", " "))
   end
   return table.concat(lines, "\n")
+end
+
+--- The JSON value in an LLM's reply: the whole text, or else the part
+-- from its first `{` or `[` to the last `}` or `]` (a reply wrapped in a
+-- Markdown code fence or in a sentence). Judges asked for JSON reply so.
+-- @tparam string text
+-- @return the decoded value | nil, msg, "decode"
+function M.json(text)
+  if type(text) ~= "string" then
+    error("rag.prompts.json: text must be a string, got " .. type(text), 2)
+  end
+  local v = json.decode(text)
+  if v ~= nil then
+    return v
+  end
+  local i = text:find("[%[{]")
+  local j = #text
+  while j > 0 and not text:sub(j, j):find("[%]}]") do
+    j = j - 1
+  end
+  local err
+  if i and j > i then
+    v, err = json.decode(text:sub(i, j))
+    if v ~= nil then
+      return v
+    end
+  end
+  return nil, "rag.prompts.json: reply is not JSON"
+    .. (err and (": " .. tostring(err):gsub("^rag%.json%.decode: ", "")) or ""), "decode"
 end
 
 --- The language to answer `text` in: "zh" when Han characters make up at

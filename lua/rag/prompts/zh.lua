@@ -101,4 +101,43 @@ return {
       .. "保留名称、数字和专业术语。只回复这个独立问题。",
     user = "对话：\n{history}\n\n追问：{question}",
   },
+
+  -- rag.eval.ragas 的评判提示词；每个都要求回复一个 JSON 对象。
+  eval_statements = {
+    system = "把文本拆成简短、独立的陈述：每条只含一个事实，代词换成它所指的事物，"
+      .. "使每条都能单独核对。略去问候和客套话；什么也没陈述的文本给出空列表。"
+      .. "只回复 JSON：{\"statements\": [\"...\", \"...\"]}",
+    user = "问题：{question}\n\n文本：\n{text}",
+  },
+
+  eval_support = {
+    system = "你判断每条带编号的陈述能否从上下文直接推出。verdict 为 1：上下文写明了它"
+      .. "或可直接推出；verdict 为 0：不能，即使它本身是对的。"
+      .. "只回复 JSON，按陈述的顺序每条一项："
+      .. "{\"verdicts\": [{\"statement\": \"...\", \"reason\": \"...\", \"verdict\": 1}]}",
+    user = "上下文：\n{context}\n\n陈述：\n{statements}",
+  },
+
+  eval_questions = {
+    system = "写出 {n} 个这个回答所回答的问题，措辞各不相同。"
+      .. "再判断这个回答是否含糊其辞：回避、空泛或拒答（如“我不知道”）为 1，否则为 0。"
+      .. "只回复 JSON：{\"questions\": [\"...\"], \"noncommittal\": 0}",
+    user = "回答：\n{answer}",
+  },
+
+  eval_context = {
+    system = "你判断每段带编号的上下文对得出问题的参考答案是否有用。"
+      .. "verdict 为 1：有用；为 0：没用。只回复 JSON，按段落的顺序每段一项："
+      .. "{\"verdicts\": [{\"reason\": \"...\", \"verdict\": 1}]}",
+    user = "问题：{question}\n\n参考答案：\n{reference}\n\n上下文段落：\n{context}",
+  },
+
+  eval_correctness = {
+    system = "把回答的陈述与正确答案的陈述对照。TP：有正确答案支持的回答陈述；"
+      .. "FP：正确答案不支持的回答陈述；FN：回答没有给出的正确答案陈述。"
+      .. "每条回答陈述都放进 TP 或 FP，每条没被匹配的正确答案陈述放进 FN。"
+      .. "只回复 JSON：{\"TP\": [{\"statement\": \"...\", \"reason\": \"...\"}], "
+      .. "\"FP\": [], \"FN\": []}",
+    user = "问题：{question}\n\n回答的陈述：\n{answer}\n\n正确答案的陈述：\n{truth}",
+  },
 }

@@ -1,5 +1,7 @@
---- rag.eval: IR measures with trec_eval's definitions (computed in C) and a
--- loader for BEIR benchmark folders.
+--- rag.eval: IR measures with trec_eval's definitions (computed in C), a
+-- loader for BEIR benchmark folders, answer-level metrics judged by an LLM
+-- (ragas.lua), seed 002's diagnosis (diagnose.lua) and paired significance
+-- tests between two systems (compare.lua). See docs/evaluation.md.
 -- @module rag.eval
 local core = require("rag.core")
 
@@ -21,6 +23,15 @@ local M = {}
 -- @treturn[opt] table `per_query[q][name]`, when `opts.per_query`
 -- @raise on a bad argument, an unknown measure or a bad cutoff
 M.ir = core.eval.ir
+
+--- RAGAS metrics of question-answer samples (rag.eval.ragas).
+M.ragas = require("rag.eval.ragas").ragas
+
+--- Causes and suggested changes from metric means (rag.eval.diagnose).
+M.diagnose = require("rag.eval.diagnose").diagnose
+
+--- Paired comparison of two systems' per-query scores (rag.eval.compare).
+M.compare = require("rag.eval.compare").compare
 
 local DEFAULT_SPLIT = "test"
 local OPTS = { split = "string", corpus = "boolean" }
