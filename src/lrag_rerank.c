@@ -73,6 +73,12 @@ static void push_picked(lua_State *L, const size_t *pos, size_t m) {
 static void read_vector(lua_State *L, size_t dim, float *out, const char *fname, int n) {
   size_t i, len;
   char what[32];
+  if (lua_type(L, -1) == LUA_TSTRING && lua_rawlen(L, -1) == dim * 4) { /* the usual case */
+    memcpy(out, lua_tostring(L, -1), dim * 4);
+    for (i = 0; i < dim; i++)
+      if (!isfinite(out[i])) break;
+    if (i == dim) return;
+  }
   if (n == 0) snprintf(what, sizeof what, "query");
   else snprintf(what, sizeof what, "vector %d", n);
   if (lua_type(L, -1) == LUA_TSTRING) {

@@ -90,6 +90,10 @@ static int unit(cuts *c, size_t start, size_t end, unsigned long long w) {
   target = (c->cost + 500) / 1000;
   if (target <= c->n) return RAG_OK;
   k = (size_t)(target - c->n) < span ? (size_t)(target - c->n) : span;
+  if (!c->keep) { /* a count: the cuts' places do not matter */
+    c->n += k;
+    return RAG_OK;
+  }
   for (j = 1; j <= k; j++) /* 64-bit product: no overflow where size_t is 32 bits */
     if ((rc = cut_at(c, start + (size_t)((unsigned long long)span * j / k))) != RAG_OK) return rc;
   return RAG_OK;
@@ -103,7 +107,7 @@ static int scan(const unsigned char *s, size_t len, cuts *c, size_t *errpos) {
   while (i < len && rc == RAG_OK && c->n <= c->max) {
     int k = kind[s[i]];
     unsigned long long w;
-    switch (k) {
+    switch (k) { /* the unit [i, j) and its weight w; one call of unit, inlined */
       case K_LOWER:
       case K_UPPER: {
         unsigned long long upper = 0;
@@ -111,47 +115,43 @@ static int scan(const unsigned char *s, size_t len, cuts *c, size_t *errpos) {
           upper += kind[s[j]] == K_UPPER;
         w = W_WORD + W_UPPER * upper;
         if (j - i > LONG_FROM) w += (unsigned long long)W_LONG * (j - i - LONG_FROM);
-        rc = unit(c, i, j, w);
-        i = j;
         break;
       }
       case K_DIGIT:
         for (j = i + 1; j < len && kind[s[j]] == K_DIGIT; j++) continue;
-        rc = unit(c, i, j, (unsigned long long)W_DIGITS * ((j - i + 2) / 3));
-        i = j;
+        w = (unsigned long long)W_DIGITS * ((j - i + 2) / 3);
         break;
       case K_SPACE:
         for (j = i + 1; j < len && kind[s[j]] == K_SPACE; j++) continue;
-        rc = unit(c, i, j, j - i >= 2 ? W_SPACES : 0);
-        i = j;
+        w = j - i >= 2 ? W_SPACES : 0;
         break;
       case K_NL:
         for (j = i + 1; j < len && (kind[s[j]] == K_NL || kind[s[j]] == K_SPACE); j++) continue;
-        rc = unit(c, i, j, W_NEWLINE);
-        i = j;
+        w = W_NEWLINE;
         break;
       case K_PUNCT:
-        rc = unit(c, i, i + 1, W_PUNCT);
-        i++;
+        j = i + 1;
+        w = W_PUNCT;
         break;
       case K_LEAD2:
       case K_LEAD3:
       case K_LEAD4:
-        if ((n = rag_utf8_decode(s + i, len - i, &cp)) == 0) break;
-        w = k == K_LEAD2 ? W_2BYTE
-            : k == K_LEAD4 ? W_4BYTE
-            : (s[i] >= 0xe4 && s[i] <= 0xe9) ? W_CJK
-            : W_3BYTE;
-        rc = unit(c, i, i + n, w);
-        i += n;
-        continue;
+        if ((n = rag_utf8_decode(s + i, len - i, &cp)) != 0) {
+          j = i + n;
+          w = k == K_LEAD2 ? W_2BYTE
+              : k == K_LEAD4 ? W_4BYTE
+              : (s[i] >= 0xe4 && s[i] <= 0xe9) ? W_CJK
+              : W_3BYTE;
+          break;
+        }
+        *errpos = i + 1; /* an invalid sequence */
+        return RAG_EENCODING;
       default:
-        break;
+        *errpos = i + 1;
+        return RAG_EENCODING;
     }
-    if (k >= K_LEAD2 || k == K_BAD || k == K_CONT) { /* an invalid sequence */
-      *errpos = i + 1;
-      return RAG_EENCODING;
-    }
+    rc = unit(c, i, j, w);
+    i = j;
   }
   if (rc != RAG_OK) return rc;
   if (len > 0 && c->n == 0) return cut_at(c, len);

@@ -774,8 +774,9 @@ static int arrange(ctx *c, mbuf **fin, size_t *total) {
   } else if (k > 0) {
     memcpy(c->order, c->live, k * sizeof *c->order);
   }
-  if (c->o->tok != NULL && c->o->order != RAG_PACK_EDGES) { /* text order is rank order */
+  if (c->o->order != RAG_PACK_EDGES) { /* text order is rank order */
     *fin = &c->out; /* the greedy text itself, counted exactly */
+    if (c->o->tok == NULL) return count(c, mb_at(&c->out, 0), c->out.len, total);
     return mb_total(c, &c->out, total);
   }
   mb_clear(&c->tmp);

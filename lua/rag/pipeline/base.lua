@@ -101,7 +101,13 @@ end
 function Pipeline:set(question)
   local lang = self.o.lang
   if lang == "auto" then
-    lang = prompts.detect(question)
+    -- a run asks for the same question's set several times: detect once
+    if question == self.detected_q then
+      lang = self.detected
+    else
+      lang = prompts.detect(question)
+      self.detected_q, self.detected = question, lang
+    end
   end
   local s = self.sets[lang]
   if not s then

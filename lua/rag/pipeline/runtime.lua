@@ -71,7 +71,7 @@ local function is_list(t)
     return next(t) == nil
   end
   for k in pairs(t) do
-    if type(k) ~= "number" or k < 1 or k > n or k ~= floor(k) then
+    if type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
       return false
     end
   end
@@ -88,7 +88,13 @@ local function brief_list(t, depth)
   if type(t[1]) == "table" and t[1].id ~= nil then
     local ids = {}
     for i = 1, min(n, MAX_IDS) do
-      ids[i] = type(t[i]) == "table" and tostring(t[i].id) or brief(t[i], depth + 1)
+      local h = t[i]
+      if type(h) == "table" then
+        local id = h.id
+        ids[i] = type(id) == "string" and id or tostring(id)
+      else
+        ids[i] = brief(h, depth + 1)
+      end
     end
     return { count = n, ids = ids }
   end

@@ -9,7 +9,7 @@ local json = require("rag.core").json
 local M = {}
 
 local type, pairs, ipairs, tostring, error = type, pairs, ipairs, tostring, error
-local format = string.format
+local format, concat = string.format, table.concat
 
 --- The built-in sets, by language (read them; `get` returns copies).
 M.en = require("rag.prompts.en")
@@ -42,10 +42,37 @@ M.slots = {
 
 local SLOT = "{([%l_][%l%d_]*)}"
 
+-- Templates cut at their slots: { literal, name, literal, ..., literal },
+-- by template; emptied when it holds MAX_PARSED (templates are few).
+local parsed, nparsed, MAX_PARSED = {}, 0, 256
+
+local function parts_of(template)
+  local p = parsed[template]
+  if p then
+    return p
+  end
+  p = {}
+  local pos = 1
+  for s, name, e in template:gmatch("()" .. SLOT .. "()") do
+    p[#p + 1] = template:sub(pos, s - 1)
+    p[#p + 1] = name
+    pos = e
+  end
+  p[#p + 1] = template:sub(pos)
+  if nparsed >= MAX_PARSED then
+    parsed, nparsed = {}, 0
+  end
+  parsed[template], nparsed = p, nparsed + 1
+  return p
+end
+
 -- The template with its slots filled; errors blame the caller of the
 -- public function that called this one.
 local function fill(fname, template, slots)
-  for name in template:gmatch(SLOT) do
+  local p = parts_of(template)
+  local out = { p[1] }
+  for i = 2, #p, 2 do
+    local name = p[i]
     local v = slots[name]
     local t = type(v)
     if v == nil then
@@ -53,10 +80,9 @@ local function fill(fname, template, slots)
     elseif t ~= "string" and t ~= "number" then
       error(format("%s: slot '%s' must be a string or number, got %s", fname, name, t), 3)
     end
+    out[i], out[i + 1] = tostring(v), p[i + 1]
   end
-  return (template:gsub(SLOT, function(name)
-    return tostring(slots[name])
-  end))
+  return concat(out)
 end
 
 --- Fills a template's `{slot}` placeholders.
