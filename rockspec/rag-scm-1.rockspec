@@ -32,6 +32,7 @@ build = {
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.eval"] = "lua/rag/eval.lua",
+    ["rag.report"] = "lua/rag/report.lua",
     ["rag.opts"] = "lua/rag/opts.lua",
     ["rag.embed"] = "lua/rag/embed.lua",
     ["rag.index"] = "lua/rag/index.lua",
