@@ -13,7 +13,8 @@ local floor, ceil, log, huge = math.floor, math.ceil, math.log, math.huge
 
 local W = 960 -- the width of every chart's viewBox
 local LABEL_W = 230 -- room for the setting names left of the plots
-local VALUE_W = 150 -- room for the value labels right of the plots
+local VALUE_W = 150 -- room for the value labels right of the bars
+local DIST_W = 190 -- and for "median 0.1234, n=12345" right of the box plots
 local ROW = 28 -- the height of one setting's row
 -- Okabe-Ito's colour-blind-safe palette (yellow left out: too light on white),
 -- then dashed lines for settings beyond it.
@@ -434,8 +435,8 @@ local function box_row(out, i, s, vals, sx, y)
     out[#out + 1] = format('<circle class="pt" cx="%s" cy="%s" r="2.5" fill="%s">'
       .. '<title>%s: %s</title></circle>', coord(sx(p.v)), coord(jy), c, esc(p.q), num(p.v))
   end
-  out[#out + 1] = format('<text class="value" x="%d" y="%s">median %s, n = %d</text>',
-    W - VALUE_W + 8, coord(y + 4), num(med), #sorted)
+  out[#out + 1] = format('<text class="value" x="%d" y="%s">median %s, n=%d</text>',
+    W - DIST_W + 8, coord(y + 4), num(med), #sorted)
   out[#out + 1] = "</g>"
 end
 
@@ -451,7 +452,7 @@ local function dist_chart(out, n, metric, settings)
   local lo, hi, ticks = domain(all)
   local top = 40
   local bottom = top + #settings * ROW + 6
-  local sx = linear(lo, hi, LABEL_W, W - VALUE_W)
+  local sx = linear(lo, hi, LABEL_W, W - DIST_W)
   svg_open(out, "dist-" .. n, bottom + 26, metric .. ": per-question distribution",
     format("Box plots of %s over the questions, one per setting: the box spans the middle "
       .. "half, the line is the median, the whiskers reach the extremes, dots are questions.",
