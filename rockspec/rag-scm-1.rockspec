@@ -33,6 +33,7 @@ build = {
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.eval"] = "lua/rag/eval.lua",
     ["rag.report"] = "lua/rag/report.lua",
+    ["rag.report._svg"] = "lua/rag/report/_svg.lua",
     ["rag.opts"] = "lua/rag/opts.lua",
     ["rag.embed"] = "lua/rag/embed.lua",
     ["rag.index"] = "lua/rag/index.lua",

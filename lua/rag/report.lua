@@ -4,23 +4,15 @@
 -- The same results always give the same bytes: unordered keys are sorted.
 -- @module rag.report
 local opts_mod = require("rag.opts")
+local svg = require("rag.report._svg")
 
 local M = {}
 
 local type, pairs, ipairs, tostring, error = type, pairs, ipairs, tostring, error
 local format, concat, sort = string.format, table.concat, table.sort
-local floor, ceil, log, huge = math.floor, math.ceil, math.log, math.huge
-
-local W = 960 -- the width of every chart's viewBox
-local LABEL_W = 230 -- room for the setting names left of the plots
-local VALUE_W = 150 -- room for the value labels right of the bars
-local DIST_W = 190 -- and for "median 0.1234, n=12345" right of the box plots
-local ROW = 28 -- the height of one setting's row
--- Okabe-Ito's colour-blind-safe palette (yellow left out: too light on white),
--- then dashed lines for settings beyond it.
-local COLORS = { "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9",
-  "#000000", "#7f7f7f" }
-local DASHES = { "", "6 3", "2 3", "8 3 2 3" }
+local huge = math.huge
+local sorted_keys, num, value_text, esc = svg.sorted_keys, svg.num, svg.value_text, svg.esc
+local ulen, tick_text, unavailable_reason = svg.ulen, svg.tick_text, svg.unavailable_reason
 
 -- {====== Checking the results ======}
 
@@ -41,20 +33,6 @@ local function is_list(t)
     n = n + 1
   end
   return n == #t
-end
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do
-    keys[#keys + 1] = k
-  end
-  sort(keys, function(a, b)
-    if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then
-      return a < b
-    end
-    return type(a) < type(b)
-  end)
-  return keys
 end
 
 local function check_scores(fname, level, what, t)
@@ -157,6 +135,32 @@ local function check_diagnosis(fname, level, d)
   end
 end
 
+local COMPARED = { "n", "a", "b", "diff", "p" }
+
+local function check_comparisons(fname, level, list)
+  if not is_list(list) then
+    fail(fname, level + 1, "results.comparisons must be a list")
+  end
+  for i, c in ipairs(list) do
+    local what = format("results.comparisons[%d]", i)
+    if type(c) ~= "table" or type(c.a) ~= "string" or type(c.b) ~= "string"
+      or type(c.result) ~= "table" or type(c.result.metrics) ~= "table" then
+      fail(fname, level + 1, "%s must be { a = name, b = name, result = "
+        .. "{ metrics = ... } } (rag.eval.compare's result)", what)
+    end
+    for m, r in pairs(c.result.metrics) do
+      if type(m) ~= "string" or type(r) ~= "table" then
+        fail(fname, level + 1, "%s.result.metrics must map metric names to tables", what)
+      end
+      for _, k in ipairs(COMPARED) do
+        if r[k] ~= nil and not is_finite(r[k]) then
+          fail(fname, level + 1, "%s.result.metrics[%q].%s must be a finite number", what, m, k)
+        end
+      end
+    end
+  end
+end
+
 -- Checks `results` and returns the metrics to show, in order: results.metrics,
 -- or else every metric named by a setting, sorted.
 local function check(fname, results, level)
@@ -195,399 +199,13 @@ local function check(fname, results, level)
   if results.diagnosis ~= nil then
     check_diagnosis(fname, level, results.diagnosis)
   end
+  if results.comparisons ~= nil then
+    check_comparisons(fname, level, results.comparisons)
+  end
   if results.meta ~= nil and type(results.meta) ~= "table" then
     fail(fname, level, "results.meta must be a table")
   end
   return metrics
-end
-
--- {====== Formatting ======}
-
-local function num(v)
-  local s = format("%.4f", v)
-  if s == "-0.0000" then
-    s = "0.0000"
-  end
-  return s
-end
-
-local function coord(v)
-  local s = format("%.1f", v)
-  return s == "-0.0" and "0.0" or s
-end
-
-local function value_text(v)
-  if type(v) == "number" then
-    if v == floor(v) and v > -1e15 and v < 1e15 then
-      return format("%d", v)
-    end
-    return format("%.6g", v)
-  end
-  return tostring(v)
-end
-
-local ESCAPES = { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
-  ["'"] = "&#39;" }
-
-local function esc(s)
-  return (tostring(s):gsub("[&<>\"']", ESCAPES))
-end
-
--- The number of characters of a UTF-8 string (continuation bytes skipped).
-local function ulen(s)
-  return #s:gsub("[\128-\191]", "")
-end
-
--- `s` cut to at most `n` characters, never inside a UTF-8 sequence.
-local function cut(s, n)
-  if ulen(s) <= n then
-    return s
-  end
-  local out, count = {}, 0
-  for ch in s:gmatch("[^\128-\191][\128-\191]*") do
-    count = count + 1
-    if count >= n then
-      break
-    end
-    out[#out + 1] = ch
-  end
-  return concat(out) .. "…"
-end
-
-local function color(i)
-  return COLORS[(i - 1) % #COLORS + 1]
-end
-
-local function dash(i)
-  return DASHES[floor((i - 1) / #COLORS) % #DASHES + 1]
-end
-
--- {====== Scales ======}
-
--- A domain [lo, hi] that holds every value and 0, [0, 1] when the values
--- fit in it, and ticks at a round step.
-local function domain(values)
-  local lo, hi = 0, 0
-  for _, v in ipairs(values) do
-    if v < lo then lo = v end
-    if v > hi then hi = v end
-  end
-  if lo >= 0 and hi <= 1 then
-    hi = 1
-  end
-  local raw = (hi - lo) / 5
-  local mag = 10 ^ floor(log(raw) / log(10) + 1e-9)
-  local step = mag * 10
-  for _, f in ipairs({ 1, 2, 2.5, 5 }) do
-    if f * mag >= raw * (1 - 1e-9) then
-      step = f * mag
-      break
-    end
-  end
-  lo, hi = floor(lo / step + 1e-9) * step, ceil(hi / step - 1e-9) * step
-  local ticks = {}
-  for i = 0, floor((hi - lo) / step + 0.5) do
-    ticks[#ticks + 1] = lo + i * step
-  end
-  return lo, hi, ticks
-end
-
-local function tick_text(t)
-  local s = format("%.10g", t)
-  return s == "-0" and "0" or s
-end
-
-local function linear(lo, hi, x0, x1)
-  return function(v)
-    return x0 + (v - lo) / (hi - lo) * (x1 - x0)
-  end
-end
-
--- {====== SVG pieces ======}
-
-local function svg_open(out, id, h, title, desc)
-  out[#out + 1] = format('<svg class="chart" id="%s" viewBox="0 0 %d %d" role="img" '
-    .. 'aria-labelledby="%s-t %s-d" preserveAspectRatio="xMinYMin meet">', id, W, h, id, id)
-  out[#out + 1] = format('<title id="%s-t">%s</title><desc id="%s-d">%s</desc>', id,
-    esc(title), id, esc(desc))
-end
-
--- Vertical grid lines and the tick labels of a horizontal value axis.
-local function x_axis(out, sx, ticks, top, bottom)
-  out[#out + 1] = '<g class="axis">'
-  for _, t in ipairs(ticks) do
-    local x = coord(sx(t))
-    out[#out + 1] = format('<line class="grid" x1="%s" y1="%d" x2="%s" y2="%d"/>', x, top, x,
-      bottom)
-    out[#out + 1] = format('<text x="%s" y="%d" text-anchor="middle">%s</text>', x,
-      bottom + 16, tick_text(t))
-  end
-  out[#out + 1] = format('<line class="axisline" x1="%s" y1="%d" x2="%s" y2="%d"/>',
-    coord(sx(ticks[1])), bottom, coord(sx(ticks[#ticks])), bottom)
-  out[#out + 1] = '</g>'
-end
-
-local function row_label(out, name, y)
-  out[#out + 1] = format('<text class="label" x="%d" y="%s" text-anchor="end">'
-    .. '<title>%s</title>%s</text>', LABEL_W - 10, coord(y + 4), esc(name), esc(cut(name, 30)))
-end
-
-local function unavailable_reason(s, metric)
-  return s.unavailable and s.unavailable[metric] or "not reported"
-end
-
--- {====== Charts ======}
-
--- One horizontal bar per setting: the metric's mean.
-local function bar_chart(out, n, metric, settings)
-  local values = {}
-  for _, s in ipairs(settings) do
-    values[#values + 1] = s.scores and s.scores[metric]
-  end
-  local lo, hi, ticks = domain(values)
-  local top = 40
-  local bottom = top + #settings * ROW + 6
-  local sx = linear(lo, hi, LABEL_W, W - VALUE_W)
-  svg_open(out, "bar-" .. n, bottom + 26, metric .. ": mean per setting",
-    format("A bar chart of %s for each of the %d settings; longer is higher.", metric,
-      #settings))
-  out[#out + 1] = format('<text class="heading" x="0" y="20">%s</text>', esc(metric))
-  x_axis(out, sx, ticks, top - 6, bottom)
-  for i, s in ipairs(settings) do
-    local y = top + (i - 1) * ROW + ROW / 2
-    local v = s.scores and s.scores[metric]
-    row_label(out, s.name, y)
-    if v ~= nil then
-      local x0, x1 = sx(0), sx(v)
-      if x1 < x0 then x0, x1 = x1, x0 end
-      out[#out + 1] = format('<rect class="bar" x="%s" y="%s" width="%s" height="18" '
-        .. 'fill="%s" data-setting="%s" data-value="%s"><title>%s: %s = %s</title></rect>',
-        coord(x0), coord(y - 9), coord(x1 - x0), color(i), esc(s.name), num(v), esc(s.name),
-        esc(metric), num(v))
-      out[#out + 1] = format('<text class="value" x="%s" y="%s">%s</text>',
-        coord(math.max(sx(v), sx(0)) + 6), coord(y + 4), num(v))
-    else
-      out[#out + 1] = format('<text class="na" x="%s" y="%s" data-setting="%s">'
-        .. 'unavailable: %s</text>', coord(sx(0) + 6), coord(y + 4), esc(s.name),
-        esc(cut(unavailable_reason(s, metric), 70)))
-    end
-  end
-  out[#out + 1] = format('<line class="axisline" x1="%s" y1="%d" x2="%s" y2="%d"/>',
-    coord(sx(0)), top - 6, coord(sx(0)), bottom)
-  out[#out + 1] = "</svg>"
-end
-
--- The sorted per-question values of a metric for one setting, and their qids.
-local function per_query_values(s, metric)
-  local vals = {}
-  if not s.per_query then
-    return vals
-  end
-  for _, q in ipairs(sorted_keys(s.per_query)) do
-    local v = s.per_query[q][metric]
-    if v ~= nil then
-      vals[#vals + 1] = { q = tostring(q), v = v }
-    end
-  end
-  return vals
-end
-
--- The p-quantile of sorted numbers, interpolated (R's type 7).
-local function quantile(sorted, p)
-  local h = (#sorted - 1) * p + 1
-  local i = floor(h)
-  if i >= #sorted then
-    return sorted[#sorted]
-  end
-  return sorted[i] + (h - i) * (sorted[i + 1] - sorted[i])
-end
-
-local function has_per_query(settings, metric)
-  for _, s in ipairs(settings) do
-    if #per_query_values(s, metric) > 0 then
-      return true
-    end
-  end
-  return false
-end
-
-local function box_row(out, i, s, vals, sx, y)
-  local sorted = {}
-  for j, p in ipairs(vals) do
-    sorted[j] = p.v
-  end
-  sort(sorted)
-  local q1, med, q3 = quantile(sorted, 0.25), quantile(sorted, 0.5), quantile(sorted, 0.75)
-  local c = color(i)
-  out[#out + 1] = format('<g class="dist" data-setting="%s" data-n="%d" data-median="%s">',
-    esc(s.name), #sorted, num(med))
-  out[#out + 1] = format('<line class="whisker" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>',
-    coord(sx(sorted[1])), coord(y), coord(sx(sorted[#sorted])), coord(y), c)
-  out[#out + 1] = format('<rect class="box" x="%s" y="%s" width="%s" height="20" fill="%s" '
-    .. 'stroke="%s"><title>%s: min %s, q1 %s, median %s, q3 %s, max %s (n = %d)</title></rect>',
-    coord(sx(q1)), coord(y - 10), coord(sx(q3) - sx(q1)), c, c, esc(s.name), num(sorted[1]),
-    num(q1), num(med), num(q3), num(sorted[#sorted]), #sorted)
-  out[#out + 1] = format('<line class="median" x1="%s" y1="%s" x2="%s" y2="%s"/>',
-    coord(sx(med)), coord(y - 11), coord(sx(med)), coord(y + 11))
-  for j, p in ipairs(vals) do
-    -- A fixed jitter (golden-ratio sequence) keeps equal values apart.
-    local jy = y + ((j * 0.6180339887) % 1 - 0.5) * 16
-    out[#out + 1] = format('<circle class="pt" cx="%s" cy="%s" r="2.5" fill="%s">'
-      .. '<title>%s: %s</title></circle>', coord(sx(p.v)), coord(jy), c, esc(p.q), num(p.v))
-  end
-  out[#out + 1] = format('<text class="value" x="%d" y="%s">median %s, n=%d</text>',
-    W - DIST_W + 8, coord(y + 4), num(med), #sorted)
-  out[#out + 1] = "</g>"
-end
-
--- One box plot with every question's value as a dot, per setting.
-local function dist_chart(out, n, metric, settings)
-  local all, rows = {}, {}
-  for i, s in ipairs(settings) do
-    rows[i] = per_query_values(s, metric)
-    for _, p in ipairs(rows[i]) do
-      all[#all + 1] = p.v
-    end
-  end
-  local lo, hi, ticks = domain(all)
-  local top = 40
-  local bottom = top + #settings * ROW + 6
-  local sx = linear(lo, hi, LABEL_W, W - DIST_W)
-  svg_open(out, "dist-" .. n, bottom + 26, metric .. ": per-question distribution",
-    format("Box plots of %s over the questions, one per setting: the box spans the middle "
-      .. "half, the line is the median, the whiskers reach the extremes, dots are questions.",
-      metric))
-  out[#out + 1] = format('<text class="heading" x="0" y="20">%s per question</text>',
-    esc(metric))
-  x_axis(out, sx, ticks, top - 6, bottom)
-  for i, s in ipairs(settings) do
-    local y = top + (i - 1) * ROW + ROW / 2
-    row_label(out, s.name, y)
-    if #rows[i] > 0 then
-      box_row(out, i, s, rows[i], sx, y)
-    else
-      out[#out + 1] = format('<text class="na" x="%d" y="%s" data-setting="%s">'
-        .. 'no per-question values</text>', LABEL_W + 6, coord(y + 4), esc(s.name))
-    end
-  end
-  out[#out + 1] = "</svg>"
-end
-
-local function sorted_curve(s)
-  local pts = {}
-  for i, p in ipairs(s.curve) do
-    pts[i] = p
-  end
-  sort(pts, function(a, b) return a.k < b.k end)
-  return pts
-end
-
--- The k axis: logarithmic when k spans a factor of 10 or more.
-local function k_scale(settings, x0, x1)
-  local seen, ks = {}, {}
-  for _, s in ipairs(settings) do
-    for _, p in ipairs(s.curve or {}) do
-      if not seen[p.k] then
-        seen[p.k] = true
-        ks[#ks + 1] = p.k
-      end
-    end
-  end
-  sort(ks)
-  local kmin, kmax = ks[1], ks[#ks]
-  local f = function(k) return k end
-  if kmax / kmin >= 10 then
-    f = log
-  end
-  local a, b = f(kmin), f(kmax)
-  if a == b then
-    a, b = a - 1, b + 1
-  end
-  local sx = function(k) return x0 + (f(k) - a) / (b - a) * (x1 - x0) end
-  if #ks > 12 then
-    local thin, step = {}, (#ks - 1) / 11
-    for i = 0, 11 do
-      thin[#thin + 1] = ks[floor(i * step + 0.5) + 1]
-    end
-    ks = thin
-  end
-  return sx, ks, f == log
-end
-
-local function legend(out, settings, y)
-  local per_row = 3
-  for i, s in ipairs(settings) do
-    local x = 60 + ((i - 1) % per_row) * 300
-    local ly = y + floor((i - 1) / per_row) * 22
-    out[#out + 1] = format('<g class="legend-item" data-setting="%s">', esc(s.name))
-    out[#out + 1] = format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" '
-      .. 'stroke-width="3"%s/>', x, ly, x + 24, ly, color(i),
-      dash(i) ~= "" and format(' stroke-dasharray="%s"', dash(i)) or "")
-    out[#out + 1] = format('<text x="%d" y="%d"><title>%s</title>%s</text></g>', x + 32, ly + 4,
-      esc(s.name), esc(cut(s.name, 36)))
-  end
-end
-
--- One line per setting: recall at each k.
-local function curve_chart(out, settings)
-  local with = {}
-  for i, s in ipairs(settings) do
-    if s.curve and #s.curve > 0 then
-      with[#with + 1] = { i = i, s = s }
-    end
-  end
-  local all = {}
-  for _, w in ipairs(with) do
-    for _, p in ipairs(w.s.curve) do
-      all[#all + 1] = p.value
-    end
-  end
-  local lo, hi, ticks = domain(all)
-  local x0, x1, top, bottom = 70, W - 30, 40, 340
-  local sx, ks, is_log = k_scale(settings, x0, x1)
-  local sy = linear(lo, hi, bottom, top)
-  local rows = ceil(#settings / 3)
-  svg_open(out, "curves", bottom + 60 + rows * 22, "recall@k: one line per setting",
-    format("Recall at each cutoff k (%s axis), one line per setting; higher is better.",
-      is_log and "logarithmic k" or "linear k"))
-  out[#out + 1] = '<text class="heading" x="0" y="20">recall@k</text>'
-  out[#out + 1] = '<g class="axis">'
-  for _, t in ipairs(ticks) do
-    local y = coord(sy(t))
-    out[#out + 1] = format('<line class="grid" x1="%d" y1="%s" x2="%d" y2="%s"/>', x0, y, x1, y)
-    out[#out + 1] = format('<text x="%d" y="%s" text-anchor="end">%s</text>', x0 - 8,
-      coord(sy(t) + 4), tick_text(t))
-  end
-  for _, k in ipairs(ks) do
-    local x = coord(sx(k))
-    out[#out + 1] = format('<line class="grid" x1="%s" y1="%d" x2="%s" y2="%d"/>', x, top, x,
-      bottom)
-    out[#out + 1] = format('<text x="%s" y="%d" text-anchor="middle">%s</text>', x,
-      bottom + 16, tick_text(k))
-  end
-  out[#out + 1] = format('<line class="axisline" x1="%d" y1="%d" x2="%d" y2="%d"/>', x0,
-    bottom, x1, bottom)
-  out[#out + 1] = format('<line class="axisline" x1="%d" y1="%d" x2="%d" y2="%d"/>', x0, top,
-    x0, bottom)
-  out[#out + 1] = format('<text x="%d" y="%d" text-anchor="middle">k</text></g>',
-    floor((x0 + x1) / 2), bottom + 34)
-  for _, w in ipairs(with) do
-    local pts, xy = sorted_curve(w.s), {}
-    for j, p in ipairs(pts) do
-      xy[j] = coord(sx(p.k)) .. "," .. coord(sy(p.value))
-    end
-    out[#out + 1] = format('<polyline class="curve" points="%s" stroke="%s"%s '
-      .. 'data-setting="%s"><title>%s</title></polyline>', concat(xy, " "), color(w.i),
-      dash(w.i) ~= "" and format(' stroke-dasharray="%s"', dash(w.i)) or "", esc(w.s.name),
-      esc(w.s.name))
-    for _, p in ipairs(pts) do
-      out[#out + 1] = format('<circle class="cpt" cx="%s" cy="%s" r="3.5" fill="%s">'
-        .. '<title>%s: recall@%s = %s</title></circle>', coord(sx(p.k)), coord(sy(p.value)),
-        color(w.i), esc(w.s.name), tick_text(p.k), num(p.value))
-    end
-  end
-  legend(out, settings, bottom + 56)
-  out[#out + 1] = "</svg>"
 end
 
 -- {====== Tables and lists ======}
@@ -732,6 +350,72 @@ local function diagnosis_list(out, diagnosis)
   out[#out + 1] = "</ol></section>"
 end
 
+-- The metrics of a comparison: those shown, in order, then the others sorted.
+local function compared_metrics(c, metrics)
+  local out, seen = {}, {}
+  for _, m in ipairs(metrics) do
+    if c.result.metrics[m] then
+      out[#out + 1] = m
+      seen[m] = true
+    end
+  end
+  for _, m in ipairs(sorted_keys(c.result.metrics)) do
+    if not seen[m] then
+      out[#out + 1] = m
+    end
+  end
+  return out
+end
+
+local function signed(v)
+  return (v > 0 and "+" or "") .. num(v)
+end
+
+local function changed_text(list)
+  local parts = {}
+  for i, q in ipairs(type(list) == "table" and list or {}) do
+    if i > 3 then
+      break
+    end
+    if type(q) == "table" and is_finite(q.diff) then
+      parts[#parts + 1] = tostring(q.query) .. " " .. signed(q.diff)
+    end
+  end
+  return concat(parts, ", ")
+end
+
+local function opt_num(v, f)
+  return v == nil and "-" or (f or num)(v)
+end
+
+local function comparisons_section(out, comparisons, metrics)
+  out[#out + 1] = '<section id="comparisons"><h2>Paired comparisons</h2>'
+  out[#out + 1] = "<p>Differences are b − a per question; p is the two-sided p-value of a "
+    .. "paired test (significant below 0.05, in bold).</p>"
+  for _, c in ipairs(comparisons) do
+    local test = c.result.test and (" (" .. tostring(c.result.test)
+      .. (c.result.rounds and (", " .. tostring(c.result.rounds) .. " rounds") or "") .. ")")
+      or ""
+    out[#out + 1] = format('<h3>b = %s vs a = %s%s</h3>', esc(c.b), esc(c.a), esc(test))
+    out[#out + 1] = '<div class="scroll"><table class="numbers comparison"><thead><tr>'
+      .. '<th scope="col">metric</th><th scope="col">a</th><th scope="col">b</th>'
+      .. '<th scope="col">b − a</th><th scope="col">p</th><th scope="col">n</th>'
+      .. '<th scope="col">most changed</th></tr></thead><tbody>'
+    for _, m in ipairs(compared_metrics(c, metrics)) do
+      local r = c.result.metrics[m]
+      local sig = r.p ~= nil and r.p < 0.05
+      out[#out + 1] = format('<tr data-metric="%s"%s><th scope="row">%s</th>'
+        .. '<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td>'
+        .. '<td class="num">%s</td><td class="num">%s</td><td>%s</td></tr>', esc(m),
+        sig and ' class="significant"' or "", esc(m), opt_num(r.a), opt_num(r.b),
+        opt_num(r.diff, signed), sig and ("<strong>" .. num(r.p) .. "</strong>") or opt_num(r.p),
+        opt_num(r.n, value_text), esc(changed_text(r.changed)))
+    end
+    out[#out + 1] = "</tbody></table></div>"
+  end
+  out[#out + 1] = "</section>"
+end
+
 local function curve_table(out, settings)
   local seen, ks = {}, {}
   for _, s in ipairs(settings) do
@@ -788,6 +472,8 @@ table.numbers thead th { background: #f0f3f7; }
 table.numbers td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.numbers td.na { color: #666; font-style: italic; }
 table.numbers td.param { color: #333; }
+table.comparison tr.significant th { font-weight: 700; }
+h3 { font-size: 1.05em; margin: 1.2em 0 0.3em; }
 figure { margin: 0.8em 0 1.4em; }
 figcaption { color: #444; font-size: 0.9em; }
 svg.chart { display: block; width: 100%; max-width: 960px; height: auto; }
@@ -827,14 +513,14 @@ local function chart_sections(out, settings, metrics)
   out[#out + 1] = '<section id="metrics"><h2>Metrics per setting</h2>'
   for n, m in ipairs(metrics) do
     out[#out + 1] = '<figure class="metric">'
-    bar_chart(out, n, m, settings)
+    svg.bar(out, n, m, settings)
     out[#out + 1] = format("<figcaption>%s: the mean over the questions, per setting.</figcaption>"
       .. "</figure>", esc(m))
   end
   out[#out + 1] = "</section>"
   local dist = {}
   for n, m in ipairs(metrics) do
-    if has_per_query(settings, m) then
+    if svg.has_per_query(settings, m) then
       dist[#dist + 1] = { n = n, m = m }
     end
   end
@@ -842,7 +528,7 @@ local function chart_sections(out, settings, metrics)
     out[#out + 1] = '<section id="distributions"><h2>Per-question distributions</h2>'
     for _, d in ipairs(dist) do
       out[#out + 1] = '<figure class="distribution">'
-      dist_chart(out, d.n, d.m, settings)
+      svg.distribution(out, d.n, d.m, settings)
       out[#out + 1] = format("<figcaption>%s per question: box from the first to the third "
         .. "quartile, median line, whiskers to the minimum and maximum, one dot per question."
         .. "</figcaption></figure>", esc(d.m))
@@ -852,7 +538,7 @@ local function chart_sections(out, settings, metrics)
   for _, s in ipairs(settings) do
     if s.curve and #s.curve > 0 then
       out[#out + 1] = '<section id="recall-curves"><h2>Recall@k curves</h2><figure>'
-      curve_chart(out, settings)
+      svg.curves(out, settings)
       out[#out + 1] = "<figcaption>Recall at each cutoff k, one line per setting."
         .. "</figcaption></figure>"
       curve_table(out, settings)
@@ -894,6 +580,9 @@ function M.html(results, opts)
   if results.diagnosis then
     diagnosis_list(out, results.diagnosis)
   end
+  if results.comparisons and #results.comparisons > 0 then
+    comparisons_section(out, results.comparisons, metrics)
+  end
   chart_sections(out, settings, metrics)
   out[#out + 1] = "</main><footer>Made by rag.report"
   if results.meta and results.meta.library then
@@ -906,6 +595,51 @@ end
 local function pad(s, w, right)
   local fill = (" "):rep(w - ulen(s))
   return right and fill .. s or s .. fill
+end
+
+-- Lines of a fixed-width table: the first row is the header, then a rule;
+-- the first `nleft` columns are left-aligned, the others right-aligned.
+local function grid(rows, nleft)
+  local widths = {}
+  for _, row in ipairs(rows) do
+    for j, cell in ipairs(row) do
+      widths[j] = math.max(widths[j] or 0, ulen(cell))
+    end
+  end
+  local lines = {}
+  for i, row in ipairs(rows) do
+    local cells = {}
+    for j, cell in ipairs(row) do
+      cells[j] = pad(cell, widths[j], j > nleft)
+    end
+    lines[#lines + 1] = (concat(cells, "  "):gsub("%s+$", ""))
+    if i == 1 then
+      local rule = {}
+      for j = 1, #row do
+        rule[j] = ("-"):rep(widths[j])
+      end
+      lines[#lines + 1] = concat(rule, "  ")
+    end
+  end
+  return lines
+end
+
+-- The paired tests as lines of a table: a, b, metric, b - a, p.
+local function comparison_lines(comparisons, metrics)
+  local rows = { { "a", "b", "metric", "b - a", "p" } }
+  for _, c in ipairs(comparisons) do
+    for _, m in ipairs(compared_metrics(c, metrics)) do
+      local r = c.result.metrics[m]
+      rows[#rows + 1] = { c.a, c.b, m, opt_num(r.diff, signed),
+        opt_num(r.p) .. ((r.p and r.p < 0.05) and " *" or "  ") }
+    end
+  end
+  local lines = grid(rows, 3)
+  for i, l in ipairs(lines) do
+    lines[i] = "  " .. l
+  end
+  table.insert(lines, 1, "paired tests (* p < 0.05):")
+  return lines
 end
 
 --- The results as a fixed-width text table: one row per setting, one column
@@ -929,33 +663,19 @@ function M.table(results)
     end
     rows[#rows + 1] = row
   end
-  local widths = {}
-  for _, row in ipairs(rows) do
-    for j, cell in ipairs(row) do
-      widths[j] = math.max(widths[j] or 0, ulen(cell))
-    end
-  end
-  local lines = {}
-  for i, row in ipairs(rows) do
-    local cells = {}
-    for j, cell in ipairs(row) do
-      cells[j] = pad(cell, widths[j], j > 1)
-    end
-    lines[#lines + 1] = (concat(cells, "  "):gsub("%s+$", ""))
-    if i == 1 then
-      local rule = {}
-      for j = 1, #row do
-        rule[j] = ("-"):rep(widths[j])
-      end
-      lines[#lines + 1] = concat(rule, "  ")
-    end
-  end
+  local lines = grid(rows, 1)
   local na = unavailability(settings, metrics)
   if #na > 0 then
     lines[#lines + 1] = ""
     for _, r in ipairs(na) do
       lines[#lines + 1] = format("- %s unavailable: %s (%s)", r.metric, r.reason,
         which(r.settings, #settings))
+    end
+  end
+  if results.comparisons and #results.comparisons > 0 then
+    lines[#lines + 1] = ""
+    for _, l in ipairs(comparison_lines(results.comparisons, metrics)) do
+      lines[#lines + 1] = l
     end
   end
   return concat(lines, "\n") .. "\n"

@@ -1,10 +1,11 @@
 #!/bin/sh
-# Acceptance C of issue 24 in a real browser: the report of a sweep over three
-# chunk sizes (spec/browser/sweep.lua) opened in headless Chromium (Debian's
-# chromium) logs no console message, asks the network for nothing, and its
-# DOM holds one bar chart per metric with a bar per setting. A page with an
-# error first proves both detectors live. Leaves the page, its screenshot,
-# DOM and logs in $OUT. The last line is "N passed, N failed" (the checks).
+# Acceptance C of issue 24 in a real browser: the report `rag eval --html`
+# writes for a sweep over three chunk sizes (a BEIR folder made by
+# spec/browser/beir.lua) opened in headless Chromium (Debian's chromium) logs
+# no console message, asks the network for nothing, and its DOM holds one
+# bar chart per metric with a bar per setting. A page with an error first
+# proves both detectors live. Leaves the page, its screenshot, DOM and logs
+# in $OUT. The last line is "N passed, N failed" (the checks).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/browser}
@@ -113,10 +114,17 @@ check "canary: an uncaught exception is seen" has_console "$bad"
 check "canary: an image from the network is seen" has_requests "$bad"
 
 # {====== The report ======}
+# `rag eval` over a BEIR folder made from the SciFact sample: three chunk sizes.
 page="$OUT/report.html"
-if ! LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$BUILD/?.so;;" \
-  "$LUA" spec/browser/sweep.lua "$page" >"$OUT/table.txt"; then
-  echo "FAILED: spec/browser/sweep.lua"
+mkdir -p "$OUT/beir/qrels"
+run() {
+  LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$BUILD/?.so;;" "$LUA" "$@"
+}
+if ! { run spec/browser/beir.lua "$OUT/beir" &&
+  run bin/rag index "$OUT/beir" --into "$OUT/index" >"$OUT/index.txt" &&
+  run bin/rag eval "$OUT/index" --beir "$OUT/beir" --mode bm25 \
+    --sweep chunk.size=100,200,400 --html "$page" >"$OUT/table.txt"; }; then
+  echo "FAILED: making the report (rag index, rag eval)"
   echo "$passed passed, $((failed + 1)) failed"
   exit 1
 fi
@@ -152,7 +160,8 @@ for m in $metrics; do
       [ "$(xp "$dom" "count($svg/text[@class=\"value\"])")" = \
         "$(xp "$dom" "count($svg/rect)")" ] && echo 1)"
 done
-check "report: per-question box plots" equal "distribution charts" 3 \
+check "report: per-question box plots, one per metric" equal "distribution charts" \
+  "$(echo $metrics | wc -w)" \
   "$(xp "$dom" 'count(//figure[@class="distribution"]/svg)')"
 check "report: one recall@k line per setting" equal curves 3 \
   "$(xp "$dom" 'count(//svg[@id="curves"]/polyline[@class="curve"])')"

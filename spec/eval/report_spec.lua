@@ -222,6 +222,58 @@ describe("rag.report.html", function()
   end)
 end)
 
+-- What rag eval adds: rag.eval.compare's result of the first setting
+-- against each other one.
+local function with_comparisons()
+  local r = results()
+  r.comparisons = {
+    { a = "chunk.size=256 k=5", b = '<b>&"', result = { test = "randomization", rounds = 1000,
+      metrics = {
+        ["ndcg@10"] = { n = 2, a = 0.61, b = 0.5, diff = -0.11, p = 0.5,
+          changed = { { query = "q1", a = 0.5, b = 0.4, diff = -0.1 } } },
+        mrr = { n = 2, a = 0.2, b = 0.3, diff = 0.1, p = 0.01, changed = {} },
+      } } },
+  }
+  return r
+end
+
+describe("rag.report comparisons", function()
+  after_each(function()
+    os.remove(tmp)
+  end)
+
+  it("lists paired tests, metrics in the results' order, the significant ones bold", function()
+    page(with_comparisons())
+    local t = '//section[@id="comparisons"]//table/tbody'
+    assert.same({ "ndcg@10", "mrr" }, attrs(t .. "/tr", "data-metric"))
+    assert.equal("-0.1100", xpath("string(" .. t .. "/tr[1]/td[3])"))
+    assert.equal("+0.1000", xpath("string(" .. t .. "/tr[2]/td[3])"))
+    assert.equal("0.0100", xpath("string(" .. t .. '/tr[@class="significant"]/td[4]/strong)'))
+    assert.equal("q1 -0.1000", xpath("string(" .. t .. "/tr[1]/td[6])"))
+    assert.equal('b = <b>&" vs a = chunk.size=256 k=5 (randomization, 1000 rounds)',
+      xpath('string(//section[@id="comparisons"]/h3)'))
+  end)
+
+  it("adds them to the text table", function()
+    local text = report.table(with_comparisons())
+    assert.truthy(text:find(table.concat({
+      "paired tests (* p < 0.05):",
+      "  a                   b      metric     b - a         p",
+      "  ------------------  -----  -------  -------  --------",
+      '  chunk.size=256 k=5  <b>&"  ndcg@10  -0.1100  0.5000',
+      '  chunk.size=256 k=5  <b>&"  mrr      +0.1000  0.0100 *',
+    }, "\n"), 1, true), text)
+  end)
+
+  it("raises on a malformed comparison", function()
+    local r = with_comparisons()
+    r.comparisons[1].result = nil
+    local ok, err = pcall(report.html, r)
+    assert.falsy(ok)
+    assert.truthy(err:find("results.comparisons[1] must be { a = name", 1, true), err)
+  end)
+end)
+
 describe("rag.report.table", function()
   it("is one row per setting, '-' for a missing value and the reasons below", function()
     assert.equal(table.concat({
