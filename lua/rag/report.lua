@@ -394,7 +394,7 @@ local function comparisons_section(out, comparisons, metrics)
     .. "paired test (significant below 0.05, in bold).</p>"
   for _, c in ipairs(comparisons) do
     local test = c.result.test and (" (" .. tostring(c.result.test)
-      .. (c.result.rounds and (", " .. tostring(c.result.rounds) .. " rounds") or "") .. ")")
+      .. (c.result.rounds and (", " .. value_text(c.result.rounds) .. " rounds") or "") .. ")")
       or ""
     out[#out + 1] = format('<h3>b = %s vs a = %s%s</h3>', esc(c.b), esc(c.a), esc(test))
     out[#out + 1] = '<div class="scroll"><table class="numbers comparison"><thead><tr>'

@@ -180,6 +180,26 @@ describe("rag.report.html", function()
     assert.equal(a, report.html(results()))
   end)
 
+  it("draws at most 400 dots per box plot, sampled in question order", function()
+    local pq = {}
+    for i = 1, 1000 do
+      pq[string.format("q%04d", i)] = { m = i / 1000 }
+    end
+    page({ settings = { { name = "s", scores = { m = 0.5 }, per_query = pq } } })
+    assert.same({ "1000" }, attrs('//svg[@id="dist-1"]/g[@class="dist"]', "data-n"))
+    assert.equal(400, count('//svg[@id="dist-1"]//circle[@class="pt"]'))
+    assert.equal("q0002: 0.0020", xpath('string(//svg[@id="dist-1"]//circle[1]/title)'))
+    assert.equal("q0999: 0.9990", xpath('string(//svg[@id="dist-1"]//circle[400]/title)'))
+    assert.equal("median 0.5005, n=1000",
+      xpath('string(//svg[@id="dist-1"]//text[@class="value"])'))
+  end)
+
+  it("replaces control characters, which XML forbids", function()
+    local html = page({ settings = { { name = "a\0b\27c", scores = { m = 1 } } } })
+    assert.truthy(html:find('data-setting="a\239\191\189b\239\191\189c"', 1, true))
+    assert.equal("", sh("xmllint --noout " .. tmp))
+  end)
+
   it("takes the metrics from the scores when results.metrics is absent", function()
     local r = results()
     r.metrics = nil

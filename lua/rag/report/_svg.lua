@@ -15,6 +15,7 @@ local LABEL_W = 230 -- room for the setting names left of the plots
 local VALUE_W = 150 -- room for the value labels right of the bars
 local DIST_W = 190 -- and for "median 0.1234, n=12345" right of the box plots
 local ROW = 28 -- the height of one setting's row
+local MAX_DOTS = 400 -- per box plot: more questions are sampled evenly, in id order
 -- Okabe-Ito's colour-blind-safe palette (yellow left out: too light on white;
 -- Tol's wine for black, which reads as emphasis),
 -- then dashed lines for settings beyond it.
@@ -64,8 +65,10 @@ end
 local ESCAPES = { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
   ["'"] = "&#39;" }
 
+-- Also replaces control characters, which XML forbids, with U+FFFD.
 local function esc(s)
-  return (tostring(s):gsub("[&<>\"']", ESCAPES))
+  s = tostring(s):gsub("[%z\1-\8\11\12\14-\31\127]", "\239\191\189")
+  return (s:gsub("[&<>\"']", ESCAPES))
 end
 
 -- The number of characters of a UTF-8 string (continuation bytes skipped).
@@ -264,9 +267,12 @@ local function box_row(out, i, s, vals, sx, y)
     num(q1), num(med), num(q3), num(sorted[#sorted]), #sorted)
   out[#out + 1] = format('<line class="median" x1="%s" y1="%s" x2="%s" y2="%s"/>',
     coord(sx(med)), coord(y - 11), coord(sx(med)), coord(y + 11))
-  for j, p in ipairs(vals) do
+  local step = #vals > MAX_DOTS and #vals / MAX_DOTS or 1
+  for d = 1, math.min(#vals, MAX_DOTS) do
+    local j = floor((d - 0.5) * step) + 1
+    local p = vals[j]
     -- A fixed jitter (golden-ratio sequence) keeps equal values apart.
-    local jy = y + ((j * 0.6180339887) % 1 - 0.5) * 16
+    local jy = y + ((d * 0.6180339887) % 1 - 0.5) * 16
     out[#out + 1] = format('<circle class="pt" cx="%s" cy="%s" r="2.5" fill="%s">'
       .. '<title>%s: %s</title></circle>', coord(sx(p.v)), coord(jy), c, esc(p.q), num(p.v))
   end
@@ -290,8 +296,8 @@ local function dist_chart(out, n, metric, settings)
   local sx = linear(lo, hi, LABEL_W, W - DIST_W)
   svg_open(out, "dist-" .. n, bottom + 26, metric .. ": per-question distribution",
     format("Box plots of %s over the questions, one per setting: the box spans the middle "
-      .. "half, the line is the median, the whiskers reach the extremes, dots are questions.",
-      metric))
+      .. "half, the line is the median, the whiskers reach the extremes, dots are questions "
+      .. "(at most %d per setting).", metric, MAX_DOTS))
   out[#out + 1] = format('<text class="heading" x="0" y="20">%s per question</text>',
     esc(metric))
   x_axis(out, sx, ticks, top - 6, bottom)
