@@ -584,11 +584,9 @@ function M.html(results, opts)
     comparisons_section(out, results.comparisons, metrics)
   end
   chart_sections(out, settings, metrics)
+  local lib = results.meta and results.meta.library
   out[#out + 1] = "</main><footer>Made by rag.report"
-  if results.meta and results.meta.library then
-    out[#out + 1] = " with " .. esc(value_text(results.meta.library))
-  end
-  out[#out + 1] = ".</footer></body></html>\n"
+    .. (lib and (" with " .. esc(value_text(lib))) or "") .. ".</footer></body></html>\n"
   return concat(out, "\n")
 end
 

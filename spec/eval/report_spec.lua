@@ -153,7 +153,7 @@ describe("rag.report.html", function()
   end)
 
   it("lists the diagnosis and a table of every number", function()
-    page()
+    assert.truthy(page():find("<footer>Made by rag.report with rag 0.1.0.</footer>", 1, true))
     assert.equal("low context recall: retrieval misses relevant passages",
       xpath('string(//ol[@class="diagnosis"]/li[1]/p[@class="cause"])'))
     assert.equal(2, count('//ol[@class="diagnosis"]/li[1]/ul/li'))
