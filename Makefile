@@ -18,12 +18,13 @@ endif
 # Debian packages: the build and `make test`; the version matrix; `make asan`.
 DEB_PKGS := gcc make pkg-config python3 lua5.4 liblua5.4-dev libcurl4-openssl-dev \
   libcjson-dev libutf8proc-dev libstemmer-dev libssl-dev libxml2-dev lua-busted luarocks \
-  poppler-utils sqlite3
+  poppler-utils sqlite3 libxml2-utils
 MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
   luajit2 libluajit2-5.1-dev
 ASAN_PKGS := clang libclang-rt-14-dev
 OPENRESTY_PKGS := luajit2 libluajit2-5.1-dev nginx-light libnginx-mod-http-lua curl openssl
 LINT_PKGS := lua-check
+BROWSER_PKGS := chromium libxml2-utils python3
 
 DEPS := libcurl libcjson libutf8proc libcrypto libxml-2.0
 CC ?= cc
@@ -42,7 +43,7 @@ LPATH := lua/?.lua;lua/?/init.lua
 BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-.PHONY: all deps deps-all test test-one test-all test-openresty asan fuzz-smoke demo rock lint quality \
+.PHONY: all deps deps-all test test-one test-all test-openresty test-browser asan fuzz-smoke demo rock lint quality \
   bench-json bench-tokenizer bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean
@@ -63,7 +64,7 @@ deps:
 	@sh .ci/deps $(DEB_PKGS)
 
 deps-all:
-	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(LINT_PKGS)
+	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(LINT_PKGS) $(BROWSER_PKGS)
 
 # The specs under Lua 5.4; the last line is "N passed, N failed".
 test: deps
@@ -82,6 +83,15 @@ test-openresty:
 	@sh .ci/deps $(DEB_PKGS) $(OPENRESTY_PKGS)
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
 	@bash spec/openresty/run.sh
+
+# rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
+# over three chunk sizes opens with no console message and no network request,
+# and its DOM has one bar chart per metric (spec/browser/report.sh; about 10 s).
+# Never part of `make test`. Output in build/browser; the last line is
+# "N passed, N failed".
+test-browser: all
+	@sh .ci/deps $(BROWSER_PKGS)
+	@LUA=$(LUA) BUILD=$(BUILD) sh spec/browser/report.sh
 
 # The specs against a build with AddressSanitizer, UBSan and fault injection,
 # loaded into the stock lua5.4. First proves the sanitizers are live and fatal.
