@@ -770,6 +770,38 @@ static int index_ids(lua_State *L) {
   return 1;
 }
 
+/* ix:vectors(ids) -> { packed f32 string | false, ... }: the stored vector
+** of each chunk id, as rag.vec.pack makes it (false for an id with none:
+** not a leaf, or not there); nil when the index has no vectors. */
+static int index_vectors(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.vectors");
+  rag_vec *v = rag_index_vec(x->ix);
+  rag_hnsw *h = rag_index_hnsw(x->ix);
+  size_t dim = rag_index_dim(x->ix), n, i;
+  float *out;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (dim == 0 || (v == NULL && h == NULL)) return 0;
+  n = lua_rawlen(L, 2);
+  out = (float *)lua_newuserdata(L, dim * sizeof(float)); /* scratch, collected */
+  lua_createtable(L, n > INT_MAX ? 0 : (int)n, 0);
+  for (i = 1; i <= n; i++) {
+    size_t len;
+    const char *id;
+    int found;
+    lua_rawgeti(L, 2, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      return luaL_error(L, "rag.index.vectors: ids[%d] must be a string, got %s", (int)i,
+                        luaL_typename(L, -1));
+    id = lua_tolstring(L, -1, &len);
+    found = v != NULL ? rag_vec_get(v, id, len, out) : rag_hnsw_get(h, id, len, out);
+    lua_pop(L, 1);
+    if (found) lrag_pushpacked(L, out, dim);
+    else lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, (int)i);
+  }
+  return 1;
+}
+
 static int index_len(lua_State *L) {
   lindex *x = check_open(L, "rag.index.__len");
   lua_pushinteger(L, (lua_Integer)rag_store_count(rag_index_store(x->ix)));
@@ -1252,6 +1284,7 @@ fail:
 static const luaL_Reg index_methods[] = {
     {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
+    {"vectors", index_vectors},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
     {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {NULL, NULL},

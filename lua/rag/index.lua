@@ -426,6 +426,19 @@ function Index:ids()
   return ids
 end
 
+--- The vectors the index keeps for chunk ids (hit ids), as packed float32
+-- strings, `false` for an id without one (a merged parent, an unknown id);
+-- nil for an index without vectors.
+-- @tparam table ids
+-- @return table | nil
+function Index:vectors(ids)
+  check_open(self, "rag.index.vectors")
+  if type(ids) ~= "table" then
+    error("rag.index.vectors: ids must be a list of chunk ids, got " .. type(ids), 2)
+  end
+  return self.c:vectors(ids)
+end
+
 --- The document `id` as `{ id, text, source, title, meta, chunks }`, or nil.
 function Index:get(id)
   check_open(self, "rag.index.get")

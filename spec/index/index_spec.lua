@@ -251,6 +251,39 @@ describe("rag.index incremental changes", function()
     assert.is_nil(idx:get(docs[1].id))
   end)
 
+  it("gives the vectors it keeps for chunk ids, as the embedder made them", function()
+    local docs = fixture()
+    local e = hashing(32)
+    for _, kind in ipairs({ "exact", "hnsw" }) do
+      local idx = rag.index.new({ embedder = e, vector = kind, chunk = { size = 64, overlap = 8 } })
+      assert(idx:add_many({ docs[1], docs[2] }))
+      local hits = assert(idx:search("cerebral white matter", { k = 3, mode = "vector" }))
+      local ids = { hits[1].id, "nope#1", hits[2].id }
+      local vs = idx:vectors(ids)
+      assert.equal(3, #vs)
+      assert.is_false(vs[2])
+      for _, i in ipairs({ 1, 3 }) do
+        local h = hits[i == 1 and 1 or 2]
+        -- what was embedded for the chunk: the title, a newline, the chunk
+        local want = e:embed({ h.title .. "\n" .. h.text }, { packed = true })[1]
+        assert.equal(want, vs[i], kind .. " " .. h.id)
+      end
+      assert.same({}, idx:vectors({}))
+      assert.has_error(function() idx:vectors("x") end,
+        "rag.index.vectors: ids must be a list of chunk ids, got string")
+      assert.has_error(function() idx:vectors({ 1 }) end)
+      local dir = helpers.tmpname()
+      assert(idx:save(dir))
+      local ro = assert(rag.index.open(dir, { readonly = true }))
+      assert.same(vs, ro:vectors(ids))
+      ro:close()
+      os.execute("rm -rf '" .. dir .. "'")
+    end
+    local plain = rag.index.new({ embedder = false })
+    assert(plain:add(docs[1]))
+    assert.is_nil(plain:vectors({ docs[1].id .. "#1" }))
+  end)
+
   it("lists the document ids, sorted bytewise", function()
     local idx = rag.index.new({ embedder = false })
     for _, id in ipairs({ "b", "a#2", "B", "a" }) do

@@ -254,6 +254,29 @@ describe("rag.pipeline", function()
         assert.is_nil(find(r.trace, "branch", "mmr"))
       end)
 
+    it("hybrid takes the hits' vectors from the index when MMR uses the index's embedder",
+      function()
+        local _, d = corpus()
+        local base = rag.embed.hashing({ dim = 64 })
+        local calls = {}
+        local counting = { embed = function(_, texts, opts)
+          calls[#calls + 1] = #texts
+          return base:embed(texts, opts)
+        end }
+        local idx = rag.index.new({ embedder = counting })
+        assert(idx:add_many(d))
+        calls = {}
+        local p = rag.pipeline.hybrid({ index = idx, k = 3, fetch_k = 12,
+          llm = support.scripted({}, { forever = "A [1]." }) })
+        local r = assert(p:answer(d[3].title))
+        assert.same({ 1, 1 }, calls) -- the question, for the search and for MMR; no hit
+        -- MMR over the vectors the index keeps (title and chunk, as indexed)
+        local hits = assert(idx:search(d[3].title, { mode = "hybrid", k = 12, fetch_k = 12 }))
+        local want = rag.rerank.mmr(hits, { vectors = idx:vectors(ids(hits)),
+          query = base:embed({ d[3].title }, { packed = true })[1], lambda = 0.5, k = 3 })
+        assert.same(ids(want), ids(r.contexts))
+      end)
+
     it("hybrid keeps the hits' vectors for MMR by id while their text is the same", function()
       local index, d = corpus()
       local embedded = {}

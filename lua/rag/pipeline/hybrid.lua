@@ -23,15 +23,33 @@ local function embedder_of(o)
   return nil
 end
 
--- The vectors of the question and the hits' texts: the hits' from the
--- pipeline's cache (by id, while the text is the same), the rest embedded
--- in one call. The cache is emptied when it holds `vector_cache` entries.
+-- The vectors the index keeps for the hits, when MMR uses the index's own
+-- embedder (what it searched with; nothing to embed again), else nil.
+local function stored_of(self, embedder, hits)
+  local idx = self.o.index
+  if idx == nil or embedder ~= idx.embedder or type(idx.vectors) ~= "function" then
+    return nil
+  end
+  local ids = {}
+  for i, h in ipairs(hits) do
+    ids[i] = h.id
+  end
+  return idx:vectors(ids)
+end
+
+-- The vectors of the question and the hits: the hits' as the index keeps
+-- them, else from the pipeline's cache (by id, while the text is the same),
+-- the rest embedded in one call. The cache is emptied when it holds
+-- `vector_cache` entries.
 local function vectors_of(self, embedder, question, hits)
   local cache, limit = self.vcache, self.o.vector_cache
   local texts, where, vectors = { question }, {}, {}
+  local stored = stored_of(self, embedder, hits)
   for i, h in ipairs(hits) do
     local c = cache[h.id]
-    if c and c.text == h.text then
+    if stored and stored[i] then
+      vectors[i] = stored[i]
+    elseif c and c.text == h.text then
       vectors[i] = c.vec
     else
       texts[#texts + 1] = h.text or ""
