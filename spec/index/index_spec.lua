@@ -258,8 +258,8 @@ describe("rag.index incremental changes", function()
       local idx = rag.index.new({ embedder = e, vector = kind, chunk = { size = 64, overlap = 8 } })
       assert(idx:add_many({ docs[1], docs[2] }))
       local hits = assert(idx:search("cerebral white matter", { k = 3, mode = "vector" }))
-      local ids = { hits[1].id, "nope#1", hits[2].id }
-      local vs = idx:vectors(ids)
+      local asked = { hits[1].id, "nope#1", hits[2].id }
+      local vs = idx:vectors(asked)
       assert.equal(3, #vs)
       assert.is_false(vs[2])
       for _, i in ipairs({ 1, 3 }) do
@@ -275,7 +275,7 @@ describe("rag.index incremental changes", function()
       local dir = helpers.tmpname()
       assert(idx:save(dir))
       local ro = assert(rag.index.open(dir, { readonly = true }))
-      assert.same(vs, ro:vectors(ids))
+      assert.same(vs, ro:vectors(asked))
       ro:close()
       os.execute("rm -rf '" .. dir .. "'")
     end
