@@ -41,7 +41,7 @@ describe("allocation failures", function()
 
   it("the HTML extractor raises and recovers at every fault point", function()
     local f = assert(io.open("spec/fixtures/load/page.html", "rb"))
-    local page = f:read("a")
+    local page = f:read("*a")
     f:close()
     walk_pure(function()
       local d = assert(rag.load.html(page))[1]
