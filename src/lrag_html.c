@@ -17,7 +17,8 @@ static int html_extract(lua_State *L) {
   const char *s = luaL_checklstring(L, 1, &len);
   rag_html *h = (rag_html *)lrag_box_embed(L, sizeof *h, html_fin);
   int rc = rag_html_extract(s, len, h);
-  if (rc != RAG_OK) return lrag_error(L, rc, "rag.load.html", "not an html document");
+  if (rc != RAG_OK)
+    return lrag_error(L, rc, "rag.load.html", rc == RAG_EFORMAT ? "not an html document" : NULL);
   lua_createtable(L, 0, 3);
   lua_pushlstring(L, h->text, h->len);
   lua_setfield(L, -2, "text");

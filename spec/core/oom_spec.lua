@@ -39,6 +39,16 @@ describe("allocation failures", function()
     walk_pure(function() return rag.text.normalize(s) end, 2)
   end)
 
+  it("the HTML extractor raises and recovers at every fault point", function()
+    local f = assert(io.open("spec/fixtures/load/page.html", "rb"))
+    local page = f:read("*a")
+    f:close()
+    walk_pure(function()
+      local d = assert(rag.load.html(page))[1]
+      return d.title .. "\0" .. d.text .. "\0" .. table.concat(d.meta.section_starts, ",")
+    end, 3)
+  end)
+
   it("http.request raises and recovers at every fault point", function()
     local base, stop = helpers.start_httpd()
     local ok, err = pcall(function()

@@ -5,7 +5,7 @@ local F = "spec/fixtures/load/"
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -57,6 +57,18 @@ describe("rag.load.html", function()
     assert.equal("Tides and the Moon\n\nBy Ana Reis\n\nThe moon's gravity pulls the ocean"
       .. " toward it,"
       .. " raising a bulge of water.\n\n", d.text:sub(s[1].start, s[1].stop))
+  end)
+
+  it("drops the chrome of a page without main or article", function()
+    local d = load.html("<html><head><title>T</title><style>p { color: red }</style></head><body>"
+      .. "<header><h1>Site</h1><nav>Home About</nav></header><script>var x = 1;</script>"
+      .. "<div class='content'><h2>Post</h2><p>Body <i>text</i>.</p><aside>Related</aside>"
+      .. "<form>Sign up</form><style>.a{}</style></div><footer>Foot</footer>"
+      .. "<noscript>Enable JS</noscript><nav>More links</nav></body></html>")[1]
+    assert.equal("Post\n\nBody text.", d.text)
+    assert.equal("T", d.title)
+    d = load.html("<body><nav><p>menu</p></nav><p>kept</p></body>")[1]
+    assert.equal("kept", d.text)
   end)
 
   it("reads main, else the articles, else the body; title from h1 without <title>", function()

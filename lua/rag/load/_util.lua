@@ -17,7 +17,7 @@ function M.read(fname, path)
   if not f then
     return errors.fail("io", "%s: %s", fname, (err or path):lower())
   end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   if s == nil then
     return errors.fail("io", "%s: '%s': cannot read", fname, path)

@@ -23,10 +23,10 @@ local function run(path, layout)
     remove(err)
     return nil
   end
-  local out = p:read("a") or ""
+  local out = p:read("*a") or ""
   p:close()
   local f = open(err, "rb")
-  local why = f and f:read("a") or ""
+  local why = f and f:read("*a") or ""
   if f then
     f:close()
   end

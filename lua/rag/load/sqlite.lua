@@ -40,12 +40,12 @@ function M.load(dbpath, sql, o)
   local cmd = "sqlite3 -readonly -bail -json " .. util.shell_quote(dbpath) .. " "
     .. quote(sql) .. " </dev/null 2>" .. quote(err) .. "; printf '\\nRAGEXIT%d' $?"
   local p = popen(cmd, "r")
-  local out = p and p:read("a") or ""
+  local out = p and p:read("*a") or ""
   if p then
     p:close()
   end
   local ef = open(err, "rb")
-  local why = ef and ef:read("a") or ""
+  local why = ef and ef:read("*a") or ""
   if ef then
     ef:close()
   end
