@@ -244,7 +244,7 @@ local function make_embedder(spec)
         stop(2, "embedder 'hashing:" .. arg .. "': the dimension must be an integer >= 8")
       end
     end
-    return rag.embed.hashing({ dim = math.tointeger(dim) })
+    return rag.embed.hashing({ dim = math.tointeger and math.tointeger(dim) or dim })
   elseif name == "model2vec" then
     if not arg then
       stop(2, "embedder 'model2vec' needs a folder: model2vec:PATH")

@@ -487,7 +487,7 @@ describe("README's Lua example", function()
     assert.is_true(saved)
     -- three hits, the answer, then one line per citation
     local lines = {}
-    for line in out:gmatch("[^\n]*") do
+    for line in out:gmatch("([^\n]*)\n") do
       lines[#lines + 1] = line
     end
     for i = 1, 3 do
