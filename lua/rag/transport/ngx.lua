@@ -543,7 +543,10 @@ local function roundtrip(c, request, method)
   local ok, err = sock:send(request)
   if not ok then
     local why, code = io_fail(c, err, "while sending the request")
-    return nil, why, code, reused and err ~= "timeout"
+    -- a pooled connection the server had closed may already read as closed
+    -- here (getreusedtimes then gives nil): "closed" before any byte went
+    -- out is stale too, and a fresh connection is tried
+    return nil, why, code, (reused or err == "closed") and err ~= "timeout"
   end
   local head_reader = sock:receiveuntil("\r\n\r\n")
   local status, version, headers
