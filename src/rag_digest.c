@@ -1,56 +1,38 @@
 /*
-** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's EVP digests (one
-** shot, or a context per call for parts), which are thread-safe and keep no
-** state between calls; CRC-32 by tables.
+** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's one-algorithm SHA256
+** functions, with the context on the stack: thread-safe, no state kept
+** between calls; CRC-32 by tables.
 */
 #include "rag_digest.h"
 
-#include <openssl/evp.h>
+/*
+** OpenSSL 3 marks SHA256_Init/Update/Final deprecated in favour of EVP, but
+** EVP_MD_fetch loads and initialises the default provider's algorithm
+** tables: about 1.9 MB of libcrypto pages resident in every process that
+** hashes once, for the same block function. The one-algorithm functions run
+** that function directly (SHA-NI or AVX2 where the CPU has them).
+*/
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 #include <pthread.h>
 
 #include "rag.h"
 
-/*
-** OpenSSL 3 looks EVP_sha256() up in its providers at every digest init
-** (EVP_MD_fetch, with a lock: on SciFact a third of hashing 5,183
-** documents); the implementation fetched once is immutable and shared by
-** every thread. NULL (a failed fetch, or OpenSSL 1.1) falls back to
-** EVP_sha256().
-*/
-#if OPENSSL_VERSION_NUMBER >= 0x30000000L
-static pthread_once_t md_once = PTHREAD_ONCE_INIT;
-static EVP_MD *md_fetched;
-
-static void md_init(void) {
-  md_fetched = EVP_MD_fetch(NULL, "SHA256", NULL);
-}
-
-static const EVP_MD *sha256_md(void) {
-  (void)pthread_once(&md_once, md_init);
-  return md_fetched != NULL ? md_fetched : EVP_sha256();
-}
-#else
-static const EVP_MD *sha256_md(void) {
-  return EVP_sha256();
-}
-#endif
-
 int rag_digest_sha256(const void *data, size_t len, unsigned char out[RAG_DIGEST_SHA256_LEN]) {
-  unsigned int n = 0;
-  if (EVP_Digest(data, len, out, &n, sha256_md(), NULL) != 1 || n != RAG_DIGEST_SHA256_LEN)
+  SHA256_CTX ctx;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, data, len) != 1 ||
+      SHA256_Final(out, &ctx) != 1)
     return RAG_ENOMEM;
   return RAG_OK;
 }
 
 int rag_digest_sha256_parts(const void *const *data, const size_t *len, size_t n,
                             unsigned char out[RAG_DIGEST_SHA256_LEN]) {
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  unsigned int got = 0;
+  SHA256_CTX ctx;
   size_t i;
-  int ok = ctx != NULL && EVP_DigestInit_ex(ctx, sha256_md(), NULL) == 1;
-  for (i = 0; ok && i < n; i++) ok = EVP_DigestUpdate(ctx, data[i], len[i]) == 1;
-  ok = ok && EVP_DigestFinal_ex(ctx, out, &got) == 1 && got == RAG_DIGEST_SHA256_LEN;
-  EVP_MD_CTX_free(ctx);
+  int ok = SHA256_Init(&ctx) == 1;
+  for (i = 0; ok && i < n; i++) ok = SHA256_Update(&ctx, data[i], len[i]) == 1;
+  ok = ok && SHA256_Final(out, &ctx) == 1;
   return ok ? RAG_OK : RAG_ENOMEM;
 }
 
