@@ -32,7 +32,9 @@ OPT ?= -O2 -g
 WARN := -Wall -Wextra -Werror
 CFLAGS_ALL = -std=c99 -D_POSIX_C_SOURCE=200809L -fPIC -fvisibility=hidden -ffp-contract=off \
   $(OPT) $(WARN) $(shell pkg-config --cflags $(LUA_PC) $(DEPS)) $(XCFLAGS)
-LIBS = $(shell pkg-config --libs $(DEPS)) -lstemmer -lpthread -lm
+# libxml2 is opened with dlopen on the first HTML page (src/rag_html.c): its
+# headers only, no link, so a process that reads no HTML never maps it.
+LIBS = $(shell pkg-config --libs $(filter-out libxml-2.0,$(DEPS))) -lstemmer -lpthread -lm
 
 SRC := $(wildcard src/*.c)
 OBJDIR = build/obj/$(LUA_VERSION)$(VARIANT)

@@ -20,8 +20,9 @@ external_dependencies = {
   UTF8PROC = { header = "utf8proc.h", library = "utf8proc" },
   STEMMER = { header = "libstemmer.h", library = "stemmer" },
   OPENSSL = { header = "openssl/evp.h", library = "crypto" },
-  -- libxml2's headers live in a libxml2/ folder under the include directory.
-  LIBXML2 = { header = "libxml2/libxml/HTMLparser.h", library = "xml2" },
+  -- libxml2's headers live in a libxml2/ folder under the include directory;
+  -- the library itself is opened with dlopen on the first HTML page.
+  LIBXML2 = { header = "libxml2/libxml/HTMLparser.h" },
 }
 build = {
   type = "builtin",
@@ -105,7 +106,7 @@ build = {
         "$(OPENSSL_INCDIR)", "$(LIBXML2_INCDIR)/libxml2" },
       libdirs = { "$(CURL_LIBDIR)", "$(CJSON_LIBDIR)", "$(UTF8PROC_LIBDIR)",
         "$(STEMMER_LIBDIR)", "$(OPENSSL_LIBDIR)", "$(LIBXML2_LIBDIR)" },
-      libraries = { "curl", "cjson", "utf8proc", "stemmer", "crypto", "xml2", "pthread", "m" },
+      libraries = { "curl", "cjson", "utf8proc", "stemmer", "crypto", "pthread", "m" },
     },
   },
   install = { bin = { rag = "bin/rag" } },

@@ -18,7 +18,10 @@ static int html_extract(lua_State *L) {
   rag_html *h = (rag_html *)lrag_box_embed(L, sizeof *h, html_fin);
   int rc = rag_html_extract(s, len, h);
   if (rc != RAG_OK)
-    return lrag_error(L, rc, "rag.load.html", rc == RAG_EFORMAT ? "not an html document" : NULL);
+    return lrag_error(L, rc, "rag.load.html",
+                      rc == RAG_EFORMAT ? "not an html document"
+                      : rc == RAG_EIO   ? "libxml2.so.2 could not be loaded (apt-get install libxml2)"
+                                        : NULL);
   lua_createtable(L, 0, 3);
   lua_pushlstring(L, h->text, h->len);
   lua_setfield(L, -2, "text");

@@ -10,8 +10,47 @@
 #include <limits.h>
 #include <string.h>
 
+#include <dlfcn.h>
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>
+#include <pthread.h>
+
+/*
+** libxml2 is opened on the first page parsed, not when the library loads: a
+** process that reads no HTML keeps libxml2 and what it pulls in (ICU,
+** libstdc++; about 1.7 MB resident) out of its memory. The table is written
+** once, under pthread_once, and only read after that.
+*/
+static struct {
+  htmlDocPtr (*read)(const char *, int, const char *, const char *, int);
+  xmlNodePtr (*root)(const xmlDoc *);
+  void (*free_doc)(xmlDocPtr);
+  xmlChar *(*content)(const xmlNode *);
+  xmlFreeFunc *(*freefn)(void); /* xmlFree of a thread-enabled libxml2 */
+  int ok;
+} lx;
+static pthread_once_t lx_once = PTHREAD_ONCE_INIT;
+
+static void lx_open(void) {
+  void *h = dlopen("libxml2.so.2", RTLD_NOW | RTLD_LOCAL);
+  void *f[5];
+  size_t i;
+  static const char *const names[5] = {"htmlReadMemory", "xmlDocGetRootElement", "xmlFreeDoc",
+                                       "xmlNodeGetContent", "__xmlFree"};
+  if (h == NULL) return;
+  for (i = 0; i < 5; i++)
+    if ((f[i] = dlsym(h, names[i])) == NULL) {
+      dlclose(h);
+      return;
+    }
+  /* object to function pointer: POSIX requires dlsym's result to convert */
+  memcpy(&lx.read, &f[0], sizeof f[0]);
+  memcpy(&lx.root, &f[1], sizeof f[1]);
+  memcpy(&lx.free_doc, &f[2], sizeof f[2]);
+  memcpy(&lx.content, &f[3], sizeof f[3]);
+  memcpy(&lx.freefn, &f[4], sizeof f[4]);
+  lx.ok = 1; /* the handle stays open for the process's life */
+}
 
 /* {====== Element classes ======} */
 
@@ -327,9 +366,9 @@ static int take_title(xmlNode *root, walk *w, rag_html *out) {
   xmlNode *t = find(root, is_title);
   int rc = RAG_OK;
   if (t != NULL) {
-    xmlChar *s = xmlNodeGetContent(t);
+    xmlChar *s = lx.content(t);
     if (s != NULL) rc = fold((const char *)s, strlen((const char *)s), &out->title, &out->titlelen);
-    xmlFree(s);
+    (*lx.freefn())(s);
     if (rc != RAG_OK || out->titlelen > 0) return rc;
     rag_free(out->title);
     out->title = NULL;
@@ -351,7 +390,9 @@ int rag_html_extract(const char *s, size_t len, rag_html *out) {
   int rc;
   memset(out, 0, sizeof *out);
   if (len > (size_t)INT_MAX) return RAG_ETOOBIG;
-  doc = htmlReadMemory(len ? s : "", (int)len, NULL, "UTF-8",
+  (void)pthread_once(&lx_once, lx_open);
+  if (!lx.ok) return RAG_EIO;
+  doc = lx.read(len ? s : "", (int)len, NULL, "UTF-8",
                        HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
                            HTML_PARSE_NONET | HTML_PARSE_COMPACT);
   memset(&w, 0, sizeof w);
@@ -366,7 +407,7 @@ int rag_html_extract(const char *s, size_t len, rag_html *out) {
     return RAG_OK;
   }
   put(&w, "", 0);
-  root = xmlDocGetRootElement(doc);
+  root = lx.root(doc);
   if (root != NULL) {
     if ((main = find(root, is_main)) != NULL && dropped(&w, main)) main = NULL;
     if (main != NULL) {
@@ -384,7 +425,7 @@ int rag_html_extract(const char *s, size_t len, rag_html *out) {
   end_heading(&w);
   trim_end(&w);
   rc = w.rc == RAG_OK ? (root != NULL ? take_title(root, &w, out) : RAG_OK) : w.rc;
-  xmlFreeDoc(doc);
+  lx.free_doc(doc);
   if (rc != RAG_OK) {
     rag_free(w.p);
     rag_free(w.h);

@@ -33,7 +33,8 @@ typedef struct rag_html {
 ** OUT *out: on RAG_OK, filled; release it with rag_html_free. On any
 ** other status *out is empty and nothing stays allocated.
 ** Returns RAG_OK, RAG_ENOMEM, RAG_ETOOBIG (len above INT_MAX, libxml2's
-** limit) or RAG_EFORMAT (the parser made no document at all).
+** limit), RAG_EFORMAT (the parser made no document at all) or RAG_EIO
+** (libxml2.so.2 could not be opened; it is opened on the first call).
 **
 ** Rules. Dropped with everything inside: head, script, style, noscript,
 ** template, nav, aside, form, iframe, svg, canvas, object, embed, button,

@@ -508,12 +508,9 @@ static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
   if ((rc = need_hits(ix, n + 1)) != RAG_OK) return rc;
   for (i = 0; i < n; i++) {
     rag_index_hit *h = &ix->hits[m];
-    const rag_store_chunk *c;
     if (!rag_store_chunk_find(ix->s, ix->fused[i].id, ix->fused[i].len, &h->doc, &h->chunk))
       continue; /* cannot happen while the parts are in step */
-    c = rag_store_chunks_at(ix->s, h->doc); /* only the chunks: a mapped store keeps no record */
-    h->start = c[h->chunk - 1].start;
-    h->stop = c[h->chunk - 1].stop;
+    h->start = h->stop = 0; /* set for the hits kept (spans), not for every candidate */
     h->score = ix->fused[i].score;
     h->rank_bm25 = h->rank_vec = 0;
     m++;
@@ -676,10 +673,12 @@ int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hi
     fetch *= 2;
   }
   if (count > q->k) count = q->k;
-  for (i = 0; i < count; i++) { /* each hit's places in the two lists */
+  for (i = 0; i < count; i++) { /* each hit's span and places in the two lists */
     rag_index_hit *h = &ix->hits[i];
     const rag_store_doc *d = rag_store_doc_at(ix->s, h->doc);
     size_t nl;
+    h->start = d->chunks[h->chunk - 1].start;
+    h->stop = d->chunks[h->chunk - 1].stop;
     if (!d->chunks[h->chunk - 1].leaf) continue;
     if ((rc = need_buf(ix, d->idlen + 11)) != RAG_OK) return rc;
     nl = rag_store_chunk_name(ix->buf, d->id, d->idlen, h->chunk);
