@@ -336,6 +336,8 @@ static int check_list(loader *ld, uint32_t tid, uint64_t df, rag_reader *post, u
   rag_reader pr;
   uint64_t cnt = 0;
   uint32_t next = 0;
+  /* version 2 checks its offsets one term at a time: a later offset that
+  ** goes back is seen only after this list, so bound the list here */
   if (plen > (uint64_t)(post->e - post->p)) return rag_corrupt(why, "bad posting list length");
   pr.p = post->p;
   pr.e = pr.p + plen;
