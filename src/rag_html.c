@@ -26,7 +26,7 @@ static struct {
   xmlNodePtr (*root)(const xmlDoc *);
   void (*free_doc)(xmlDocPtr);
   xmlChar *(*content)(const xmlNode *);
-  xmlFreeFunc *(*freefn)(void); /* xmlFree of a thread-enabled libxml2 */
+  xmlFreeFunc *xfree; /* the variable xmlFree: libxml2's free function */
   int ok;
 } lx;
 static pthread_once_t lx_once = PTHREAD_ONCE_INIT;
@@ -36,7 +36,7 @@ static void lx_open(void) {
   void *f[5];
   size_t i;
   static const char *const names[5] = {"htmlReadMemory", "xmlDocGetRootElement", "xmlFreeDoc",
-                                       "xmlNodeGetContent", "__xmlFree"};
+                                       "xmlNodeGetContent", "xmlFree"};
   if (h == NULL) return;
   for (i = 0; i < 5; i++)
     if ((f[i] = dlsym(h, names[i])) == NULL) {
@@ -48,7 +48,7 @@ static void lx_open(void) {
   memcpy(&lx.root, &f[1], sizeof f[1]);
   memcpy(&lx.free_doc, &f[2], sizeof f[2]);
   memcpy(&lx.content, &f[3], sizeof f[3]);
-  memcpy(&lx.freefn, &f[4], sizeof f[4]);
+  lx.xfree = (xmlFreeFunc *)f[4]; /* a variable: an object pointer */
   lx.ok = 1; /* the handle stays open for the process's life */
 }
 
@@ -368,7 +368,7 @@ static int take_title(xmlNode *root, walk *w, rag_html *out) {
   if (t != NULL) {
     xmlChar *s = lx.content(t);
     if (s != NULL) rc = fold((const char *)s, strlen((const char *)s), &out->title, &out->titlelen);
-    (*lx.freefn())(s);
+    (*lx.xfree)(s);
     if (rc != RAG_OK || out->titlelen > 0) return rc;
     rag_free(out->title);
     out->title = NULL;

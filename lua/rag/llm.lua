@@ -12,6 +12,7 @@ local json, text = core.json, core.text
 local type, pairs, ipairs, tostring, tonumber, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, error, setmetatable
 local format, concat, sort, max = string.format, table.concat, table.sort, math.max
+local find, ssub = string.find, string.sub
 
 local M = {}
 
@@ -462,7 +463,7 @@ end
 -- ignored (`temperature`, `max_tokens`, ... mean nothing here).
 -- @tparam string|table messages
 -- @tparam[opt] table opts `stream = function(delta)` gets the reply in
---   pieces that join to the text
+--   pieces that join to the text: a word and the spaces after it each
 -- @treturn table `{ text =, task =, lang =, model = "extractive",
 --   finish_reason = "stop" }` (no `usage`: a run estimates it)
 -- @raise on bad messages or options
@@ -496,8 +497,13 @@ function Extractive:chat(messages, opts)
     end
   end
   local out = HANDLERS[name](self, slots, set)
-  if stream and out ~= "" then
-    stream(out)
+  if stream then -- word by word, as a model's tokens come: pieces that join to the text
+    local at = 1
+    while at <= #out do
+      local stop = select(2, find(out, "^%s*%S+%s*", at)) or #out
+      stream(ssub(out, at, stop))
+      at = stop + 1
+    end
   end
   return { text = out, task = name, lang = set.lang, model = "extractive",
     finish_reason = "stop" }
