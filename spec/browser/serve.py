@@ -276,23 +276,22 @@ def phase_ask(b, server):
     href = b.js("const as = document.querySelectorAll('#answer-text a');"
                 "return as.length && as[as.length - 1].getAttribute('href')")
     link = "#answer-text a[href='%s']" % href
-    fit = ("window.scrollTo(0, 0);"
-           "return [Math.ceil(document.querySelector(arguments[0]).getBoundingClientRect()"
-           ".bottom) + 20, innerHeight]")
+    fit = ("window.scrollTo(0, 0); const a = document.querySelector(arguments[0]);"
+           "return [a ? Math.ceil(a.getBoundingClientRect().bottom) + 20 : 0, innerHeight]")
     for _ in range(2):  # the window's height is the viewport's and the frame's
         want, inner = b.js(fit, link)
         rect = b.s("GET", "/window/rect")
         b.size(rect["width"], rect["height"] + want - inner)
-    where = ("const r = document.querySelector(%s).getBoundingClientRect();"
-             "return r.top >= 0 && r.top < innerHeight / 2" % json.dumps(href))
-    check("the source %s starts out of view" % href, href and not b.js(where) and
-          b.js(fit, link)[1] == want, b.js(fit, link))
+    where = ("const e = document.querySelector(%s), r = e && e.getBoundingClientRect();"
+             "return !!r && r.top >= 0 && r.top < innerHeight / 2" % json.dumps(href))
+    check("the source %s starts out of view (window %d high)" % (href, want), href and
+          not b.js(where) and b.js(fit, link)[1] == want, b.js(fit, link))
     b.click(b.find(link))
     check("clicking its link scrolls it into view", b.until(where.replace(
         "return", "return document.activeElement === document.querySelector(%s) &&" %
         json.dumps(href)), 5))
-    check("and highlights it", b.js("return document.querySelector(arguments[0])"
-                                    ".classList.contains('flash')", href))
+    check("and highlights it", b.js("const e = document.querySelector(arguments[0]);"
+                                    "return !!e && e.classList.contains('flash')", href))
     check("the URL holds the question in ask mode", b.js("return location.search") ==
           "?" + urllib.parse.urlencode({"q": QUESTION, "mode": "ask"}))
     b.size(1000, 1500)
@@ -331,10 +330,13 @@ def phase_narrow_dark(b, server):
 
 def phase_error(b, server):
     b.go(server + "?" + urllib.parse.urlencode({"q": "x" * 1100}))
-    err = b.until("const e = document.getElementById('error');"
-                  "return !e.hidden && e.textContent")
+    shown = ("const e = document.getElementById('error');"
+             "return !e.hidden && e.textContent")
+    wait_for(lambda: b.alert() or b.js(shown), 30)
+    if not check("not in an alert", not b.alert()):
+        b.s("POST", "/alert/dismiss", {})
+    err = b.js(shown)
     check("a server error shows in the page (%s)" % err, err and err.startswith("bad_request:"))
-    check("not in an alert", not b.alert())
     msgs = b.console()
     check("its only console message is the failed load", all(
         "Failed to load resource" in m and " 400 " in m for m in msgs), msgs)

@@ -17,9 +17,11 @@ mkdir -p "$OUT" || exit 1
 OUT=$(cd "$OUT" && pwd)
 rm -rf "$OUT/serve-index"
 export LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="$BUILD/?.so;;" LUA
-if ! "$LUA" bin/rag index spec/fixtures/texts/scifact40.jsonl spec/fixtures/load/notes.md \
-  spec/fixtures/load/page.html spec/fixtures/serve/untrusted.txt \
-  --into "$OUT/serve-index"; then
+files="spec/fixtures/texts/scifact40.jsonl spec/fixtures/load/notes.md \
+spec/fixtures/load/page.html spec/fixtures/serve/untrusted.txt"
+echo "rag index $files --into $OUT/serve-index"
+# shellcheck disable=SC2086 # the file names have no spaces
+if ! "$LUA" bin/rag index $files --into "$OUT/serve-index"; then
   echo "FAILED: making the index (rag index)"
   echo "0 passed, 1 failed"
   exit 1

@@ -51,9 +51,13 @@ ol.list { list-style: none; padding: 0; margin: 0; }
   padding: 0.7rem 0.9rem; margin: 0 0 0.8rem; scroll-margin: 1rem; }
 .item h2, .item h3 { font-size: 1.05rem; margin: 0 0 0.2rem; overflow-wrap: anywhere; }
 .meta { color: var(--muted); font-size: 0.85rem; margin: 0 0 0.4rem; overflow-wrap: anywhere; }
-.meta span + span::before { content: " · "; }
+.meta span { display: inline-block; }
+.meta span + span::before { content: "\00a0·\00a0"; }
 .text { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; position: relative; }
-.text.clamped { max-height: 9em; overflow: hidden; }
+.text.clamped { max-height: 9em; overflow: hidden;
+  mask-image: linear-gradient(#000 calc(100% - 1.5em), transparent); }
+.text.clamped.cut { mask-image: linear-gradient(transparent, #000 1.5em,
+  #000 calc(100% - 1.5em), transparent); }
 .more { margin-top: 0.4rem; font-size: 0.85rem; padding: 0.15rem 0.5rem; }
 mark { background: var(--mark); color: var(--mark-fg); border-radius: 2px; }
 #answer { margin: 0.5rem 0 1rem; }
@@ -114,7 +118,7 @@ a.cite { text-decoration: none; font-weight: 600; }
   const token = $("token");
   const encoder = new TextEncoder(), decoder = new TextDecoder();
   const smooth = !matchMedia("(prefers-reduced-motion: reduce)").matches;
-  let inflight = null;
+  let inflight = null, shown = location.search;
 
   class ServerError extends Error {
     constructor(code, message) { super(message); this.code = code; }
@@ -165,6 +169,7 @@ a.cite { text-decoration: none; font-weight: 600; }
   function toFirstMark(p) {
     const m = p.querySelector("mark");
     p.scrollTop = m ? Math.max(0, m.offsetTop - parseFloat(getComputedStyle(p).lineHeight)) : 0;
+    p.classList.toggle("cut", p.scrollTop > 0);
   }
 
   function metaLine(parts) {
@@ -306,6 +311,7 @@ a.cite { text-decoration: none; font-weight: 600; }
     if (mode === "ask") params.set("mode", "ask");
     const url = "?" + params;
     if (url !== location.search) history[push ? "pushState" : "replaceState"](null, "", url);
+    shown = location.search;
     errorBox.hidden = true;
     results.replaceChildren();
     if (mode !== "ask") answer.hidden = true;
@@ -319,7 +325,12 @@ a.cite { text-decoration: none; font-weight: 600; }
     const p = new URLSearchParams(location.search);
     setMode(p.get("mode"));
     q.value = p.get("q") || "";
-    run(false);
+    shown = location.search;
+    if (q.value.trim()) return run(false);
+    if (inflight) inflight.abort();
+    results.replaceChildren();
+    answer.hidden = errorBox.hidden = true;
+    statusLine.textContent = "Type words and press Enter.";
   }
 
   form.addEventListener("submit", (e) => { e.preventDefault(); run(true); });
@@ -334,7 +345,10 @@ a.cite { text-decoration: none; font-weight: 600; }
     target.classList.add("flash");
     target.focus({ preventScroll: true });
   });
-  window.addEventListener("popstate", fromURL);
+  // back and forward between searches; a change of #fragment alone is no new search
+  window.addEventListener("popstate", () => {
+    if (location.search !== shown) fromURL();
+  });
   fromURL();
 })();
 </script>
