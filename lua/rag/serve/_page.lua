@@ -51,8 +51,9 @@ ol.list { list-style: none; padding: 0; margin: 0; }
   padding: 0.7rem 0.9rem; margin: 0 0 0.8rem; scroll-margin: 1rem; }
 .item h2, .item h3 { font-size: 1.05rem; margin: 0 0 0.2rem; overflow-wrap: anywhere; }
 .meta { color: var(--muted); font-size: 0.85rem; margin: 0 0 0.4rem; overflow-wrap: anywhere; }
-.meta span { display: inline-block; }
-.meta span + span::before { content: "\00a0·\00a0"; }
+.meta span { white-space: nowrap; }
+.meta span.long { white-space: normal; }
+.meta span:not(:last-child)::after { content: "\00a0·"; }
 .text { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; position: relative; }
 .text.clamped { max-height: 9em; overflow: hidden;
   mask-image: linear-gradient(#000 calc(100% - 1.5em), transparent); }
@@ -168,12 +169,16 @@ a.cite { text-decoration: none; font-weight: 600; }
 
   function toFirstMark(p) {
     const m = p.querySelector("mark");
-    p.scrollTop = m ? Math.max(0, m.offsetTop - parseFloat(getComputedStyle(p).lineHeight)) : 0;
+    const line = parseFloat(getComputedStyle(p).lineHeight);
+    const top = m ? m.offsetTop - line : 0; // the mark on the second line shown
+    p.scrollTop = top < line / 2 ? 0 : top;
     p.classList.toggle("cut", p.scrollTop > 0);
   }
 
+  // "a · b · c": short items never broken, lines broken only between items
   function metaLine(parts) {
-    return el("p", { class: "meta" }, ...parts.filter(Boolean).map((t) => el("span", null, t)));
+    return el("p", { class: "meta" }, ...parts.filter(Boolean).flatMap((t, i) =>
+      [i ? " " : null, el("span", t.length > 24 ? { class: "long" } : null, t)]));
   }
 
   function setMode(mode) {
@@ -217,7 +222,7 @@ a.cite { text-decoration: none; font-weight: 600; }
     const hits = data.hits || [];
     results.replaceChildren(...hits.map((h, i) => el("li", { class: "item" },
       el("h2", null, `${i + 1}. `, h.title || h.doc_id || h.id),
-      metaLine([h.source, h.doc_id && h.doc_id !== h.source ? "id " + h.doc_id : null,
+      metaLine([h.source, h.doc_id && h.doc_id !== h.source ? "id\u00a0" + h.doc_id : null,
         "score " + Number(h.score).toFixed(4),
         h.ranks && h.ranks.bm25 ? "bm25 #" + h.ranks.bm25 : null,
         h.ranks && h.ranks.vector ? "vector #" + h.ranks.vector : null]),
@@ -250,7 +255,7 @@ a.cite { text-decoration: none; font-weight: 600; }
     sources.replaceChildren(...cites.map((c) => el("li",
       { class: "item", id: "src-" + c.n, tabindex: "-1" },
       el("h3", null, `[${c.n}] `, c.title || c.doc_id || c.id || ""),
-      metaLine([c.source, c.doc_id && c.doc_id !== c.source ? "id " + c.doc_id : null,
+      metaLine([c.source, c.doc_id && c.doc_id !== c.source ? "id\u00a0" + c.doc_id : null,
         c.start ? `bytes ${c.start}–${c.stop}` : null]),
       ...textBlock(c.text || "", (c.text || "").length > 600))));
     $("sources-h").hidden = cites.length === 0;
