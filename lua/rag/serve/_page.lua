@@ -192,8 +192,9 @@ a.cite { text-decoration: none; font-weight: 600; }
 
   function showError(e) {
     if (e.name === "AbortError") return;
-    const code = e instanceof ServerError ? e.code : "network";
-    const msg = e instanceof ServerError ? e.message : "could not reach the server";
+    const net = e instanceof TypeError; // fetch's way of saying so
+    const code = e instanceof ServerError ? e.code : net ? "network" : "page";
+    const msg = net ? "could not reach the server" : String(e.message).toLowerCase();
     errorBox.replaceChildren(el("strong", null, code), ": " + msg);
     errorBox.hidden = false;
     statusLine.textContent = "";
