@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -377,6 +378,10 @@ def main():
             stop(proc)
             with open(os.path.join(OUT, "serve.log")) as f:
                 print(f.read()[-2000:], end="")
+        return
+    if not check("chromedriver is installed", shutil.which("chromedriver")):
+        if proc:
+            stop(proc)
         return
     dport = free_port()
     driver = start(["chromedriver", "--port=%d" % dport],
