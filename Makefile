@@ -25,6 +25,7 @@ ASAN_PKGS := clang libclang-rt-14-dev
 OPENRESTY_PKGS := luajit2 libluajit2-5.1-dev nginx-light libnginx-mod-http-lua curl openssl
 LINT_PKGS := lua-check
 BROWSER_PKGS := chromium libxml2-utils python3
+SERVE_BROWSER_PKGS := chromium chromium-driver python3
 
 DEPS := libcurl libcjson libutf8proc libcrypto libxml-2.0
 CC ?= cc
@@ -45,7 +46,7 @@ LPATH := lua/?.lua;lua/?/init.lua
 BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-.PHONY: all deps deps-all test test-one test-all test-openresty test-browser asan fuzz-smoke demo rock lint quality \
+.PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve asan fuzz-smoke demo rock lint quality \
   bench-json bench-tokenizer bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean
@@ -66,7 +67,8 @@ deps:
 	@sh .ci/deps $(DEB_PKGS)
 
 deps-all:
-	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(LINT_PKGS) $(BROWSER_PKGS)
+	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(LINT_PKGS) $(BROWSER_PKGS) \
+	  $(SERVE_BROWSER_PKGS)
 
 # The specs under Lua 5.4; the last line is "N passed, N failed".
 test: deps
@@ -94,6 +96,17 @@ test-openresty:
 test-browser: all
 	@sh .ci/deps $(BROWSER_PKGS)
 	@LUA=$(LUA) BUILD=$(BUILD) sh spec/browser/report.sh
+
+# The search page of `rag serve` in headless Chromium (acceptance C of issue
+# 25): a real server on a free loopback port over a small index; typing a
+# query shows highlighted results, asking streams an answer whose citation
+# links scroll to the listed sources (spec/browser/serve.sh, through
+# chromedriver; about 15 s). Never part of `make test`. Screenshots in
+# build/browser (serve.png); the last line is "N passed, N failed".
+test-browser-serve: all
+	@sh .ci/deps $(DEB_PKGS) $(OPENRESTY_PKGS) $(SERVE_BROWSER_PKGS)
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	@LUA=$(LUA) BUILD=$(BUILD) sh spec/browser/serve.sh
 
 # The specs against a build with AddressSanitizer, UBSan and fault injection,
 # loaded into the stock lua5.4. First proves the sanitizers are live and fatal.

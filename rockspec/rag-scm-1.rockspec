@@ -38,6 +38,7 @@ build = {
     ["rag.eval.compare"] = "lua/rag/eval/compare.lua",
     ["rag.report"] = "lua/rag/report.lua",
     ["rag.report._svg"] = "lua/rag/report/_svg.lua",
+    ["rag.serve._page"] = "lua/rag/serve/_page.lua",
     ["rag.opts"] = "lua/rag/opts.lua",
     ["rag.embed"] = "lua/rag/embed.lua",
     ["rag.index"] = "lua/rag/index.lua",
