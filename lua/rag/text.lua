@@ -78,4 +78,47 @@ M.tokenize = core.text.tokenize
 -- @raise on a non-string `s`
 M.sentences = core.text.sentences
 
+--- The spans of `query`'s terms inside `text`: every place where a term of
+-- text (as `tokenize` makes it) equals a term of the query, as 1-based
+-- inclusive byte offsets (`text:sub(from, to)` is the matched word), in text
+-- order; spans that overlap (CJK bigrams) are merged, so none overlap.
+-- `rag search` marks its snippets with them; `rag serve` returns them.
+-- @tparam string text UTF-8 text
+-- @tparam string query the query
+-- @tparam[opt] userdata|table analyzer as for `tokenize` (default English)
+-- @treturn {{int,int},...} the spans, sorted; empty on invalid UTF-8
+-- @raise on a non-string `text` or `query`
+function M.highlights(text, query, analyzer)
+  if type(text) ~= "string" then
+    error("rag.text.highlights: text must be a string, got " .. type(text), 2)
+  end
+  if type(query) ~= "string" then
+    error("rag.text.highlights: query must be a string, got " .. type(query), 2)
+  end
+  local want, any = {}, false
+  for _, t in ipairs(core.text.tokenize(query, analyzer) or {}) do
+    want[t], any = true, true
+  end
+  local spans = {}
+  if not any then
+    return spans
+  end
+  local terms, starts, stops = core.text.tokenize(text, analyzer, { spans = true })
+  local n = 0
+  for i = 1, terms and #terms or 0 do
+    if want[terms[i]] then
+      local last = spans[n]
+      if last and starts[i] <= last[2] then
+        if stops[i] > last[2] then
+          last[2] = stops[i]
+        end
+      else
+        n = n + 1
+        spans[n] = { starts[i], stops[i] }
+      end
+    end
+  end
+  return spans
+end
+
 return M
