@@ -824,7 +824,7 @@ end
 
 local NGINX_CONF = [[
 # Written by rag serve; removed when it stops.
-@LOAD@daemon off;
+@LOAD@@USER@daemon off;
 master_process on;
 worker_processes @WORKERS@;
 pid @PREFIX@/nginx.pid;
@@ -927,6 +927,8 @@ local function serve_conf(o, dir, prefix, mods, listen)
   local load = mods and format("load_module %s/ndk_http_module.so;\nload_module"
     .. " %s/ngx_http_lua_module.so;\n", mods, mods) or ""
   return (NGINX_CONF:gsub("@(%u+)@", {
+    -- as root, nginx would run its workers as nobody, who may not read DIR
+    USER = first_line("id -u") == "0" and "user root;\n" or "",
     LOAD = load, WORKERS = tostring(o.nworkers), PREFIX = prefix, LUA = lua, CPATH = cpath,
     LISTEN = listen, INIT = "{ " .. concat(parts, ", ") .. " }",
   }))

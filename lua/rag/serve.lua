@@ -197,7 +197,8 @@ local function body(keys)
   end
   local t, msg = decode(data, { max_depth = 32 })
   if t == nil then
-    bad("bad_request", "invalid json: " .. tostring(msg):gsub("^rag%.json%.decode: ", ""))
+    local why = tostring(msg):gsub("^rag%.json%.decode: ", "")
+    bad("bad_request", why:find("^invalid json") and why or "invalid json: " .. why)
   end
   if type(t) ~= "table" or getmetatable(t) ~= OBJECT then
     bad("bad_request", "the body must be a json object")
@@ -525,7 +526,7 @@ function M.handle()
     local method = ngx.req.get_method()
     if method ~= route[1] and not (method == "HEAD" and route[1] == "GET") then
       ngx.header["Allow"] = route[1]
-      bad("method_not_allowed", path .. " takes " .. route[1])
+      bad("method_not_allowed", path .. " accepts " .. route[1]:lower() .. " only")
     end
     if LIMITED[path] then
       client_ok()

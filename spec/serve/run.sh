@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# spec/serve/run.sh: `rag serve` end to end (issue 25, acceptance B and D).
+# Indexes a few files of spec/fixtures with bin/rag into a temporary folder,
+# starts `bin/rag serve` on free loopback ports (one server with a token and
+# no rate limit, one with --rate 2), checks every endpoint against the
+# rag command and the manifest (spec/serve/checks.py), 70 kinds of bad
+# request, SSE framing, tokens, the rate limit, a reload under load with
+# wrk while `rag index` changes a document, and that the server stops
+# cleanly. Needs build/rag/core.so and build/jit/rag/core.so (make; make
+# LUA_VERSION=jit), nginx-light, libnginx-mod-http-lua, wrk, curl, python3.
+# The last line is "N passed, N failed". KEEP=1 keeps the temporary folder.
+set -u
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+rag="$repo/bin/rag"
+
+for f in build/rag/core.so build/jit/rag/core.so; do
+  if [ ! -f "$f" ]; then
+    echo "run.sh: $f is missing; build it with: make && make LUA_VERSION=jit" >&2
+    exit 1
+  fi
+done
+for cmd in curl python3 wrk; do
+  command -v "$cmd" >/dev/null || { echo "run.sh: $cmd is missing" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+export TMPDIR=$tmp # rag serve's private prefix goes here: checked gone at the end
+pids=()
+passed=0
+failed=0
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" 2>/dev/null
+  done
+  if [ "${KEEP:-0}" = 1 ]; then
+    echo "kept $tmp"
+  else
+    rm -rf "$tmp"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+pass() { passed=$((passed + 1)); echo "ok   $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# serve NAME ARGS...: starts rag serve; sets $url and $serve_pid.
+serve() {
+  local name=$1 port
+  shift
+  port=$(free_port)
+  "$rag" serve "$tmp/kb" --port "$port" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  url="http://127.0.0.1:$port"
+  for _ in $(seq 100); do
+    grep -q "^rag serve: $url/ " "$tmp/$name.out" 2>/dev/null &&
+      curl -sf -o /dev/null "$url/health" && return 0
+    kill -0 "$serve_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "run.sh: rag serve did not start:" >&2
+  cat "$tmp/$name.out" "$tmp/$name.err" >&2
+  exit 1
+}
+
+# The documents: Markdown with metadata, plain text, 40 SciFact abstracts.
+mkdir -p "$tmp/docs"
+cp spec/fixtures/load/notes.md spec/fixtures/load/tree/a.txt spec/fixtures/load/tree/b.md \
+  spec/fixtures/texts/scifact40.jsonl "$tmp/docs/"
+"$rag" index "$tmp/docs" --into "$tmp/kb" >"$tmp/index.out" 2>&1 ||
+  { cat "$tmp/index.out" >&2; exit 1; }
+
+# Errors before nginx starts: one line each, status 1.
+out=$("$rag" serve "$tmp/none" 2>&1)
+st=$?
+if [ "$st" = 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] &&
+    [[ $out == "rag serve: '$tmp/none': no index here"* ]]; then
+  pass "serve_no_index $out"
+else
+  fail "serve_no_index (status $st) $out"
+fi
+out=$(RAG_NGINX=$tmp/no-nginx "$rag" serve "$tmp/kb" 2>&1)
+st=$?
+if [ "$st" = 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] &&
+    [[ $out == *"nginx is missing"*"apt-get install -y nginx-light libnginx-mod-http-lua"* ]]
+then
+  pass "serve_no_nginx $out"
+else
+  fail "serve_no_nginx (status $st) $out"
+fi
+out=$(RAG_NGINX_MODULES=$tmp "$rag" serve "$tmp/kb" 2>&1)
+st=$?
+if [ "$st" = 1 ] && [[ $out == *"Lua module is missing"*"apt-get install"* ]]; then
+  pass "serve_no_module $out"
+else
+  fail "serve_no_module (status $st) $out"
+fi
+
+serve main --workers 2 --token s3cret --rate 0
+main_url=$url
+main_pid=$serve_pid
+line=$(head -n 1 "$tmp/main.out")
+if [ "$line" = "rag serve: $main_url/ (2 workers, index $tmp/kb)" ]; then
+  pass "serve_line $line"
+else
+  fail "serve_line $line"
+fi
+port_taken=${main_url##*:}
+out=$("$rag" serve "$tmp/kb" --port "$port_taken" 2>&1)
+st=$?
+if [ "$st" = 1 ] && [[ $out == "rag serve: nginx: "*"Address already in use"* ]]; then
+  pass "serve_port_taken $out"
+else
+  fail "serve_port_taken (status $st) $out"
+fi
+
+# Every endpoint, the bad requests, tokens, SSE, metrics.
+python3 spec/serve/checks.py "$main_url" "$tmp/kb" s3cret "$rag" >"$tmp/checks.out" 2>&1
+grep -E '^(ok|FAIL) ' "$tmp/checks.out"
+passed=$((passed + $(grep -c '^ok ' "$tmp/checks.out")))
+failed=$((failed + $(grep -c '^FAIL ' "$tmp/checks.out")))
+if ! tail -n 1 "$tmp/checks.out" | grep -q ' passed, '; then
+  fail "checks.py did not finish: $(tail -n 5 "$tmp/checks.out")"
+fi
+
+# The rate limit: --rate 2 lets a burst of 2 through, then 429 with
+# Retry-After and the JSON error; /health is not limited.
+serve limited --workers 1 --rate 2
+codes=""
+for _ in 1 2 3 4; do
+  codes="$codes $(curl -s -o "$tmp/rl.body" -D "$tmp/rl.head" -w '%{http_code}' \
+    -d '{"query":"tides"}' "$url/search")"
+done
+health=$(curl -s -o /dev/null -w '%{http_code}' "$url/health")
+if [ "$codes" = " 200 200 429 429" ] && grep -qi '^retry-after: [1-9]' "$tmp/rl.head" &&
+    grep -q '"code":"too_many_requests"' "$tmp/rl.body" && [ "$health" = 200 ]; then
+  pass "rate_limit codes$codes, $(grep -i '^retry-after' "$tmp/rl.head" | tr -d '\r'), /health $health"
+else
+  fail "rate_limit codes$codes, /health $health: $(cat "$tmp/rl.head" "$tmp/rl.body")"
+fi
+sleep 1.1
+code=$(curl -s -o /dev/null -w '%{http_code}' -d '{"query":"tides"}' "$url/search")
+if [ "$code" = 200 ]; then pass "rate_limit_refills 200 after 1.1 s"
+else fail "rate_limit_refills $code"; fi
+
+# Reload under load (acceptance B): wrk on /search while rag index re-runs
+# with one document changed; no socket error, no non-2xx; then a search
+# sees the change, served from the new generation.
+gen0=$(curl -s "$main_url/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["generation"])')
+cat >"$tmp/search.lua" <<'EOF'
+local queries = { "spring tides", "cerebral white matter", "newborn brain", "moon sea",
+  "diffusion tensor imaging", "gene expression", "cancer cells", "protein" }
+local n = 0
+request = function()
+  n = n + 1
+  local body = '{"query":"' .. queries[n % #queries + 1] .. '","k":10,"mode":"hybrid"}'
+  return wrk.format("POST", "/search", { ["Content-Type"] = "application/json" }, body)
+end
+EOF
+wrk -t2 -c16 -d6s -s "$tmp/search.lua" "$main_url" >"$tmp/wrk.out" 2>&1 &
+wrk_pid=$!
+sleep 1.5
+printf 'Zanzibar quokkas reindexed while serving.\n' >>"$tmp/docs/a.txt"
+"$rag" index "$tmp/docs" --into "$tmp/kb" >"$tmp/index2.out" 2>&1
+sleep 1.5
+printf 'Second change: wombats.\n' >>"$tmp/docs/b.md"
+"$rag" index "$tmp/docs" --into "$tmp/kb" >"$tmp/index3.out" 2>&1
+wait "$wrk_pid"
+reqs=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' "$tmp/wrk.out")
+errs=$(grep -E 'Socket errors|Non-2xx' "$tmp/wrk.out")
+if [ -n "$reqs" ] && [ "$reqs" -gt 100 ] && [ -z "$errs" ]; then
+  pass "reload_under_load $reqs requests while two generations appeared: no socket error, no non-2xx ($(grep Requests/sec "$tmp/wrk.out" | tr -s ' '))"
+else
+  fail "reload_under_load: $(cat "$tmp/wrk.out")"
+fi
+gen_now=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' \
+  "$tmp/kb/manifest.json")
+sleep 0.6
+ok=1
+detail=""
+for _ in 1 2 3 4; do # both workers
+  hit=$(curl -s -d '{"query":"zanzibar quokkas","k":1}' "$main_url/search")
+  got=$(printf '%s' "$hit" | python3 -c 'import json,sys; r=json.load(sys.stdin)
+h=r["hits"][0] if r["hits"] else {}
+print(r["generation"], h.get("doc_id","-"), "quokkas" in h.get("text",""))')
+  detail="$detail [$got]"
+  [ "$got" = "$gen_now $tmp/docs/a.txt True" ] || ok=0
+done
+if [ "$ok" = 1 ] && [ "$gen_now" -gt "$gen0" ]; then
+  pass "reload_sees_change generation $gen0 -> $gen_now:$detail"
+else
+  fail "reload_sees_change generation $gen0 -> $gen_now:$detail"
+fi
+
+# POST /admin/reload switches at once (no 0.5 s wait).
+printf 'Third change: axolotls.\n' >>"$tmp/docs/a.txt"
+"$rag" index "$tmp/docs" --into "$tmp/kb" >"$tmp/index4.out" 2>&1
+gen_new=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["generation"])' \
+  "$tmp/kb/manifest.json")
+rel=$(curl -s -X POST -H "Authorization: Bearer s3cret" "$main_url/admin/reload")
+hit=$(curl -s -d '{"query":"axolotls","k":1}' "$main_url/search")
+if [[ $rel == *"\"generation\":$gen_new"* ]] && [[ $hit == *axolotls* ]]; then
+  pass "admin_reload $rel"
+else
+  fail "admin_reload $rel / $hit"
+fi
+
+# SIGTERM stops nginx and removes the private prefix; the log has no
+# crashed worker, no alert and no Lua error.
+for p in $main_pid $serve_pid; do
+  kill -TERM "$p"
+done
+stopped=0
+for _ in $(seq 50); do
+  if ! curl -s -o /dev/null "$main_url/health" && ! curl -s -o /dev/null "$url/health" &&
+      [ -z "$(ls -d "$tmp"/rag-serve.* 2>/dev/null)" ]; then
+    stopped=1
+    break
+  fi
+  sleep 0.1
+done
+if [ "$stopped" = 1 ]; then
+  pass "sigterm_stops nginx gone, prefix removed"
+else
+  fail "sigterm_stops: $(ls -d "$tmp"/rag-serve.* 2>/dev/null) $(pgrep -a nginx | head -3)"
+fi
+bad=$(grep -hE '\[(alert|crit|emerg)\]|exited on signal|runtime error|entry thread aborted|rag\.serve: ' \
+  "$tmp/main.err" "$tmp/limited.err" | grep -v 'rag.serve: generation' | head -5)
+if [ -z "$bad" ]; then
+  pass "error_log_clean no crashed worker, no alert, no Lua error"
+else
+  fail "error_log_clean: $bad"
+fi
+
+if [ "$failed" -gt 0 ]; then
+  echo "--- rag serve's standard error (last 20 lines)"
+  tail -n 20 "$tmp/main.err"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
