@@ -55,7 +55,9 @@ M.analyzer = core.text.analyzer
 -- @tparam string s UTF-8 text
 -- @tparam[opt] userdata|table analyzer an analyzer, or options for a
 --   one-off `rag.text.analyzer(opts)`; default: the English analyzer
--- @tparam[opt] table opts `spans` = true to also return the byte spans
+-- @tparam[opt] table opts `spans` = true to also return the byte spans;
+--   `only` = a list of terms: return only the terms in it (with their spans),
+--   without making Lua strings of the others (`rag.text.highlights` uses it)
 -- @treturn {string,...} the terms in text order
 -- @treturn[opt] {int,...} with `spans`: 1-based start byte of each term's source
 -- @treturn[opt] {int,...} with `spans`: 1-based inclusive stop byte
@@ -95,27 +97,24 @@ function M.highlights(text, query, analyzer)
   if type(query) ~= "string" then
     error("rag.text.highlights: query must be a string, got " .. type(query), 2)
   end
-  local want, any = {}, false
-  for _, t in ipairs(core.text.tokenize(query, analyzer) or {}) do
-    want[t], any = true, true
-  end
   local spans = {}
-  if not any then
+  local qterms = core.text.tokenize(query, analyzer)
+  if not qterms or #qterms == 0 then
     return spans
   end
-  local terms, starts, stops = core.text.tokenize(text, analyzer, { spans = true })
+  -- only the query's terms come back from C: no Lua string for the others
+  local terms, starts, stops = core.text.tokenize(text, analyzer, { spans = true,
+    only = qterms })
   local n = 0
   for i = 1, terms and #terms or 0 do
-    if want[terms[i]] then
-      local last = spans[n]
-      if last and starts[i] <= last[2] then
-        if stops[i] > last[2] then
-          last[2] = stops[i]
-        end
-      else
-        n = n + 1
-        spans[n] = { starts[i], stops[i] }
+    local last = spans[n]
+    if last and starts[i] <= last[2] then
+      if stops[i] > last[2] then
+        last[2] = stops[i]
       end
+    else
+      n = n + 1
+      spans[n] = { starts[i], stops[i] }
     end
   end
   return spans
