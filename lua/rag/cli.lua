@@ -912,7 +912,11 @@ local function serve_conf(o, dir, prefix, mods, listen)
     stop(2, "option --rate: '" .. tostring(o.rate) .. "' must be a number >= 0")
   end
   local adir = dir:sub(1, 1) == "/" and dir or join(os.getenv("PWD") or ".", tidy_path(dir))
-  local init = { dir = adir, rate = rate, llm = cfg.llm, model = cfg.model, pipeline = o.pipeline,
+  local timeout = tonumber(o.timeout or "60")
+  if not timeout or timeout <= 0 then
+    stop(2, "option --timeout: '" .. tostring(o.timeout) .. "' must be a number of seconds > 0")
+  end
+  local init = { dir = adir, rate = rate, timeout_ms = timeout * 1000, llm = cfg.llm, model = cfg.model, pipeline = o.pipeline,
     embedder = cfg.embedder, k = cfg.k, mode = cfg.mode }
   local keys, parts = {}, {}
   for k in pairs(init) do
@@ -1358,10 +1362,10 @@ local COMMANDS = {
   info = { synopsis = "rag info DIR", min = 1, nargs = 1, run = cmd_info },
   serve = {
     synopsis = "rag serve DIR [--port P] [--workers N] [--token T] [--host H] [--rate N]"
-      .. " [--llm LLM] [--model M]",
+      .. " [--timeout S] [--llm LLM] [--model M]",
     options = { port = "port", workers = "workers", token = "token", host = "host",
       rate = "rate", llm = "llm", model = "model", pipeline = "pipeline", k = "k",
-      mode = "mode" },
+      mode = "mode", timeout = "timeout" },
     min = 1, nargs = 1,
     run = cmd_serve,
   },
@@ -1569,6 +1573,8 @@ rag serve DIR [options]
   --rate N            requests per second per client address for /search
                       and /ask (a token bucket holding N), default 50;
                       0 turns the limit off
+  --timeout S         seconds an /ask may take (its LLM calls included),
+                      default 60; then 504
   --pipeline NAME     the pipeline of /ask requests that name none,
                       default hybrid
   --llm, --model, --k, --mode   as for ask

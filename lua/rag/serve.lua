@@ -387,6 +387,9 @@ local function ask(cur)
   if r then
     sse("citations", encode({ text = r.text, citations = citations(r), grounded = r.grounded }))
     sse("done", "{}")
+  elseif not ngx.headers_sent then -- failed before the first event: a plain error
+    ngx.header["Cache-Control"], ngx.header["X-Accel-Buffering"] = nil, nil
+    bad(run_error(msg, code))
   else
     local c, m = run_error(msg, code)
     sse("error", '{"error":' .. encode({ code = c, message = m }) .. "}")

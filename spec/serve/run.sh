@@ -137,6 +137,8 @@ fi
 # The rate limit: --rate 2 lets a burst of 2 through, then 429 with
 # Retry-After and the JSON error; /health is not limited.
 serve limited --workers 1 --rate 2
+limited_pid=$serve_pid
+limited_url=$url
 codes=""
 for _ in 1 2 3 4; do
   codes="$codes $(curl -s -o "$tmp/rl.body" -D "$tmp/rl.head" -w '%{http_code}' \
@@ -153,6 +155,73 @@ sleep 1.1
 code=$(curl -s -o /dev/null -w '%{http_code}' -d '{"query":"tides"}' "$url/search")
 if [ "$code" = 200 ]; then pass "rate_limit_refills 200 after 1.1 s"
 else fail "rate_limit_refills $code"; fi
+
+# An LLM behind HTTP (spec/fixtures/llmd.py, OpenAI's wire format): the
+# stream arrives as several token events; a slow LLM past --timeout is 504;
+# a failing one 502; an /ask in flight while the index changes finishes.
+fifo="$tmp/llmd.fifo"
+mkfifo "$fifo"
+python3 spec/fixtures/llmd.py --lifetime 600 >"$fifo" 2>>"$tmp/llmd.err" &
+pids+=($!)
+read -r llm_port _ <"$fifo"
+rm -f "$fifo"
+[ -n "$llm_port" ] || { echo "run.sh: llmd.py did not start: $(cat "$tmp/llmd.err")" >&2; exit 1; }
+export OPENAI_BASE_URL="http://127.0.0.1:$llm_port/v1" OPENAI_API_KEY=sk-test
+Q='{"question":"When are spring tides strongest?"}'
+serve llm --workers 1 --rate 0 --llm openai --model rag-stream
+curl -sN -H 'Accept: text/event-stream' -d "$Q" "$url/ask" >"$tmp/llm.sse"
+ntok=$(grep -c '^event: token$' "$tmp/llm.sse")
+sse_ok=$(python3 -c '
+import json, sys
+ev = [b.split("\n") for b in open(sys.argv[1]).read().split("\n\n") if b]
+toks = "".join(json.loads(d[6:])["text"] for e, d in ev if e == "event: token")
+final = [json.loads(d[6:]) for e, d in ev if e == "event: citations"][0]
+print(toks == final["text"] and len(final["citations"]) >= 1 and final["grounded"]
+      and [e for e, _ in ev][-2:] == ["event: citations", "event: done"])' "$tmp/llm.sse")
+if [ "$ntok" -ge 3 ] && [ "$sse_ok" = True ]; then
+  pass "ask_llm_stream $ntok token events; their text is the final answer, with citations"
+else
+  fail "ask_llm_stream $ntok token events, check $sse_ok: $(head -c 600 "$tmp/llm.sse")"
+fi
+kill -TERM "$serve_pid"
+serve slow --workers 1 --rate 0 --llm openai --model slow3:rag-slow --timeout 1
+for accept in application/json text/event-stream; do
+  out=$(curl -s -m 10 -H "Accept: $accept" -w ' %{http_code} %{time_total}' -d "$Q" "$url/ask")
+  if [[ $out == '{"error":{"code":"timeout",'*'} 504 1.'* ]]; then
+    pass "ask_timeout ($accept) $out"
+  else
+    fail "ask_timeout ($accept) $out"
+  fi
+done
+kill -TERM "$serve_pid"
+serve failing --workers 1 --rate 0 --llm openai --model e500:rag-fail
+out=$(curl -s -m 20 -w ' %{http_code}' -d "$Q" "$url/ask")
+if [[ $out == '{"error":{"code":"llm",'*'} 502' ]] && [[ $out != *sk-test* ]]; then
+  pass "ask_llm_fails $out"
+else
+  fail "ask_llm_fails $out"
+fi
+kill -TERM "$serve_pid"
+serve inflight --workers 1 --rate 0 --token s3cret --llm openai --model slow1.5:rag-inflight
+gen_a=$(curl -s "$url/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["generation"])')
+curl -s -m 10 -H 'Authorization: Bearer s3cret' -w ' %{http_code}' -d "$Q" "$url/ask" \
+  >"$tmp/inflight.out" &
+ask_pid=$!
+sleep 0.5
+printf 'Changed while an answer was in flight: narwhals.\n' >>"$tmp/docs/b.md"
+"$rag" index "$tmp/docs" --into "$tmp/kb" >"$tmp/index-inflight.out" 2>&1
+rel=$(curl -s -X POST -H 'Authorization: Bearer s3cret' "$url/admin/reload")
+wait "$ask_pid"
+out=$(cat "$tmp/inflight.out")
+if [[ $out == *'"grounded":true'*' 200' ]] && [[ $rel == *"\"previous\":$gen_a,"* ]] &&
+    [[ $rel != *"\"generation\":$gen_a,"* ]] &&
+    [[ $(curl -s -d '{"query":"narwhals","k":1}' "$url/search") == *narwhals* ]]; then
+  pass "ask_in_flight_during_reload the answer came (200) after the switch: $rel"
+else
+  fail "ask_in_flight_during_reload $out / $rel / generation before: $gen_a"
+fi
+kill -TERM "$serve_pid"
+unset OPENAI_BASE_URL OPENAI_API_KEY
 
 # Reload under load (acceptance B): wrk on /search while rag index re-runs
 # with one document changed; no socket error, no non-2xx; then a search
@@ -218,12 +287,12 @@ fi
 
 # SIGTERM stops nginx and removes the private prefix; the log has no
 # crashed worker, no alert and no Lua error.
-for p in $main_pid $serve_pid; do
+for p in $main_pid $limited_pid; do
   kill -TERM "$p"
 done
 stopped=0
-for _ in $(seq 50); do
-  if ! curl -s -o /dev/null "$main_url/health" && ! curl -s -o /dev/null "$url/health" &&
+for _ in $(seq 100); do
+  if ! curl -s -o /dev/null "$main_url/health" && ! curl -s -o /dev/null "$limited_url/health" &&
       [ -z "$(ls -d "$tmp"/rag-serve.* 2>/dev/null)" ]; then
     stopped=1
     break
@@ -236,7 +305,7 @@ else
   fail "sigterm_stops: $(ls -d "$tmp"/rag-serve.* 2>/dev/null) $(pgrep -a nginx | head -3)"
 fi
 bad=$(grep -hE '\[(alert|crit|emerg)\]|exited on signal|runtime error|entry thread aborted|rag\.serve: ' \
-  "$tmp/main.err" "$tmp/limited.err" | grep -v 'rag.serve: generation' | head -5)
+  "$tmp"/*.err | grep -v 'rag.serve: generation' | head -5)
 if [ -z "$bad" ]; then
   pass "error_log_clean no crashed worker, no alert, no Lua error"
 else
