@@ -916,7 +916,8 @@ local function serve_conf(o, dir, prefix, mods, listen)
   if not timeout or timeout <= 0 then
     stop(2, "option --timeout: '" .. tostring(o.timeout) .. "' must be a number of seconds > 0")
   end
-  local init = { dir = adir, rate = rate, timeout_ms = timeout * 1000, llm = cfg.llm, model = cfg.model, pipeline = o.pipeline,
+  local init = { dir = adir, rate = rate, timeout_ms = timeout * 1000, llm = cfg.llm,
+    model = cfg.model, pipeline = o.pipeline,
     embedder = cfg.embedder, k = cfg.k, mode = cfg.mode }
   local keys, parts = {}, {}
   for k in pairs(init) do

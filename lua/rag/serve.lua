@@ -278,13 +278,14 @@ local function search(cur)
     bad("llm", tostring(msg))
   end
   local out = {}
+  local qterms = #hits > 0 and rag.text.tokenize(query) or {}
   for i, h in ipairs(hits) do
     local r = h.ranks or {}
     local text = h.text or ""
     out[i] = { id = h.id, doc_id = h.doc_id, score = h.score, text = text,
       source = or_null(h.source), title = or_null(h.title), meta = json.object(h.meta or {}),
       start = h.start, stop = h.stop, ranks = { bm25 = or_null(r.bm25),
-        vector = or_null(r.vector) }, highlights = rag.text.highlights(text, query) }
+        vector = or_null(r.vector) }, highlights = rag.text.highlights(text, qterms) }
   end
   ngx.update_time()
   send(200, encode({ hits = out, generation = cur.gen,

@@ -86,7 +86,8 @@ M.sentences = core.text.sentences
 -- order; spans that overlap (CJK bigrams) are merged, so none overlap.
 -- `rag search` marks its snippets with them; `rag serve` returns them.
 -- @tparam string text UTF-8 text
--- @tparam string query the query
+-- @tparam string|table query the query, or its terms (`tokenize(query,
+--   analyzer)`, to analyze it once for many texts)
 -- @tparam[opt] userdata|table analyzer as for `tokenize` (default English)
 -- @treturn {{int,int},...} the spans, sorted; empty on invalid UTF-8
 -- @raise on a non-string `text` or `query`
@@ -94,11 +95,14 @@ function M.highlights(text, query, analyzer)
   if type(text) ~= "string" then
     error("rag.text.highlights: text must be a string, got " .. type(text), 2)
   end
-  if type(query) ~= "string" then
-    error("rag.text.highlights: query must be a string, got " .. type(query), 2)
+  local qterms = query
+  if type(query) == "string" then
+    qterms = core.text.tokenize(query, analyzer)
+  elseif type(query) ~= "table" then
+    error("rag.text.highlights: query must be a string or a list of terms, got "
+      .. type(query), 2)
   end
   local spans = {}
-  local qterms = core.text.tokenize(query, analyzer)
   if not qterms or #qterms == 0 then
     return spans
   end

@@ -42,6 +42,14 @@ describe("rag.text.highlights", function()
     assert.has_error(function() highlights(nil, "x") end,
       "rag.text.highlights: text must be a string, got nil")
     assert.has_error(function() highlights("x", 1) end,
-      "rag.text.highlights: query must be a string, got number")
+      "rag.text.highlights: query must be a string or a list of terms, got number")
+  end)
+
+  it("takes the query's terms as a list, analyzed once", function()
+    local text = "Spring tides: the tide springs."
+    local terms = tokenize("SPRING tide")
+    assert.are.same({ "spring", "tide" }, terms)
+    assert.are.same(highlights(text, "SPRING tide"), highlights(text, terms))
+    assert.are.same({}, highlights(text, {}))
   end)
 end)
