@@ -51,7 +51,10 @@ local function open_current(reason)
   local embedder = S.embedder
   local ok, idx, msg = pcall(rag.index.open, o.dir, { readonly = true, embedder = embedder })
   if not ok or not idx then
-    ngx.log(ngx.ERR, "rag.serve: ", reason, ": ", tostring(ok and msg or idx))
+    -- at start, an error; later, the old generation goes on serving (a
+    -- still newer save may have removed these files: the next look retries)
+    ngx.log(S.cur and ngx.WARN or ngx.ERR, "rag.serve: ", reason, ": ",
+      tostring(ok and msg or idx), S.cur and "; still serving generation " .. S.cur.gen or "")
     return false
   end
   local st = idx:stats()

@@ -304,8 +304,8 @@ if [ "$stopped" = 1 ]; then
 else
   fail "sigterm_stops: $(ls -d "$tmp"/rag-serve.* 2>/dev/null) $(pgrep -a nginx | head -3)"
 fi
-bad=$(grep -hE '\[(alert|crit|emerg)\]|exited on signal|runtime error|entry thread aborted|rag\.serve: ' \
-  "$tmp"/*.err | grep -v 'rag.serve: generation' | head -5)
+crash='\[(alert|crit|emerg)\]|exited on signal|runtime error|entry thread aborted'
+bad=$(grep -hE "$crash|\[error\].*rag\.serve: " "$tmp"/*.err | head -5)
 if [ -z "$bad" ]; then
   pass "error_log_clean no crashed worker, no alert, no Lua error"
 else
