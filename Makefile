@@ -86,7 +86,7 @@ test-openresty:
 	@bash spec/openresty/run.sh
 
 # `rag serve` end to end (spec/serve/run.sh): every endpoint against the rag
-# command, 74 kinds of bad request, SSE, tokens, the rate limit, a reload
+# command, 77 kinds of bad request, SSE, tokens, the rate limit, a reload
 # under wrk load, a clean stop. About 15 s; the last line is "N passed, N failed".
 test-serve: all
 	@sh .ci/deps $(DEB_PKGS) $(SERVE_PKGS)

@@ -3,7 +3,7 @@
 # Indexes a few files of spec/fixtures with bin/rag into a temporary folder,
 # starts `bin/rag serve` on free loopback ports (one server with a token and
 # no rate limit, one with --rate 2), checks every endpoint against the
-# rag command and the manifest (spec/serve/checks.py), 70 kinds of bad
+# rag command and the manifest (spec/serve/checks.py), 77 kinds of bad
 # request, SSE framing, tokens, the rate limit, a reload under load with
 # wrk while `rag index` changes a document, and that the server stops
 # cleanly. Needs build/rag/core.so and build/jit/rag/core.so (make; make
