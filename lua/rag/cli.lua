@@ -835,7 +835,7 @@ env OPENAI_BASE_URL;
 env OLLAMA_HOST;
 
 events {
-  worker_connections 4096;
+  worker_connections 1024;
 }
 
 http {
