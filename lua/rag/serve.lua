@@ -120,7 +120,7 @@ local function observe(path, status)
     end
   end
   d:incr("b|" .. b, 1, 0)
-  d:incr("sum_ms", floor(secs * 1000 + 0.5), 0)
+  d:incr("sum_us", floor(secs * 1e6 + 0.5), 0)
 end
 
 local function send(status, body, ctype)
@@ -430,7 +430,7 @@ local function metrics()
     out[#out + 1] = format('rag_request_duration_seconds_bucket{le="%s"} %d',
       BUCKETS[i] and format("%g", BUCKETS[i]) or "+Inf", total)
   end
-  out[#out + 1] = format("rag_request_duration_seconds_sum %.3f", (d:get("sum_ms") or 0) / 1000)
+  out[#out + 1] = format("rag_request_duration_seconds_sum %.6f", (d:get("sum_us") or 0) / 1e6)
   out[#out + 1] = format("rag_request_duration_seconds_count %d", total)
   for _, g in ipairs({ { "generation", "The index generation served." },
       { "documents", "Documents in the index served." },
