@@ -23,6 +23,7 @@ MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev 
   luajit2 libluajit2-5.1-dev
 ASAN_PKGS := clang libclang-rt-14-dev
 OPENRESTY_PKGS := luajit2 libluajit2-5.1-dev nginx-light libnginx-mod-http-lua curl openssl
+SERVE_PKGS := $(OPENRESTY_PKGS) wrk python3
 LINT_PKGS := lua-check
 BROWSER_PKGS := chromium libxml2-utils python3
 SERVE_BROWSER_PKGS := chromium chromium-driver python3
@@ -46,8 +47,9 @@ LPATH := lua/?.lua;lua/?/init.lua
 BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-.PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve asan fuzz-smoke demo rock lint quality \
-  bench-json bench-tokenizer bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
+.PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
+  test-serve asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
+  bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean
 
@@ -87,6 +89,16 @@ test-openresty:
 	@sh .ci/deps $(DEB_PKGS) $(OPENRESTY_PKGS)
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
 	@bash spec/openresty/run.sh
+
+# `rag serve` end to end (spec/serve/run.sh): every endpoint against the rag
+# command, 77 kinds of bad request, SSE, tokens, the rate limit, a reload
+# under wrk load, an LLM over HTTP, a clean stop. About 40 s; the last line
+# is "N passed, N failed".
+test-serve:
+	@sh .ci/deps $(DEB_PKGS) $(SERVE_PKGS)
+	@$(MAKE) --no-print-directory all LUA_VERSION=5.4
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	@bash spec/serve/run.sh
 
 # rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
 # over three chunk sizes opens with no console message and no network request,
@@ -249,6 +261,13 @@ build/nodlclose.so:
 	@mkdir -p build
 	@printf 'int dlclose(void *h) { (void)h; return 0; }\n' > build/nodlclose.c
 	@$(CC) -shared -fPIC -O1 build/nodlclose.c -o $@
+
+# `rag serve` on a SciFact index, 2 workers, under wrk: /search hybrid top-10
+# with varied queries; requests/s at 64 connections, p99 at 8 (bench/serve.sh).
+bench-serve: all
+	@sh .ci/deps $(SERVE_PKGS)
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	@bash bench/serve.sh $(DATA)
 
 # rag.fuse.rrf over two 1,000-hit lists (target <= 100 us), score fusion, rerankers
 bench-fuse: all

@@ -30,6 +30,7 @@ build = {
     ["rag"] = "lua/rag/init.lua",
     ["rag.errors"] = "lua/rag/errors.lua",
     ["rag.cli"] = "lua/rag/cli.lua",
+    ["rag.serve"] = "lua/rag/serve.lua",
     ["rag.text"] = "lua/rag/text.lua",
     ["rag.tokenizer"] = "lua/rag/tokenizer.lua",
     ["rag.eval"] = "lua/rag/eval/init.lua",

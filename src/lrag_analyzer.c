@@ -185,6 +185,41 @@ static void push_default(lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &default_key);
 }
 
+/* The terms of option `only`: borrowed from its table, which stays on the stack. */
+typedef struct wanted {
+  const char *s;
+  size_t len;
+} wanted;
+
+/*
+** Reads opts.only (a list of strings) into a userdata array left on the
+** stack with the list; returns its length. *out stays NULL when it is absent.
+*/
+static size_t read_only(lua_State *L, int oidx, const char *fname, wanted **out) {
+  size_t n, i;
+  wanted *w;
+  if (!lrag_opttable(L, oidx, fname, "only")) return 0;
+  n = lua_rawlen(L, -1);
+  w = (wanted *)lua_newuserdatauv(L, (n ? n : 1) * sizeof *w, 0);
+  for (i = 0; i < n; i++) {
+    lua_rawgeti(L, -2, (lua_Integer)(i + 1));
+    if (lua_type(L, -1) != LUA_TSTRING)
+      return (size_t)luaL_error(L, "%s: option 'only' must be a list of strings (item %d is %s)",
+                                fname, (int)(i + 1), luaL_typename(L, -1));
+    w[i].s = lua_tolstring(L, -1, &w[i].len); /* anchored by the list */
+    lua_pop(L, 1);
+  }
+  *out = w; /* set even for an empty list, which wants no term */
+  return n;
+}
+
+static int is_wanted(const wanted *w, size_t n, const char *t, size_t len) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (w[i].len == len && memcmp(w[i].s, t, len) == 0) return 1;
+  return 0;
+}
+
 /* A table size hint for n elements. */
 static int narr(size_t n) {
   return n > 0x7fffffff ? 0x7fffffff : (int)n;
@@ -198,15 +233,17 @@ static int narr(size_t n) {
 ** calls Lua.
 */
 static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
-  static const char *const allowed[] = {"spans", NULL};
-  size_t len, errpos = 0, i;
+  static const char *const allowed[] = {"only", "spans", NULL};
+  size_t len, errpos = 0, i, nonly, k = 0;
   const char *s = luaL_checklstring(L, sidx, &len);
   int spans = 0, rc;
   rag_analyzer *a;
   lrag_box *box;
   collector *c;
+  wanted *only = NULL;
   lrag_checkopts(L, oidx, fname, allowed);
   spans = lrag_optboolean(L, oidx, fname, "spans", 0);
+  nonly = read_only(L, oidx, fname, &only);
   box = lrag_box_new(L, collector_fin);
   if ((c = (collector *)rag_malloc(sizeof *c)) == NULL)
     return lrag_error(L, RAG_ENOMEM, fname, NULL);
@@ -218,20 +255,22 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
     lrag_box_free(box);
     return lrag_texterror(L, rc, fname, errpos);
   }
-  lua_createtable(L, narr(c->n), 0);
+  lua_createtable(L, only ? 0 : narr(c->n), 0);
   if (spans) {
-    lua_createtable(L, narr(c->n), 0);
-    lua_createtable(L, narr(c->n), 0);
+    lua_createtable(L, only ? 0 : narr(c->n), 0);
+    lua_createtable(L, only ? 0 : narr(c->n), 0);
   }
   for (i = 0; i < c->n; i++) {
     const term *e = &c->terms[i];
+    if (only && !is_wanted(only, nonly, c->bytes + e->off, e->len)) continue;
+    k++;
     lua_pushlstring(L, c->bytes + e->off, e->len);
-    lua_rawseti(L, spans ? -4 : -2, (lua_Integer)(i + 1));
+    lua_rawseti(L, spans ? -4 : -2, (lua_Integer)k);
     if (!spans) continue;
     lua_pushinteger(L, (lua_Integer)e->start + 1);
-    lua_rawseti(L, -3, (lua_Integer)(i + 1));
+    lua_rawseti(L, -3, (lua_Integer)k);
     lua_pushinteger(L, (lua_Integer)e->stop);
-    lua_rawseti(L, -2, (lua_Integer)(i + 1));
+    lua_rawseti(L, -2, (lua_Integer)k);
   }
   lrag_box_free(box);
   return spans ? 3 : 1;

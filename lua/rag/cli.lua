@@ -568,18 +568,7 @@ end
 -- The best window of about `width` bytes of text around the query's terms,
 -- with the matched terms' spans in it: snippet, { {from, to}, ... }.
 local function snippet(text, query, width)
-  local qterms = rag.text.tokenize(query) or {}
-  local want = {}
-  for _, t in ipairs(qterms) do
-    want[t] = true
-  end
-  local terms, starts, stops = rag.text.tokenize(text, nil, { spans = true })
-  local marks = {}
-  for i, t in ipairs(terms or {}) do
-    if want[t] then
-      marks[#marks + 1] = { starts[i], stops[i] }
-    end
-  end
+  local marks = rag.text.highlights(text, query)
   -- the window holding the most marks, from the first of them
   local best, bi, j = 0, 1, 1
   for i = 1, #marks do
@@ -701,12 +690,9 @@ end
 local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
   window = true, multihop = true, adaptive = true, corrective = true }
 
-local function cmd_ask(o, args)
-  if #args < 2 then
-    stop(2, "need an index folder and a question (usage: rag ask DIR QUESTION)")
-  end
-  local dir = args[1]
-  local question = concat(args, " ", 2)
+-- The settings of `rag ask` and `rag serve` for the index in dir (flags
+-- in o): the effective settings, with the pipeline name checked, and the LLM.
+local function ask_setup(o, dir)
   local cfg = settings(o, dir)
   if not PIPELINES[cfg.pipeline] then
     local names = {}
@@ -716,7 +702,16 @@ local function cmd_ask(o, args)
     sort(names)
     stop(2, "unknown pipeline '" .. cfg.pipeline .. "' (expected " .. concat(names, ", ") .. ")")
   end
-  local llm = make_llm(cfg.llm, cfg.model)
+  return cfg, make_llm(cfg.llm, cfg.model)
+end
+
+local function cmd_ask(o, args)
+  if #args < 2 then
+    stop(2, "need an index folder and a question (usage: rag ask DIR QUESTION)")
+  end
+  local dir = args[1]
+  local question = concat(args, " ", 2)
+  local cfg, llm = ask_setup(o, dir)
   local idx = open_index(dir, cfg)
   local t0 = now()
   local p = rag.pipeline[cfg.pipeline]({ index = idx, llm = llm, k = cfg.k or 5,
@@ -760,6 +755,234 @@ local function cmd_ask(o, args)
   say(format("rag ask: %.3f s, %s, %d LLM call%s", now() - t0, cfg.pipeline, u.llm_calls or 0,
     (u.llm_calls or 0) == 1 and "" or "s"))
   idx:close()
+end
+
+-- {====== Serve ======}
+
+-- Single-quoted for sh.
+local function shq(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function first_line(cmd)
+  local f = io.popen(cmd .. " 2>/dev/null")
+  local line = f and f:read("*l")
+  if f then
+    f:close()
+  end
+  return line
+end
+
+-- nginx with ngx_lua: OpenResty when `openresty` is on PATH, else Debian's
+-- nginx and its module files (RAG_NGINX and RAG_NGINX_MODULES override).
+local function find_nginx()
+  local apt = "as root: apt-get install -y nginx-light libnginx-mod-http-lua"
+  local openresty = not os.getenv("RAG_NGINX") and first_line("command -v openresty")
+  if openresty and openresty ~= "" then
+    return openresty, nil
+  end
+  local bin = os.getenv("RAG_NGINX") or "/usr/sbin/nginx"
+  local mods = os.getenv("RAG_NGINX_MODULES") or "/usr/lib/nginx/modules"
+  if not exists(bin) then
+    stop(1, "nginx is missing (" .. bin .. "); " .. apt)
+  end
+  for _, m in ipairs({ "ndk_http_module.so", "ngx_http_lua_module.so" }) do
+    if not exists(join(mods, m)) then
+      stop(1, "the nginx Lua module is missing (" .. join(mods, m) .. "); " .. apt)
+    end
+  end
+  return bin, mods
+end
+
+-- The Lua tree rag runs from and the folder holding rag/core.so built for
+-- LuaJIT (RAG_JIT_CPATH overrides: a folder with rag/core.so).
+local function find_lua_paths()
+  local cli = package.searchpath and package.searchpath("rag.cli", package.path)
+  local root = cli and cli:match("^(.*)/rag/cli%.lua$")
+  if not root then
+    stop(1, "cannot find the rag Lua modules on package.path")
+  end
+  if root:sub(1, 1) ~= "/" then
+    root = join(os.getenv("PWD") or first_line("pwd") or ".", root)
+  end
+  local cdir = os.getenv("RAG_JIT_CPATH")
+  if not cdir then
+    local clone = root:gsub("/lua$", "") .. "/build/jit"
+    if exists(clone .. "/rag/core.so") then
+      cdir = clone
+    elseif rawget(_G, "jit") then
+      local so = package.searchpath("rag.core", package.cpath)
+      cdir = so and so:match("^(.*)/rag/core%.so$")
+    end
+  end
+  if not cdir or not exists(cdir .. "/rag/core.so") then
+    stop(1, "rag/core.so for LuaJIT is missing (in a clone: make LUA_VERSION=jit;"
+      .. " or set RAG_JIT_CPATH to the folder that holds rag/core.so)")
+  end
+  return root, cdir
+end
+
+local NGINX_CONF = [[
+# Written by rag serve; removed when it stops.
+@LOAD@@USER@daemon off;
+master_process on;
+worker_processes @WORKERS@;
+pid @PREFIX@/nginx.pid;
+error_log stderr warn;
+env RAG_SERVE_TOKEN;
+env OPENAI_API_KEY;
+env OPENAI_BASE_URL;
+env OLLAMA_HOST;
+
+events {
+  worker_connections 1024;
+}
+
+http {
+  access_log off;
+  client_body_temp_path @PREFIX@/tmp/body;
+  proxy_temp_path @PREFIX@/tmp/proxy;
+  fastcgi_temp_path @PREFIX@/tmp/fastcgi;
+  uwsgi_temp_path @PREFIX@/tmp/uwsgi;
+  scgi_temp_path @PREFIX@/tmp/scgi;
+  keepalive_requests 1000000;
+  lua_package_path "@LUA@/?.lua;@LUA@/?/init.lua;;";
+  lua_package_cpath "@CPATH@/?.so;;";
+  lua_shared_dict rag_serve 10m;
+  init_worker_by_lua_block {
+    require("rag.serve").init(@INIT@)
+  }
+  server {
+    listen @LISTEN@ backlog=4096;
+    server_tokens off;
+    client_max_body_size 64k;
+    client_body_buffer_size 64k;
+    error_page 400 404 405 408 413 414 500 502 503 504 @rag_error;
+    location / {
+      content_by_lua_block { require("rag.serve").handle() }
+    }
+    location @rag_error {
+      content_by_lua_block { require("rag.serve").error_page() }
+    }
+  }
+}
+]]
+
+-- Runs nginx in the foreground from a shell that stops it on Ctrl-C, on
+-- SIGTERM, or when the rag process is gone (Lua cannot catch signals),
+-- prints the line once nginx listens, and removes the prefix.
+local RUN_NGINX = [=[
+nginx=$1 prefix=$2 line=$3 parent=$PPID
+"$nginx" -p "$prefix/" -c "$prefix/nginx.conf" -e stderr 2>"$prefix/start.err" &
+ng=$!
+trap 'kill -QUIT $ng 2>/dev/null' INT TERM HUP
+while kill -0 $ng 2>/dev/null && [ ! -s "$prefix/nginx.pid" ]; do sleep 0.05; done
+if [ -s "$prefix/nginx.pid" ]; then
+  echo "$line"
+  cat "$prefix/start.err" >&2
+  (while kill -0 "$parent" 2>/dev/null && kill -0 $ng 2>/dev/null; do sleep 0.3; done
+   kill -QUIT $ng 2>/dev/null) &
+  watcher=$!
+  while kill -0 $ng 2>/dev/null; do wait $ng; done
+  kill $watcher 2>/dev/null
+  rm -rf "$prefix"
+  exit 0
+fi
+wait $ng
+why=$(sed -n 's/^.*\[emerg\] [0-9#]*: //p' "$prefix/start.err" | head -n 1)
+[ -n "$why" ] || why=$(tail -n 1 "$prefix/start.err")
+echo "${why:-exited at start}" >"$prefix/why"
+exit 1
+]=]
+
+local function int_option(name, v, lo, hi)
+  local n = tonumber(v)
+  if not n or n ~= math.floor(n) or n < lo or n > hi then
+    stop(2, format("option --%s: '%s' must be an integer in [%d, %d]", name, tostring(v), lo, hi))
+  end
+  return math.floor(n)
+end
+
+-- The nginx.conf of `rag serve`.
+local function serve_conf(o, dir, prefix, mods, listen)
+  local cfg = ask_setup(o, dir) -- bad settings stop here, not in nginx
+  local lua, cpath = find_lua_paths()
+  local rate = tonumber(o.rate or "50")
+  if not rate or rate < 0 then
+    stop(2, "option --rate: '" .. tostring(o.rate) .. "' must be a number >= 0")
+  end
+  local adir = dir:sub(1, 1) == "/" and dir or join(os.getenv("PWD") or ".", tidy_path(dir))
+  local timeout = tonumber(o.timeout or "60")
+  if not timeout or timeout <= 0 then
+    stop(2, "option --timeout: '" .. tostring(o.timeout) .. "' must be a number of seconds > 0")
+  end
+  local init = { dir = adir, rate = rate, timeout_ms = timeout * 1000, llm = cfg.llm,
+    model = cfg.model, pipeline = o.pipeline,
+    embedder = cfg.embedder, k = cfg.k, mode = cfg.mode }
+  local keys, parts = {}, {}
+  for k in pairs(init) do
+    keys[#keys + 1] = k
+  end
+  sort(keys)
+  for _, k in ipairs(keys) do
+    local v = init[k]
+    parts[#parts + 1] = k .. " = " .. (type(v) == "string" and format("%q", v) or tostring(v))
+  end
+  parts[#parts + 1] = 'token = os.getenv("RAG_SERVE_TOKEN")'
+  local load = mods and format("load_module %s/ndk_http_module.so;\nload_module"
+    .. " %s/ngx_http_lua_module.so;\n", mods, mods) or ""
+  return (NGINX_CONF:gsub("@(%u+)@", {
+    -- as root, nginx would run its workers as nobody, who may not read DIR
+    USER = first_line("id -u") == "0" and "user root;\n" or "",
+    LOAD = load, WORKERS = tostring(o.nworkers), PREFIX = prefix, LUA = lua, CPATH = cpath,
+    LISTEN = listen, INIT = "{ " .. concat(parts, ", ") .. " }",
+  }))
+end
+
+local function cmd_serve(o, args)
+  local dir = args[1]
+  if not manifest_of(dir) then
+    stop(1, "'" .. dir .. "': no index here (make one with 'rag index PATH --into " .. dir .. "')")
+  end
+  local port = int_option("port", o.port or "8080", 1, 65535)
+  o.nworkers = o.workers and int_option("workers", o.workers, 1, 1024)
+    or tonumber(first_line("getconf _NPROCESSORS_ONLN") or "") or 1
+  local host = o.host or "127.0.0.1"
+  if not host:find("^[%w%.:%-]+$") then
+    stop(2, "option --host: '" .. host .. "' is not a host name or address")
+  end
+  if o.token == "" then
+    stop(2, "option --token: the token must not be empty")
+  end
+  local nginx, mods = find_nginx()
+  local listen = (host:find(":", 1, true) and "[" .. host .. "]" or host) .. ":" .. port
+  local prefix = first_line("mktemp -d \"${TMPDIR:-/tmp}/rag-serve.XXXXXX\"")
+  if not prefix or prefix == "" then
+    stop(1, "cannot make a temporary folder (mktemp -d)")
+  end
+  local ok, conf = pcall(serve_conf, o, dir, prefix, mods, listen)
+  if ok then
+    os.execute("mkdir -p " .. shq(prefix .. "/logs") .. " " .. shq(prefix .. "/tmp"))
+    ok, conf = pcall(must, rag.core.fs.write(prefix .. "/nginx.conf", conf))
+  end
+  if not ok then
+    os.execute("rm -rf " .. shq(prefix))
+    error(conf, 0)
+  end
+  local line = format("rag serve: http://%s/ (%d worker%s, index %s)", listen, o.nworkers,
+    o.nworkers == 1 and "" or "s", dir)
+  local env = o.token and "env RAG_SERVE_TOKEN=" .. shq(o.token) or "env -u RAG_SERVE_TOKEN"
+  io.stdout:flush()
+  -- exec: the shell's parent is this process, which it watches
+  local status = os.execute("exec " .. env .. " sh -c " .. shq(RUN_NGINX) .. " rag-serve "
+    .. shq(nginx) .. " " .. shq(prefix) .. " " .. shq(line))
+  local why = exists(prefix .. "/why") and read_input(prefix .. "/why"):gsub("%s+$", "")
+  os.execute("rm -rf " .. shq(prefix))
+  if why then
+    stop(1, "nginx: " .. why)
+  elseif status ~= true and status ~= 0 then
+    stop(1, "nginx stopped with an error (see above)")
+  end
 end
 
 -- {====== Evaluation ======}
@@ -1138,6 +1361,15 @@ local COMMANDS = {
     run = cmd_eval,
   },
   info = { synopsis = "rag info DIR", min = 1, nargs = 1, run = cmd_info },
+  serve = {
+    synopsis = "rag serve DIR [--port P] [--workers N] [--token T] [--host H] [--rate N]"
+      .. " [--timeout S] [--llm LLM] [--model M]",
+    options = { port = "port", workers = "workers", token = "token", host = "host",
+      rate = "rate", llm = "llm", model = "model", pipeline = "pipeline", k = "k",
+      mode = "mode", timeout = "timeout" },
+    min = 1, nargs = 1,
+    run = cmd_serve,
+  },
   chunk = {
     synopsis = "rag chunk [FILE] [--chunker NAME] [--chunk-size N] [--overlap N] [-e ENC]",
     options = { chunker = "chunker", ["chunk-size"] = "chunk_size", overlap = "overlap",
@@ -1217,6 +1449,7 @@ The main job:
   ask DIR QUESTION           an answer with numbered sources (offline by default)
   eval DIR --beir FOLDER     IR measures of each search mode; --qa FILE for answers
   info DIR                   what an index holds
+  serve DIR                  an HTTP search and answer service (nginx)
 
 Tools:
   chunk [FILE]               show the chunks of FILE and their token counts
@@ -1317,6 +1550,36 @@ rag eval DIR (--beir FOLDER | --qa FILE) [options]
   --json FILE         the results as JSON
   --html FILE         one self-contained HTML report with plots
 ]],
+  serve = [[
+rag serve DIR [options]
+
+  Serves the index in DIR over HTTP with nginx and ngx_lua (Debian's
+  nginx-light and libnginx-mod-http-lua, or OpenResty when `openresty` is
+  on PATH): GET / (a search page), POST /search, POST /ask (JSON, or
+  Server-Sent Events with Accept: text/event-stream), GET /health, GET
+  /metrics (Prometheus) and POST /admin/reload. nginx runs in the
+  foreground from a private temporary folder (its configuration, removed
+  when it stops); Ctrl-C or SIGTERM stops it. It prints one line when it
+  listens; nginx's errors go to standard error. Each worker maps the
+  index's files (one copy in memory) and switches to a new generation
+  within 0.5 s of `rag index` writing it, between requests. The LLM for
+  /ask comes from the same settings as for ask. docs/serving.md has the
+  endpoints and how to mount the handlers in your own nginx.
+
+  --port P            the TCP port, default 8080
+  --host H            the address to listen on, default 127.0.0.1
+  --workers N         nginx worker processes, default: the cores
+  --token T           require "Authorization: Bearer T" for /ask and
+                      /admin/reload (which refuses without a token)
+  --rate N            requests per second per client address for /search
+                      and /ask (a token bucket holding N), default 50;
+                      0 turns the limit off
+  --timeout S         seconds an /ask may take (its LLM calls included),
+                      default 60; then 504
+  --pipeline NAME     the pipeline of /ask requests that name none,
+                      default hybrid
+  --llm, --model, --k, --mode   as for ask
+]],
   info = [[
 rag info DIR
 
@@ -1368,6 +1631,7 @@ EXAMPLES
   rag index docs README.md --into kb
   rag search kb "how are ties broken" --k 5
   rag ask kb "What does rag index do with deleted files?"
+  rag serve kb --port 8080 --token secret
   OPENAI_API_KEY=... rag ask kb "..." --llm openai --model gpt-4o-mini --stream
 ]]
 
@@ -1383,7 +1647,7 @@ function show_help(name)
   end
   io.stdout:write("RAG(1)\n\nNAME\n  rag - index documents, search them and answer questions from"
     .. " them\n\nSYNOPSIS\n  rag <command> [args]\n\n")
-  for _, n in ipairs({ "index", "search", "ask", "eval", "info", "chunk" }) do
+  for _, n in ipairs({ "index", "search", "ask", "eval", "serve", "info", "chunk" }) do
     io.stdout:write((MANUAL[n]:gsub("^", "  "):gsub("\n(.)", "\n  %1")), "\n")
   end
   io.stdout:write("  rag tokens, sentences, hash, json, version: see 'rag --help'.\n\n",
@@ -1490,6 +1754,35 @@ local function run(args)
     end
     error(e, 0)
   end
+end
+
+--- The settings `rag ask` answers with, for the index in `dir`: flags
+-- (`flags`, keyed as the settings: `llm`, `model`, `embedder`, `pipeline`,
+-- `k`, `mode`) over the RAG_* environment variables over dir's rag.json and
+-- rag.toml. `rag.serve` uses it, so a server answers as `rag ask` does.
+-- @tparam string dir the index folder
+-- @tparam[opt] table flags
+-- @treturn table `{ llm =, embedder =, pipeline =, k =, mode =, model = }`:
+--   the LLM object, the embedder (false for none), the others as set
+-- @raise on a bad setting (an unknown LLM, embedder or pipeline, a bad value)
+function M.ask_setup(dir, flags)
+  if type(dir) ~= "string" then
+    error("rag.cli.ask_setup: dir must be a string, got " .. type(dir), 2)
+  end
+  local ok, cfg, llm = pcall(ask_setup, flags or {}, dir)
+  if not ok then
+    if getmetatable(cfg) == Stop then
+      error("rag.cli.ask_setup: " .. cfg.msg, 2)
+    end
+    error(cfg, 0)
+  end
+  local eok, embedder = pcall(make_embedder, cfg.embedder)
+  if not eok then
+    error("rag.cli.ask_setup: " .. (getmetatable(embedder) == Stop and embedder.msg
+      or tostring(embedder)), 2)
+  end
+  return { llm = llm, embedder = embedder, pipeline = cfg.pipeline, k = cfg.k, mode = cfg.mode,
+    model = cfg.model }
 end
 
 --- Runs the command line `args` (as the global `arg`: `args[1]` is the

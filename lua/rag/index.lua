@@ -517,6 +517,20 @@ local function checksum(m)
   return core.text.hash(json.encode(m))
 end
 
+-- The checksum of a manifest's text without its checksum field: equal to
+-- checksum(m) when an interpreter reads the numbers back otherwise than the
+-- writer had them (LuaJIT and Lua 5.1 read Lua 5.4's 1.0 as 1, which
+-- encodes as "1"), so an index saved by one interpreter opens in another.
+local function text_checksum(s)
+  local t = s:gsub("\n$", "")
+  local n
+  t, n = t:gsub(',"checksum":"%x+"', "", 1)
+  if n == 0 then
+    t = t:gsub('"checksum":"%x+",?', "", 1)
+  end
+  return core.text.hash(t)
+end
+
 local function read_manifest(fname, dir)
   local path = join(dir, MANIFEST)
   local f, err = io.open(path, "rb")
@@ -532,7 +546,8 @@ local function read_manifest(fname, dir)
   end
   local sum = m.checksum
   m.checksum = nil
-  if sum ~= checksum(m) or s:sub(-1) ~= "\n" or type(m.generation) ~= "number"
+  local good = sum == checksum(m) or sum == text_checksum(s)
+  if not good or s:sub(-1) ~= "\n" or type(m.generation) ~= "number"
       or type(m.files) ~= "table" then
     return nil, fname .. ": '" .. path .. "': damaged manifest", "corrupt"
   end
@@ -546,6 +561,20 @@ end
 local function current_gen(dir)
   local m = read_manifest("", dir)
   return m and m.generation or 0
+end
+
+--- The generation of the newest complete index saved in dir: the number
+-- `idx:save(dir)` wrote last (it grows by one per save), or 0 when dir
+-- holds no readable manifest. Reads only the small manifest, so a server
+-- can poll it to notice a new generation (`rag serve` does, every 0.5 s).
+-- @tparam string dir
+-- @treturn integer
+-- @raise when `dir` is not a string
+function M.generation(dir)
+  if type(dir) ~= "string" then
+    error("rag.index.generation: dir must be a string, got " .. type(dir), 2)
+  end
+  return current_gen(dir)
 end
 
 local PARTS = { store = true, bm25 = true, vectors = true, manifest = true }

@@ -55,7 +55,9 @@ M.analyzer = core.text.analyzer
 -- @tparam string s UTF-8 text
 -- @tparam[opt] userdata|table analyzer an analyzer, or options for a
 --   one-off `rag.text.analyzer(opts)`; default: the English analyzer
--- @tparam[opt] table opts `spans` = true to also return the byte spans
+-- @tparam[opt] table opts `spans` = true to also return the byte spans;
+--   `only` = a list of terms: return only the terms in it (with their spans),
+--   without making Lua strings of the others (`rag.text.highlights` uses it)
 -- @treturn {string,...} the terms in text order
 -- @treturn[opt] {int,...} with `spans`: 1-based start byte of each term's source
 -- @treturn[opt] {int,...} with `spans`: 1-based inclusive stop byte
@@ -77,5 +79,49 @@ M.tokenize = core.text.tokenize
 -- @return nil, msg, "encoding" on invalid UTF-8
 -- @raise on a non-string `s`
 M.sentences = core.text.sentences
+
+--- The spans of `query`'s terms inside `text`: every place where a term of
+-- text (as `tokenize` makes it) equals a term of the query, as 1-based
+-- inclusive byte offsets (`text:sub(from, to)` is the matched word), in text
+-- order; spans that overlap (CJK bigrams) are merged, so none overlap.
+-- `rag search` marks its snippets with them; `rag serve` returns them.
+-- @tparam string text UTF-8 text
+-- @tparam string|table query the query, or its terms (`tokenize(query,
+--   analyzer)`, to analyze it once for many texts)
+-- @tparam[opt] userdata|table analyzer as for `tokenize` (default English)
+-- @treturn {{int,int},...} the spans, sorted; empty on invalid UTF-8
+-- @raise on a non-string `text` or `query`
+function M.highlights(text, query, analyzer)
+  if type(text) ~= "string" then
+    error("rag.text.highlights: text must be a string, got " .. type(text), 2)
+  end
+  local qterms = query
+  if type(query) == "string" then
+    qterms = core.text.tokenize(query, analyzer)
+  elseif type(query) ~= "table" then
+    error("rag.text.highlights: query must be a string or a list of terms, got "
+      .. type(query), 2)
+  end
+  local spans = {}
+  if not qterms or #qterms == 0 then
+    return spans
+  end
+  -- only the query's terms come back from C: no Lua string for the others
+  local terms, starts, stops = core.text.tokenize(text, analyzer, { spans = true,
+    only = qterms })
+  local n = 0
+  for i = 1, terms and #terms or 0 do
+    local last = spans[n]
+    if last and starts[i] <= last[2] then
+      if stops[i] > last[2] then
+        last[2] = stops[i]
+      end
+    else
+      n = n + 1
+      spans[n] = { starts[i], stops[i] }
+    end
+  end
+  return spans
+end
 
 return M

@@ -730,6 +730,40 @@ describe("rag.index persistence", function()
     assert.are.equal("added", back:add(docs[1]))
     assert.is_true(back:save(dir))
     assert.are.equal(3, assert(rag.index.open(dir)):stats().generation)
+    assert.are.equal(3, rag.index.generation(dir))
+    assert.are.equal(0, rag.index.generation(dir .. "/none"))
+    assert.has_error(function() rag.index.generation(1) end,
+      "rag.index.generation: dir must be a string, got number")
+    rmdir(dir)
+  end)
+
+  it("opens a manifest whose numbers another interpreter writes otherwise", function()
+    -- LuaJIT reads Lua 5.4's 1.0 back as 1 and would write "1": the checksum
+    -- is then checked against the manifest's own text. Here "1e0", which no
+    -- interpreter writes back as such, stands for that number.
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing() })
+    idx:add_many(docs)
+    assert.is_true(idx:save(dir))
+    local path = dir .. "/manifest.json"
+    local m = rag.json.decode(read(path))
+    m.checksum = nil
+    m.extra_weight = 7
+    local text = rag.json.encode(m):gsub('"extra_weight":7', '"extra_weight":1e0')
+    local body = text:gsub("^{", '{"checksum":"' .. rag.text.hash(text) .. '",')
+    local f = assert(io.open(path, "wb"))
+    f:write(body, "\n")
+    f:close()
+    assert.are.equal(1, rag.index.generation(dir))
+    assert.are.equal(#docs, assert(rag.index.open(dir)):count())
+    -- a changed byte is still caught
+    f = assert(io.open(path, "wb"))
+    f:write((body:gsub('"extra_weight":1e0', '"extra_weight":2e0')), "\n")
+    f:close()
+    local ok, msg, code = rag.index.open(dir)
+    assert.is_nil(ok)
+    assert.are.equal("corrupt", code, msg)
+    assert.are.equal(0, rag.index.generation(dir))
     rmdir(dir)
   end)
 

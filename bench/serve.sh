@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/serve.sh DATA: `rag serve` under load (issue 25, acceptance A).
+# Indexes DATA/scifact (a BEIR folder: 5,183 abstracts) with bin/rag into
+# build/serve-bench/kb (incremental: a second run only checks), starts
+# `rag serve` with 2 workers and no rate limit on a free loopback port, and
+# runs wrk with a script that POSTs SciFact's 300 test queries in turn to
+# /search as {"query": ..., "k": 10, "mode": "hybrid"} (top-10 hits with
+# their texts and highlights):
+#   1. 64 connections for 30 s: requests/s, socket errors, non-2xx;
+#   2. 8 connections for 30 s with --latency: p50, p99;
+#   3. for comparison, 64 connections with the same queries in BM25 mode.
+# Targets: >= 5,000 requests/s with none failed; p99 <= 10 ms. wrk runs on
+# the same machine and shares its cores with nginx: the figures are what
+# this machine gives with both. SECS=N shortens each run.
+set -u
+cd "$(dirname "$0")/.."
+data=${1:-../shared/data}
+secs=${SECS:-30}
+if [ ! -f "$data/scifact/corpus.jsonl" ]; then
+  echo "skipped: $data/scifact/corpus.jsonl not found; pass the data folder," \
+    "e.g. make bench-serve DATA=../shared/data"
+  exit 0
+fi
+command -v wrk >/dev/null || { echo "bench/serve.sh: wrk is missing (apt-get install -y wrk)" >&2
+  exit 1; }
+out=build/serve-bench
+mkdir -p "$out"
+echo "indexing $data/scifact into $out/kb"
+bin/rag index "$data/scifact" --into "$out/kb" || exit 1
+
+# The wrk script: one request body per test query, pre-encoded.
+python3 - "$data/scifact" >"$out/search.lua" <<'EOF'
+import json, sys
+d = sys.argv[1]
+qids = []
+with open(d + "/qrels/test.tsv") as f:
+    for line in f:
+        q = line.split("\t")[0]
+        if q != "query-id" and q not in qids:
+            qids.append(q)
+texts = {}
+with open(d + "/queries.jsonl") as f:
+    for line in f:
+        o = json.loads(line)
+        texts[o["_id"]] = o["text"]
+bodies = [json.dumps({"query": texts[q], "k": 10, "mode": "hybrid"}) for q in qids if q in texts]
+print("-- SciFact's test queries as /search bodies (written by bench/serve.sh)")
+print("local bodies = {")
+for b in bodies:
+    print("  %s," % json.dumps(b))
+print("}")
+print("""local headers = { ["Content-Type"] = "application/json" }
+local n = 0
+init = function()
+  n = math.random(#bodies)
+end
+request = function()
+  n = n % #bodies + 1
+  return wrk.format("POST", "/search", headers, bodies[n])
+end
+-- no response callback: wrk would hand every body to Lua (it counts
+-- non-2xx by itself)""")
+print("-- %d queries" % len(bodies))
+EOF
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+url="http://127.0.0.1:$port"
+bin/rag serve "$out/kb" --port "$port" --workers 2 --rate 0 >"$out/serve.out" \
+  2>"$out/serve.err" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
+for _ in $(seq 100); do
+  curl -sf -o /dev/null "$url/health" && break
+  sleep 0.1
+done
+head -n 1 "$out/serve.out"
+curl -s "$url/health"; echo
+nhits=$(curl -s -d '{"query":"Vitamin D deficiency and bone fractures","k":10,"mode":"hybrid"}' \
+  "$url/search" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["hits"]))')
+echo "one query: $nhits hits; $(tail -n 1 "$out/search.lua" | sed 's/^-- //') in the wrk script"
+
+wrk -t2 -c64 -d2s -s "$out/search.lua" "$url" >/dev/null 2>&1 # warm up
+echo
+echo "== 64 connections, ${secs} s"
+wrk -t2 -c64 -d"${secs}s" -s "$out/search.lua" "$url" | tee "$out/wrk64.out"
+echo
+echo "== 8 connections, ${secs} s, --latency"
+wrk -t2 -c8 -d"${secs}s" --latency -s "$out/search.lua" "$url" | tee "$out/wrk8.out"
+
+# For comparison: the same queries in BM25 mode (the default of an index
+# with the offline hashing embedder): the server without the vector half.
+sed 's/\\"hybrid\\"/\\"bm25\\"/' "$out/search.lua" >"$out/search_bm25.lua"
+echo
+echo "== 64 connections, ${secs} s, mode bm25"
+wrk -t2 -c64 -d"${secs}s" -s "$out/search_bm25.lua" "$url" | tee "$out/wrk64bm25.out"
+
+rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$out/wrk64.out")
+sock=$(grep 'Socket errors' "$out/wrk64.out" | sed 's/^ *//')
+non2xx=$(sed -n 's/^ *Non-2xx or 3xx responses: *//p' "$out/wrk64.out")
+p50=$(awk '$1 == "50%" { print $2 }' "$out/wrk8.out")
+p99=$(awk '$1 == "99%" { print $2 }' "$out/wrk8.out")
+echo
+rps_bm25=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$out/wrk64bm25.out")
+echo "summary: 64 connections: ${rps} requests/s (target >= 5000), socket errors:" \
+  "${sock:-none}, non-2xx: ${non2xx:-0}; 8 connections: p50 ${p50}, p99 ${p99} (target <= 10ms);" \
+  "bm25 mode: ${rps_bm25} requests/s"
+errs=$(grep -cE '\[(alert|crit|emerg)\]|exited on signal|rag\.serve: ' "$out/serve.err")
+echo "rag serve's error log: $errs alert/crash/handler lines"

@@ -1,0 +1,55 @@
+-- rag.text.highlights and rag.text.tokenize's `only` option: the spans of
+-- a query's terms in a text (what `rag search` marks and /search returns).
+local rag = require("rag")
+
+local highlights, tokenize = rag.text.highlights, rag.text.tokenize
+
+describe("rag.text.tokenize only", function()
+  it("returns the wanted terms with their spans, in text order", function()
+    local terms, starts, stops = tokenize("Spring tides: the tide springs.", nil,
+      { spans = true, only = { "tide", "nothing" } })
+    assert.are.same({ "tide", "tide" }, terms)
+    assert.are.same({ 8, 19 }, starts) -- "tides" at 8..12, "tide" at 19..22
+    assert.are.same({ 12, 22 }, stops)
+  end)
+
+  it("an empty list wants nothing; a non-string item raises", function()
+    assert.are.same({}, tokenize("a tide", nil, { only = {} }))
+    assert.has_error(function() tokenize("a b", nil, { only = { "a", 1 } }) end,
+      "rag.text.tokenize: option 'only' must be a list of strings (item 2 is number)")
+    assert.has_error(function() tokenize("a b", nil, { only = "a" }) end)
+  end)
+end)
+
+describe("rag.text.highlights", function()
+  it("gives 1-based inclusive byte spans of the stemmed, case-folded matches", function()
+    local text = "Spring tides: the tide springs."
+    local spans = highlights(text, "SPRING tide")
+    assert.are.same({ { 1, 6 }, { 8, 12 }, { 19, 22 }, { 24, 30 } }, spans)
+    assert.are.equal("springs", text:sub(24, 30))
+  end)
+
+  it("merges overlapping CJK bigrams into one span", function()
+    -- 中文字 is the bigrams 中文 (1..6) and 文字 (4..9): one span 1..9
+    assert.are.same({ { 1, 9 } }, highlights("中文字 abc", "中文字"))
+    assert.are.same({ { 1, 6 }, { 17, 22 } }, highlights("中文 and more 中文", "中文"))
+  end)
+
+  it("stopwords and no common term give no span; bad arguments raise", function()
+    assert.are.same({}, highlights("the cat", "the"))
+    assert.are.same({}, highlights("the cat", "dog"))
+    assert.are.same({}, highlights("", "dog"))
+    assert.has_error(function() highlights(nil, "x") end,
+      "rag.text.highlights: text must be a string, got nil")
+    assert.has_error(function() highlights("x", 1) end,
+      "rag.text.highlights: query must be a string or a list of terms, got number")
+  end)
+
+  it("takes the query's terms as a list, analyzed once", function()
+    local text = "Spring tides: the tide springs."
+    local terms = tokenize("SPRING tide")
+    assert.are.same({ "spring", "tide" }, terms)
+    assert.are.same(highlights(text, "SPRING tide"), highlights(text, terms))
+    assert.are.same({}, highlights(text, {}))
+  end)
+end)
