@@ -30,12 +30,27 @@ typedef struct term {
   size_t start, stop; /* its 0-based source span [start, stop) */
 } term;
 
+/* The terms of option `only`: borrowed from its table, which stays on the stack. */
+typedef struct wanted {
+  const char *s;
+  size_t len;
+} wanted;
+
 typedef struct collector {
   char *bytes;
   size_t len, cap;
   term *terms;
   size_t n, ncap;
+  const wanted *only; /* NULL: every term; else only these (nonly of them) */
+  size_t nonly;
 } collector;
+
+static int is_wanted(const wanted *w, size_t n, const char *t, size_t len) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (w[i].len == len && w[i].s[0] == t[0] && memcmp(w[i].s, t, len) == 0) return 1;
+  return 0;
+}
 
 static void collector_fin(void *p) {
   collector *c = (collector *)p;
@@ -51,6 +66,7 @@ static int collect(void *ud, const char *t, size_t n, uint32_t hash, size_t star
   char *bytes;
   term *e;
   (void)hash;
+  if (c->only != NULL && (n == 0 || !is_wanted(c->only, c->nonly, t, n))) return RAG_OK;
   if (n > ((size_t)-1) - c->len) return RAG_ENOMEM;
   if ((bytes = (char *)rag_grow(c->bytes, &c->cap, c->len + n, 1)) == NULL) return RAG_ENOMEM;
   c->bytes = bytes;
@@ -185,12 +201,6 @@ static void push_default(lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &default_key);
 }
 
-/* The terms of option `only`: borrowed from its table, which stays on the stack. */
-typedef struct wanted {
-  const char *s;
-  size_t len;
-} wanted;
-
 /*
 ** Reads opts.only (a list of strings) into a userdata array left on the
 ** stack with the list; returns its length. *out stays NULL when it is absent.
@@ -211,13 +221,6 @@ static size_t read_only(lua_State *L, int oidx, const char *fname, wanted **out)
   }
   *out = w; /* set even for an empty list, which wants no term */
   return n;
-}
-
-static int is_wanted(const wanted *w, size_t n, const char *t, size_t len) {
-  size_t i;
-  for (i = 0; i < n; i++)
-    if (w[i].len == len && memcmp(w[i].s, t, len) == 0) return 1;
-  return 0;
 }
 
 /* A table size hint for n elements. */
@@ -248,6 +251,8 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   if ((c = (collector *)rag_malloc(sizeof *c)) == NULL)
     return lrag_error(L, RAG_ENOMEM, fname, NULL);
   memset(c, 0, sizeof *c);
+  c->only = only; /* the collector keeps the wanted terms alone */
+  c->nonly = nonly;
   box->p = c;
   a = lrag_checkanalyzer(L, aidx);
   rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
@@ -255,14 +260,13 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
     lrag_box_free(box);
     return lrag_texterror(L, rc, fname, errpos);
   }
-  lua_createtable(L, only ? 0 : narr(c->n), 0);
+  lua_createtable(L, narr(c->n), 0);
   if (spans) {
-    lua_createtable(L, only ? 0 : narr(c->n), 0);
-    lua_createtable(L, only ? 0 : narr(c->n), 0);
+    lua_createtable(L, narr(c->n), 0);
+    lua_createtable(L, narr(c->n), 0);
   }
   for (i = 0; i < c->n; i++) {
     const term *e = &c->terms[i];
-    if (only && !is_wanted(only, nonly, c->bytes + e->off, e->len)) continue;
     k++;
     lua_pushlstring(L, c->bytes + e->off, e->len);
     lua_rawseti(L, spans ? -4 : -2, (lua_Integer)k);
