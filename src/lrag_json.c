@@ -75,14 +75,29 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
   return len;
 }
 
+/* Eight bytes of s at i are plain: ASCII, none below 0x20, no '"' or '\\'. */
+static int plain8(const unsigned char *p) {
+  const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+  uint64_t w, q, bs;
+  memcpy(&w, p, 8);
+  q = w ^ (ones * '"');
+  bs = w ^ (ones * '\\');
+  /* a byte below 0x20, or zero after the xor, borrows into its high bit */
+  return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high) == 0;
+}
+
 static void encode_string(enc *e, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)s;
   size_t i = 0, run = 0;
   lrag_buf_addc(e->L, e->b, '"');
   while (i < len) {
-    unsigned char c = p[i];
-    size_t n = utf8_seq(p + i, len - i);
+    unsigned char c;
+    size_t n;
+    while (i + 8 <= len && plain8(p + i)) i += 8; /* most text: whole words at a time */
+    if (i >= len) break;
+    c = p[i];
+    n = utf8_seq(p + i, len - i);
     if (n == 0) {
       if (e->badutf8 == 0) e->badutf8 = i + 1;
       return;
@@ -133,11 +148,27 @@ static void encode_float(enc *e, double v) {
   lrag_buf_add(e->L, e->b, s, (size_t)n);
 }
 
+#if LUA_VERSION_NUM >= 503
+/* v in decimal into s (room for 21 bytes); returns the length. */
+static int format_int(char *s, lua_Integer v) {
+  char t[24];
+  unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  int n = 0, k = 0;
+  do {
+    t[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0) s[k++] = '-';
+  while (n > 0) s[k++] = t[--n];
+  return k;
+}
+#endif
+
 static void encode_number(enc *e, int idx) {
   char s[32];
   if (lua_isinteger(e->L, idx)) {
 #if LUA_VERSION_NUM >= 503
-    int n = snprintf(s, sizeof s, "%lld", (long long)lua_tointeger(e->L, idx));
+    int n = format_int(s, lua_tointeger(e->L, idx));
 #else
     int n = snprintf(s, sizeof s, "%.0f", (double)lua_tonumber(e->L, idx));
 #endif
@@ -173,71 +204,81 @@ static int is_object(lua_State *L, int idx) {
 }
 
 typedef struct member {
-  const char *s;
-  size_t len;
-  int i; /* position in the values table */
+  const char *s; /* a string key (NULL for an integer key, named in num) */
+  size_t len;    /* the name's length */
+  lua_Integer k; /* an integer key */
+  char num[24];
 } member;
+
+/* The member's name (num is read in place: members move when sorted). */
+static const char *member_name(const member *x) {
+  return x->s != NULL ? x->s : x->num;
+}
 
 static int member_cmp(const void *a, const void *b) {
   const member *x = (const member *)a, *y = (const member *)b;
-  int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+  int c = memcmp(member_name(x), member_name(y), x->len < y->len ? x->len : y->len);
   return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-/* Collects members into a names table and a values table, then sorts. */
-static member *collect_members(enc *e, int idx, int *pn) {
+/*
+** The object's members sorted by name into m (n of them; room for cap, else
+** a userdata left on the stack). String keys are borrowed: the table holds
+** them while it is encoded.
+*/
+static member *collect_members(enc *e, int idx, member *m, int cap, int *pn) {
   lua_State *L = e->L;
-  int n = 0, names, values;
-  member *m;
-  lua_newtable(L);
-  names = lua_gettop(L);
-  lua_newtable(L);
-  values = lua_gettop(L);
+  int n = 0, i;
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
-    lua_rawseti(L, values, ++n);
+    lua_pop(L, 1);
+    n++;
+  }
+  if (n > cap) m = (member *)lua_newuserdatauv(L, sizeof *m * (size_t)n, 0);
+  i = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    member *x = &m[i++];
+    lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
-      lua_pushvalue(L, -1);
+      x->s = lua_tolstring(L, -1, &x->len);
     } else if (lua_type(L, -1) == LUA_TNUMBER && lua_isinteger(L, -1)) {
-      char s[32];
+      x->k = lua_tointeger(L, -1);
 #if LUA_VERSION_NUM >= 503
-      int len = snprintf(s, sizeof s, "%lld", (long long)lua_tointeger(L, -1));
+      x->len = (size_t)snprintf(x->num, sizeof x->num, "%lld", (long long)x->k);
 #else
-      int len = snprintf(s, sizeof s, "%.0f", (double)lua_tonumber(L, -1));
+      x->len = (size_t)snprintf(x->num, sizeof x->num, "%.0f", (double)x->k);
 #endif
-      lua_pushlstring(L, s, (size_t)len);
+      x->s = NULL;
     } else {
       luaL_error(L, "rag.json.encode: object keys must be strings or integers, got %s",
                  luaL_typename(L, -1));
     }
-    lua_rawseti(L, names, n);
-  }
-  m = (member *)lua_newuserdatauv(L, sizeof *m * (size_t)(n ? n : 1), 0);
-  for (int i = 0; i < n; i++) {
-    lua_rawgeti(L, names, i + 1);
-    m[i].s = lua_tolstring(L, -1, &m[i].len); /* kept alive by `names` */
-    m[i].i = i + 1;
-    lua_pop(L, 1);
   }
   qsort(m, (size_t)n, sizeof *m, member_cmp);
-  for (int i = 1; i < n; i++)
+  for (i = 1; i < n; i++)
     if (member_cmp(&m[i - 1], &m[i]) == 0)
-      luaL_error(L, "rag.json.encode: duplicate object key '%s'", m[i].s);
+      luaL_error(L, "rag.json.encode: duplicate object key '%s'", member_name(&m[i]));
   *pn = n;
   return m;
 }
 
 static void encode_object(enc *e, int idx, int depth) {
   lua_State *L = e->L;
+  member small[16];
   int n, top = lua_gettop(L);
-  member *m = collect_members(e, idx, &n);
-  int values = top + 2;
+  member *m = collect_members(e, idx, small, 16, &n);
   lrag_buf_addc(L, e->b, '{');
   for (int i = 0; i < n && e->badutf8 == 0; i++) {
     if (i > 0) lrag_buf_addc(L, e->b, ',');
-    encode_string(e, m[i].s, m[i].len);
+    encode_string(e, member_name(&m[i]), m[i].len);
     lrag_buf_addc(L, e->b, ':');
-    lua_rawgeti(L, values, m[i].i);
+    if (m[i].s == NULL) {
+      lua_rawgeti(L, idx, m[i].k);
+    } else {
+      lua_pushlstring(L, m[i].s, m[i].len);
+      lua_rawget(L, idx);
+    }
     encode_value(e, lua_gettop(L), depth + 1);
     lua_pop(L, 1);
   }

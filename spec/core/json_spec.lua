@@ -250,6 +250,46 @@ describe("rag.json numbers", function()
       json.encode({ 0, 1, -2, 123456789, 9007199254740991 }))
   end)
 
+  it("encodes the extreme integers of Lua 5.3+ digit for digit", function()
+    if not has_integers then
+      return
+    end
+    assert.equal("[-9223372036854775808,9223372036854775807,-10,10,-1]",
+      json.encode({ math.mininteger, math.maxinteger, -10, 10, -1 }))
+  end)
+
+  it("escapes a special byte at every place of a long string", function()
+    -- the encoder skips plain text eight bytes at a time: put each byte that
+    -- needs care at each offset, and compare with an escape done by hand
+    local want = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\1"] = "\\u0001",
+      ["\31"] = "\\u001f" }
+    for _, c in ipairs({ '"', "\\", "\n", "\1", "\31", "\127", "\195\169", " ", "~" }) do
+      for at = 1, 17 do
+        local s = string.rep("a", at - 1) .. c .. string.rep("b", 20 - at)
+        local e = want[c] or c
+        assert.equal('"' .. string.rep("a", at - 1) .. e .. string.rep("b", 20 - at) .. '"',
+          json.encode(s))
+      end
+    end
+  end)
+
+  it("finds invalid UTF-8 after a run of plain text", function()
+    local s, msg, code = json.encode(string.rep("x", 19) .. "\255")
+    assert.is_nil(s)
+    assert.equal("rag.json.encode: invalid utf-8 at byte 20 of a string", msg)
+    assert.equal("encoding", code)
+  end)
+
+  it("encodes an object of many members in key order", function()
+    local t, parts = {}, {}
+    for i = 1, 40 do
+      t[string.format("k%02d", i)] = i
+      parts[i] = string.format('"k%02d":%d', i, i)
+    end
+    t[7] = "seven" -- an integer key among them sorts by its name, "7" before "k"
+    assert.equal('{"7":"seven",' .. table.concat(parts, ",") .. "}", json.encode(t))
+  end)
+
   it("encodes integral floats as floats on Lua 5.3+", function()
     if not has_integers then
       assert.equal("1", json.encode(1.0)) -- every number is a double here
