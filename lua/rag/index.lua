@@ -413,7 +413,7 @@ function Index:add_many(docs, opts)
   if o.budget_ms then
     return function(ms)
       check_open(self, "rag.index.add_many", true)
-      if ms ~= nil and (type(ms) ~= "number" or not (ms > 0)) then
+      if ms ~= nil and (type(ms) ~= "number" or ms ~= ms or ms <= 0) then
         error("rag.index.add_many: the step's budget must be a number of milliseconds > 0, got "
           .. tostring(ms), 2)
       end
