@@ -171,7 +171,8 @@ describe("rag.cli.prepare, save and ask", function()
       "rag.cli.prepare: paths must be a non-empty list of strings")
     assert.has_error(function() cli.prepare({}) end,
       "rag.cli.prepare: paths must be a non-empty list of strings")
-    assert.has_error(function() cli.save({}, 3) end, "rag.cli.save: dir must be a string, got number")
+    assert.has_error(function() cli.save({}, 3) end,
+      "rag.cli.save: dir must be a string, got number")
     assert.has_error(function() cli.ask({}, 42) end,
       "rag.cli.ask: question must be a string, got number")
   end)
