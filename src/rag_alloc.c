@@ -67,12 +67,12 @@ void *rag_test_realloc(void *p, size_t n) {
 
 #if defined(__linux__) && defined(MREMAP_MAYMOVE)
 /*
-** Blocks from MAP_FROM bytes (256 KB) are whole pages from the kernel: growing one
-** moves its pages (mremap) instead of copying its bytes. A vector index
-** doubles its rows as it grows, and a copy of every row stalled the add
-** that crossed each power of two (4.5 ms at 4,096 rows of 512 floats, in
-** one step of a game host's 2 ms ingestion budget); moving pages costs
-** microseconds at any size. A page-aligned start is cache-line aligned.
+** Blocks from MAP_FROM bytes (256 KB) are whole pages from the kernel:
+** growing one moves its pages (mremap) instead of copying its bytes. A
+** vector index doubles its rows as it grows, and a copy of every row
+** stalled the add that crossed each power of two (4.5 ms at 4,096 rows of
+** 512 floats, in one step of a game host's 2 ms ingestion budget); moving
+** pages costs microseconds at any size. A page start is cache-line aligned.
 */
 #define MAP_FROM ((size_t)1 << 18)
 
