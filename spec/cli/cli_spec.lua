@@ -140,7 +140,7 @@ describe("rag.cli.prepare, save and ask", function()
     table.sort(ids)
     assert.are.equal("spec/fixtures/texts/README.md", ids[1])
     assert.truthy(ids[2]:find("^spec/fixtures/texts/scifact40%.jsonl#"))
-    assert.are.equal(0, #idx)
+    assert.are.equal(0, idx:count())
     local step = idx:add_many(docs, { budget_ms = 2 })
     local done, counts
     repeat
@@ -153,7 +153,7 @@ describe("rag.cli.prepare, save and ask", function()
     assert.are.same({ chunk_size = 512, embedder = "hashing", overlap = 64 },
       rag.json.decode(read(dir .. "/rag.json")))
     local opened = assert(rag.index.open(dir, { readonly = true }))
-    assert.are.equal(41, #opened)
+    assert.are.equal(41, opened:count())
     assert.are.same(idx:search("replication stress", { k = 3 }),
       opened:search("replication stress", { k = 3 }))
     opened:close()

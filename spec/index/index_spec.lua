@@ -738,7 +738,7 @@ describe("rag.index reproducibility", function()
         "rag.index.add_many: the step's budget must be a number of milliseconds > 0, got "
           .. tostring(bad))
     end
-    assert.are.equal(0, #idx)
+    assert.are.equal(0, idx:count())
   end)
 end)
 
