@@ -51,7 +51,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   test-serve asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
-  check-exports clean
+  check-exports clean host host-bench test-host
 
 all: $(SO)
 
@@ -148,6 +148,35 @@ fuzz: deps-all all
 	RAG_FULL=1 $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' --cpath='$(BUILD)/?.so' \
 	  -o spec/summary.lua spec/core/bm25_spec.lua
 	@sh .ci/fuzz $(FUZZ_TIME)
+
+# The game-host example (examples/host): a C program with Lua 5.4 (Debian's
+# static liblua5.4.a) and the core's objects linked in, rag.core preloaded;
+# it finds rag's Lua modules and host.lua in this tree (RAG_HOST_LUA_DIR and
+# RAG_HOST_SCRIPT override). Built from the Lua 5.4 objects.
+HOST := build/host/rag-host
+HOST_OBJ := $(SRC:src/%.c=build/obj/5.4/%.o)
+LUA_STATIC = $(shell pkg-config --variable=libdir lua5.4)/liblua5.4.a
+host: $(HOST)
+
+$(HOST): examples/host/host.c $(HOST_OBJ)
+	@if [ "$(LUA_VERSION)" != 5.4 ]; then echo "make host: Lua 5.4 only"; exit 1; fi
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DRAG_HOST_LUA_DIR='"$(CURDIR)/lua"' \
+	  -DRAG_HOST_SCRIPT='"$(CURDIR)/examples/host/host.lua"' -o $@ examples/host/host.c \
+	  $(HOST_OBJ) $(LUA_STATIC) $(LIBS) -ldl
+
+# Acceptance E of issue 25 on SciFact: the frame figures while the host
+# ingests all 5,183 documents (a BEIR folder), then one answer.
+host-bench: $(HOST)
+	@if [ ! -f "$(DATA)/scifact/corpus.jsonl" ]; then \
+	  echo "skipped: $(DATA)/scifact/corpus.jsonl not found; pass the data folder," \
+	    "e.g. make host-bench DATA=../shared/data"; exit 0; fi; \
+	$(HOST) $(DATA)/scifact --question "What causes tuberculosis?"
+
+# The host's answers against `rag ask` on the index it saved and on one
+# `rag index` made (spec/host/run.sh); the last line is "N passed, N failed".
+test-host: all $(HOST)
+	@LUA=$(LUA) sh spec/host/run.sh
 
 # Runs a script against the source tree: $(RUN) lua5.4 x.lua
 RUN = LUA_PATH='$(LPATH);;' LUA_CPATH='$(BUILD)/?.so;;'

@@ -135,11 +135,13 @@ void rag_trim(void);
 ** A block of memory whose usable start `p` is aligned to a 64-byte cache
 ** line; `base` is what the allocator returned. For arrays read a row at a
 ** time: a 256-byte row at an unaligned start spans five lines, not four.
-** Zero-initialise before the first resize.
+** Zero-initialise before the first resize. On Linux a block of 256 KB or more
+** is mapped pages, which grow without a copy (mremap).
 */
 typedef struct rag_block {
-  void *base;
-  unsigned char *p;
+  void *base;       /* what the allocator (or mmap) returned */
+  unsigned char *p; /* the aligned start */
+  size_t mapped;    /* bytes mapped when base came from mmap; 0 otherwise */
 } rag_block;
 
 /*

@@ -229,7 +229,7 @@ static int prepare(const rag_vec *v, const float *x, float *out, rag_vec_bad *ba
 */
 static int rows_own(rag_vec *v, size_t cap) {
   size_t n = v->ids.n;
-  rag_block hi = {NULL, NULL}, lo = {NULL, NULL};
+  rag_block hi = {NULL, NULL, 0}, lo = {NULL, NULL, 0};
   float *nr = NULL, *sc = NULL;
   int ok = rag_block_resize(&hi, 0, cap * v->stride) == RAG_OK;
   if (ok && v->hk.split)

@@ -16,14 +16,14 @@ local now = rag.transport.now
 -- What stops a command: a table, so that main can tell it from a bug.
 local Stop = {}
 
-local function stop(status, msg)
-  error(setmetatable({ status = status, msg = msg }, Stop), 0)
+local function stop(status, msg, code)
+  error(setmetatable({ status = status, msg = msg, code = code }, Stop), 0)
 end
 
 -- The value of a call that returns value | nil, msg, code; stops with status 1 on failure.
-local function must(value, msg)
+local function must(value, msg, code)
   if value == nil and msg then
-    stop(1, (tostring(msg):gsub("\n.*", "")))
+    stop(1, (tostring(msg):gsub("\n.*", "")), code)
   end
   return value
 end
@@ -441,32 +441,72 @@ local function record_settings(dir, cfg)
   must(rag.core.fs.write(path, json.encode(t) .. "\n"))
 end
 
-local function cmd_index(o, args)
-  local into = o.into
-  if not into then
-    stop(2, "option '--into DIR' is required (usage: rag index PATH... --into DIR)")
-  end
+-- Stops when a path given to `rag index` does not exist.
+local function check_paths(args)
   for _, p in ipairs(args) do
     if not exists(p) then
       local f, err = io.open(p, "rb")
       stop(1, io_reason(p, f and "" or err))
     end
   end
+end
+
+-- The settings of `rag index ... --into into` with options o.
+local function index_settings(o, into)
   local cfg = settings(o, into)
   if cfg.overlap >= cfg.chunk_size then
     stop(2, format("the overlap (%d) must be smaller than the chunk size (%d)", cfg.overlap,
       cfg.chunk_size))
   end
+  return cfg
+end
+
+local function index_options(cfg, embedder)
+  return { embedder = embedder, chunk = { size = cfg.chunk_size, overlap = cfg.overlap } }
+end
+
+-- The documents of the paths as given, loaded as `rag index` loads them.
+local function load_paths(args, cfg, bar)
+  local paths = {}
+  for i, p in ipairs(args) do
+    paths[i] = tidy_path(p)
+  end
+  return documents(paths, cfg, bar)
+end
+
+-- Saves idx into dir with the settings it was built with.
+local function save_index(idx, into, cfg)
+  must(idx:save(into))
+  record_settings(into, cfg)
+end
+
+-- The files that failed to load: { {path=, msg=}, ... }.
+local function failed_files(reports)
+  local failed = {}
+  for _, r in ipairs(reports) do
+    for _, f in ipairs(r.failed or {}) do
+      failed[#failed + 1] = f
+    end
+  end
+  return failed
+end
+
+local function cmd_index(o, args)
+  local into = o.into
+  if not into then
+    stop(2, "option '--into DIR' is required (usage: rag index PATH... --into DIR)")
+  end
+  check_paths(args)
+  local cfg = index_settings(o, into)
   local t0 = now()
   local embedder = make_embedder(cfg.embedder)
-  local new_opts = { embedder = embedder, chunk = { size = cfg.chunk_size, overlap = cfg.overlap } }
   local idx
   local changed = changed_settings(into, cfg)
   if changed == nil or changed then
     if changed then
       say("rag index: settings changed (", changed, "): indexing everything again")
     end
-    idx = rag.index.new(new_opts)
+    idx = rag.index.new(index_options(cfg, embedder))
   else
     local ok, opened, msg = pcall(rag.index.open, into, { embedder = embedder })
     if not ok then
@@ -475,11 +515,7 @@ local function cmd_index(o, args)
     idx = must(opened, msg)
   end
   local bar = progress_bar()
-  local paths = {}
-  for i, p in ipairs(args) do
-    paths[i] = tidy_path(p)
-  end
-  local docs, reports = documents(paths, cfg, bar)
+  local docs, reports = load_paths(args, cfg, bar)
   local counts = must(idx:sync(docs, {
     keep = failed_ids(reports),
     progress = function(done, total)
@@ -488,17 +524,14 @@ local function cmd_index(o, args)
   }))
   if changed ~= false or counts.added + counts.updated + counts.removed > 0 then
     bar:update("saving", 1, 1, true)
-    must(idx:save(into))
-    record_settings(into, cfg)
+    save_index(idx, into, cfg)
   end -- else the saved generation is this one already
   bar:done()
-  local files, failed = 0, {}
+  local files = 0
   for _, r in ipairs(reports) do
     files = files + (r.files or 0)
-    for _, f in ipairs(r.failed or {}) do
-      failed[#failed + 1] = f
-    end
   end
+  local failed = failed_files(reports)
   for _, f in ipairs(failed) do
     -- the loader's message names the operation and the file: keep the reason
     local why = tostring(f.msg):gsub("\n.*", ""):gsub("^rag%.[%w%.]+: '[^']*': ", "")
@@ -705,14 +738,9 @@ local function ask_setup(o, dir)
   return cfg, make_llm(cfg.llm, cfg.model)
 end
 
-local function cmd_ask(o, args)
-  if #args < 2 then
-    stop(2, "need an index folder and a question (usage: rag ask DIR QUESTION)")
-  end
-  local dir = args[1]
-  local question = concat(args, " ", 2)
-  local cfg, llm = ask_setup(o, dir)
-  local idx = open_index(dir, cfg)
+-- Answers the question from idx with cfg's pipeline and llm and prints the
+-- answer, then its numbered sources; the time and LLM calls on standard error.
+local function answer(idx, llm, question, cfg, o)
   local t0 = now()
   local p = rag.pipeline[cfg.pipeline]({ index = idx, llm = llm, k = cfg.k or 5,
     search = cfg.mode and { mode = cfg.mode } or nil })
@@ -723,13 +751,13 @@ local function cmd_ask(o, args)
       io.stdout:flush()
     end
   end
-  local r, msg, _, partial = p:answer(question, { stream = stream })
+  local r, msg, code, partial = p:answer(question, { stream = stream })
   local got = r or partial
   if o.trace and got and got.trace then
     must(got.trace:write(o.trace))
   end
   if not r then
-    stop(1, msg)
+    stop(1, msg, code)
   end
   if stream then
     io.stdout:write("\n")
@@ -754,6 +782,17 @@ local function cmd_ask(o, args)
   local u = r.usage or {}
   say(format("rag ask: %.3f s, %s, %d LLM call%s", now() - t0, cfg.pipeline, u.llm_calls or 0,
     (u.llm_calls or 0) == 1 and "" or "s"))
+end
+
+local function cmd_ask(o, args)
+  if #args < 2 then
+    stop(2, "need an index folder and a question (usage: rag ask DIR QUESTION)")
+  end
+  local dir = args[1]
+  local question = concat(args, " ", 2)
+  local cfg, llm = ask_setup(o, dir)
+  local idx = open_index(dir, cfg)
+  answer(idx, llm, question, cfg, o)
   idx:close()
 end
 
@@ -1809,6 +1848,102 @@ function M.main(args)
   end
   io.stderr:write("rag", e.cmd and " " .. e.cmd or "", ": ", e.msg, "\n")
   return e.status
+end
+
+-- {====== For programs that embed rag ======}
+
+-- Runs fn(...) for a caller other than main: a usage error raises, naming
+-- fname; a failure of the world returns nil, msg, code.
+local function embedded(fname, fn, ...)
+  local ok, a, b, c = pcall(fn, ...)
+  if ok then
+    return a, b, c
+  end
+  if getmetatable(a) ~= Stop then
+    error(a, 0)
+  end
+  if a.status == 2 then
+    error(fname .. ": " .. a.msg, 3)
+  end
+  return nil, fname .. ": " .. a.msg, a.code or "io"
+end
+
+local function check_dir(fname, dir, optional)
+  if not (type(dir) == "string" or (optional and dir == nil)) then
+    error(fname .. ": dir must be a string, got " .. type(dir), 3)
+  end
+end
+
+--- The first half of `rag index PATH... --into into`, for a program that
+-- runs the indexing itself (a game loop that adds a little per frame with
+-- `idx:add_many(docs, { budget_ms = })`): a new, empty index with the
+-- settings `rag index` would use (the environment, into's rag.toml and
+-- rag.json, the defaults; no flags) and the documents it would load from
+-- the paths, with the same ids and sources.
+-- @tparam table paths files and folders, as given to `rag index`
+-- @tparam[opt] string into the index folder whose settings apply
+-- @return idx, docs (a list), failed (`{ {path=, msg=}, ... }`, the files
+--   that failed to load) | nil, msg, code (a path that does not exist)
+-- @raise when paths is not a list of strings, or on a bad setting
+function M.prepare(paths, into)
+  local fname = "rag.cli.prepare"
+  if type(paths) ~= "table" or #paths == 0 then
+    error(fname .. ": paths must be a non-empty list of strings", 2)
+  end
+  for _, p in ipairs(paths) do
+    if type(p) ~= "string" then
+      error(fname .. ": paths must be a non-empty list of strings", 2)
+    end
+  end
+  check_dir(fname, into, true)
+  return embedded(fname, function()
+    check_paths(paths)
+    local cfg = index_settings({}, into)
+    local idx = rag.index.new(index_options(cfg, make_embedder(cfg.embedder)))
+    local quiet = { update = function() end, done = function() end }
+    local it, reports = load_paths(paths, cfg, quiet)
+    local docs = {}
+    for doc in it do
+      docs[#docs + 1] = doc
+    end
+    return idx, docs, failed_files(reports)
+  end)
+end
+
+--- The second half of `rag index ... --into dir`: saves idx into dir (a new
+-- generation) and records the settings there, so that `rag ask dir` and
+-- `rag search dir` open it as they open an index the command made.
+-- @param idx an index from `rag.cli.prepare(paths, dir)`
+-- @tparam string dir
+-- @return true | nil, msg, code
+function M.save(idx, dir)
+  check_dir("rag.cli.save", dir)
+  return embedded("rag.cli.save", function()
+    save_index(idx, dir, index_settings({}, dir))
+    return true
+  end)
+end
+
+--- What `rag ask dir question` does, on an index the program holds:
+-- answers with the pipeline, LLM and settings the command would use (the
+-- environment, dir's rag.toml and rag.json, the defaults; no flags) and
+-- prints the answer and its numbered sources to standard output as the
+-- command prints them; the time and LLM calls to standard error.
+-- @param idx an index (`rag.cli.prepare`, `rag.index.open`)
+-- @tparam string question
+-- @tparam[opt] string dir the index folder whose settings apply
+-- @return true | nil, msg, code (the pipeline's failure)
+-- @raise when question is not a string, or on a bad setting
+function M.ask(idx, question, dir)
+  if type(question) ~= "string" then
+    error("rag.cli.ask: question must be a string, got " .. type(question), 2)
+  end
+  check_dir("rag.cli.ask", dir, true)
+  return embedded("rag.cli.ask", function()
+    local cfg, llm = ask_setup({}, dir)
+    answer(idx, llm, question, cfg, {})
+    return true
+  end)
 end
 
 return M

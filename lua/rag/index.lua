@@ -11,7 +11,7 @@ local M = {}
 local cindex, fs, json = core.index, core.fs, core.json
 local type, pairs, ipairs, tostring, error, select = type, pairs, ipairs, tostring, error, select
 local sort = table.sort
-local clock = os.clock
+local now = core.http.now -- monotonic seconds: a step's budget is wall time
 
 local FORMAT, FORMAT_VERSION = "rag.index", 1
 local MANIFEST = "manifest.json"
@@ -313,22 +313,77 @@ local ADD_MANY = {
 -- allocator's free pages back (rag_trim): on SciFact, 7 MB less RSS.
 local TRIM_FROM = 256
 
--- A stepper over sorted documents: each call does one batch (or, with a
--- budget, as many documents as fit); returns done, counts | nil, msg, code.
+-- A budgeted step takes at most this many documents per embedding call.
+local STEP_DOCS = 8
+-- A document's share of a step's fixed costs (the calls into C, the
+-- embedder's call), in bytes of text, for predicting what fits.
+local DOC_BYTES = 512
+
+-- How many of list[pos], list[pos + 1], ... (at most STEP_DOCS) are
+-- predicted to fit in `left` seconds at `rate` seconds per weighted byte;
+-- one when nothing is measured yet.
+local function fitting(list, pos, total, left, rate)
+  if not rate then
+    return 1
+  end
+  local n, cost = 0, 0
+  while n < STEP_DOCS and pos + n <= total do
+    local text = list[pos + n].text
+    cost = cost + rate * (DOC_BYTES + (type(text) == "string" and #text or 0))
+    if cost > left then
+      break
+    end
+    n = n + 1
+  end
+  return n
+end
+
+-- The weighted bytes of list[pos .. pos + n - 1].
+local function weight(list, pos, n)
+  local w = 0
+  for i = pos, pos + n - 1 do
+    local text = list[i].text
+    w = w + DOC_BYTES + (type(text) == "string" and #text or 0)
+  end
+  return w
+end
+
+-- A stepper over sorted documents: each call does one batch, or with a
+-- budget (ms) as many documents as fit: what each batch cost per byte of
+-- text predicts the next one's cost, so a step ends before its deadline
+-- rather than a batch of long documents after it; always at least one
+-- document. Returns done, counts | nil, msg, code.
 local function stepper(self, fname, list, o)
   local counts = { added = 0, updated = 0, unchanged = 0, removed = 0 }
   local pos, total = 1, #list
   local batch = o.batch or self.o.batch
+  local rate -- seconds per weighted byte, measured
   local function step(budget)
-    local deadline = budget and (clock() + budget / 1000)
-    local limit = budget and math.min(batch, 8) or batch
+    local deadline = budget and (now() + budget / 1000)
+    local first = true
     repeat
+      local limit, t0 = batch, nil
+      if deadline then
+        t0 = now()
+        limit = math.min(batch, fitting(list, pos, total, deadline - t0, rate))
+        if limit == 0 then
+          if not first then
+            break
+          end
+          limit = 1
+        end
+      end
       local n, unchanged, added, updated = apply(self, fname, list, pos, limit)
       if not n then
         pos = total + 1
         return nil, unchanged, added
       end
+      if deadline then
+        local r = (now() - t0) / weight(list, pos, n)
+        rate = rate and (rate + r) / 2 or r
+      end
       pos = pos + n
+      first = false
       counts.unchanged = counts.unchanged + unchanged
       counts.added = counts.added + added
       counts.updated = counts.updated + updated
@@ -336,7 +391,7 @@ local function stepper(self, fname, list, o)
       if o.progress then
         o.progress(pos - 1, total, counts)
       end
-    until pos > total or not deadline or clock() >= deadline
+    until pos > total or not deadline or now() >= deadline
     if pos > total and total >= TRIM_FROM then
       cindex.trim() -- the batches' garbage back to the system, not kept as RSS
     end
@@ -349,16 +404,20 @@ end
 -- @param docs a list or an iterator of documents
 -- @tparam[opt] table opts `progress = fn(done, total, counts)`, `budget_ms`, `batch`
 -- @return counts `{ added, updated, unchanged, removed }` | nil, msg, code;
---   with `budget_ms`, a step function instead (see docs/index.md)
+--   with `budget_ms`, a step function `step([ms])` instead (see docs/index.md)
 function Index:add_many(docs, opts)
   check_open(self, "rag.index.add_many", true)
   local o = opts_check("rag.index.add_many", opts, ADD_MANY, 2)
   local list = collect("rag.index.add_many", docs)
   local step = stepper(self, "rag.index.add_many", list, o)
   if o.budget_ms then
-    return function()
+    return function(ms)
       check_open(self, "rag.index.add_many", true)
-      return step(o.budget_ms)
+      if ms ~= nil and (type(ms) ~= "number" or ms ~= ms or ms <= 0) then
+        error("rag.index.add_many: the step's budget must be a number of milliseconds > 0, got "
+          .. tostring(ms), 2)
+      end
+      return step(ms or o.budget_ms)
     end
   end
   while true do

@@ -116,3 +116,78 @@ describe("rag.cli.main", function()
       "rag.cli.main: args must be a table, got string")
   end)
 end)
+
+describe("rag.cli.prepare, save and ask", function()
+  local cli = require("rag.cli")
+  local fs = rag.core.fs
+
+  local function rmdir(dir)
+    for _, name in ipairs(fs.list(dir) or {}) do
+      os.remove(dir .. "/" .. name)
+    end
+    os.remove(dir)
+  end
+
+  it("prepares the documents rag index loads, and saves with its settings", function()
+    local idx, docs, failed = cli.prepare({ "spec/fixtures/texts" })
+    assert.are.same({}, failed)
+    -- README.md and the 40 rows of scifact40.jsonl, ids as `rag index` gives them
+    assert.are.equal(41, #docs)
+    local ids = {}
+    for i, d in ipairs(docs) do
+      ids[i] = d.id
+    end
+    table.sort(ids)
+    assert.are.equal("spec/fixtures/texts/README.md", ids[1])
+    assert.truthy(ids[2]:find("^spec/fixtures/texts/scifact40%.jsonl#"))
+    assert.are.equal(0, idx:count())
+    local step = idx:add_many(docs, { budget_ms = 2 })
+    local done, counts
+    repeat
+      done, counts = step()
+      assert.is_not_nil(done, counts)
+    until done
+    assert.are.equal(41, counts.added)
+    local dir = helpers.tmpname()
+    assert.is_true(cli.save(idx, dir))
+    assert.are.same({ chunk_size = 512, embedder = "hashing", overlap = 64 },
+      rag.json.decode(read(dir .. "/rag.json")))
+    local opened = assert(rag.index.open(dir, { readonly = true }))
+    assert.are.equal(41, opened:count())
+    assert.are.same(idx:search("replication stress", { k = 3 }),
+      opened:search("replication stress", { k = 3 }))
+    opened:close()
+    idx:close()
+    rmdir(dir)
+  end)
+
+  it("returns nil, msg, code for a missing path; raises on misuse", function()
+    local idx, msg, code = cli.prepare({ "spec/fixtures/no-such-folder" })
+    assert.is_nil(idx)
+    assert.are.equal("rag.cli.prepare: 'spec/fixtures/no-such-folder': no such file or directory",
+      msg)
+    assert.are.equal("io", code)
+    assert.has_error(function() cli.prepare("spec/fixtures/texts") end,
+      "rag.cli.prepare: paths must be a non-empty list of strings")
+    assert.has_error(function() cli.prepare({}) end,
+      "rag.cli.prepare: paths must be a non-empty list of strings")
+    assert.has_error(function() cli.save({}, 3) end,
+      "rag.cli.save: dir must be a string, got number")
+    assert.has_error(function() cli.ask({}, 42) end,
+      "rag.cli.ask: question must be a string, got number")
+  end)
+
+  it("raises on a bad setting in the folder", function()
+    local dir = helpers.tmpname()
+    assert(fs.mkdir(dir))
+    helpers.write(dir .. "/rag.toml", 'pipeline = "nope"\n')
+    local idx = rag.index.new({ embedder = false })
+    assert.has_error(function() cli.ask(idx, "why?", dir) end,
+      "rag.cli.ask: unknown pipeline 'nope' (expected adaptive, corrective, fusion, hybrid, hyde,"
+        .. " multihop, naive, stepback, window)")
+    helpers.write(dir .. "/rag.toml", "overlap = 600\n")
+    assert.has_error(function() cli.prepare({ "spec/fixtures/texts" }, dir) end,
+      "rag.cli.prepare: the overlap (600) must be smaller than the chunk size (512)")
+    rmdir(dir)
+  end)
+end)

@@ -49,6 +49,36 @@ describe("allocation failures", function()
     end, 3)
   end)
 
+  it("a vector index's rows growing into mapped pages raise and recover", function()
+    -- 128 floats a row: the rows pass 256 KB, where they become mapped
+    -- pages (a copy), at 1,024 rows, and grow by mremap at 2,048
+    local v = rag.vec.new({ dim = 128 })
+    local r = helpers.rng(5)
+    local function row()
+      local x = {}
+      for j = 1, 128 do
+        x[j] = r(1000) / 1000 - 0.5
+      end
+      return x
+    end
+    local q = row()
+    for _, upto in ipairs({ 512, 1024 }) do
+      for i = #v + 1, upto do
+        v:add("r" .. i, row())
+      end
+      local before = v:search(q, 5)
+      local x = row()
+      local points = walk(function() v:add("r" .. (upto + 1), x) end, function()
+        assert.equal(upto, #v)
+        assert.same(before, v:search(q, 5))
+      end)
+      assert.is_true(points >= 1, "fault points: " .. points)
+      assert.equal(upto + 1, #v)
+      assert.equal("r" .. (upto + 1), v:search(x, 1)[1].id)
+    end
+    v:close()
+  end)
+
   it("http.request raises and recovers at every fault point", function()
     local base, stop = helpers.start_httpd()
     local ok, err = pcall(function()

@@ -704,6 +704,42 @@ describe("rag.index reproducibility", function()
     rmdir(da)
     rmdir(db)
   end)
+
+  it("sizes a budgeted step's batches to fit: one document when the budget is spent", function()
+    local docs = fixture()
+    local seen = {}
+    local idx = rag.index.new({ embedder = hashing() })
+    local step = idx:add_many(docs, { budget_ms = 1e-6, progress = function(done)
+      seen[#seen + 1] = done
+    end })
+    -- the first batch is one document (nothing measured yet); past the
+    -- deadline a step stops after its first batch: one document a step
+    for i = 1, 5 do
+      assert.is_false((step()))
+      assert.are.equal(i, seen[#seen])
+      assert.are.equal(i, #seen)
+    end
+    -- a call's own budget: the rest in one call, at most 8 documents a batch
+    local done, counts = step(60000)
+    assert.is_true(done)
+    assert.are.equal(40, counts.added)
+    for i = 6, #seen do
+      assert.is_true(seen[i] - seen[i - 1] >= 1 and seen[i] - seen[i - 1] <= 8)
+    end
+    assert.are.equal(40, seen[#seen])
+    assert.is_true(#seen >= 5 + 35 / 8)
+  end)
+
+  it("raises on a step budget that is not a positive number", function()
+    local idx = rag.index.new({ embedder = hashing() })
+    local step = idx:add_many(fixture(), { budget_ms = 2 })
+    for _, bad in ipairs({ 0, -1, 0 / 0, "2" }) do
+      assert.has_error(function() step(bad) end,
+        "rag.index.add_many: the step's budget must be a number of milliseconds > 0, got "
+          .. tostring(bad))
+    end
+    assert.are.equal(0, idx:count())
+  end)
 end)
 
 describe("rag.index persistence", function()
