@@ -48,7 +48,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
-  test-serve asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
+  test-serve test-pg asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean
@@ -99,6 +99,15 @@ test-serve:
 	@$(MAKE) --no-print-directory all LUA_VERSION=5.4
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
 	@bash spec/serve/run.sh
+
+# The PostgreSQL specs (spec/pg/run.sh): installs PostgreSQL 15, builds
+# pgvector from its Debian source package once (build/pgvector), starts a
+# private cluster on a free loopback port, runs spec/pg and stops it; skips
+# with one line when PostgreSQL cannot be had. About 10 s once built. The
+# last line is "N passed, N failed".
+PG_PKGS := postgresql-15 postgresql-server-dev-15 dpkg-dev lua-socket python3
+test-pg: deps all
+	@PG_PKGS="$(PG_PKGS)" LUA=$(LUA) BUILD=$(BUILD) bash spec/pg/run.sh
 
 # rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
 # over three chunk sizes opens with no console message and no network request,

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# spec/pg/run.sh: the PostgreSQL specs (spec/pg/*_spec.lua) against a private
+# PostgreSQL 15 cluster with pgvector. Installs the Debian packages in
+# PG_PKGS (as root), builds pgvector from its Debian source package once
+# (cached in build/pgvector), starts initdb + pg_ctl on a free loopback port
+# under a temporary folder, runs the specs and stops the cluster on exit.
+# Without PostgreSQL it says why in one line. The last line is
+# "N passed, N failed". KEEP=1 keeps the temporary folder (log, data).
+set -u
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+PG_VERSION=15
+PG_PKGS=${PG_PKGS:-postgresql-$PG_VERSION postgresql-server-dev-$PG_VERSION dpkg-dev lua-socket python3}
+pgbin=/usr/lib/postgresql/$PG_VERSION/bin
+lua=${LUA:-lua5.4}
+build=${BUILD:-build}
+
+skip() {
+  echo "skipped: the PostgreSQL specs: $*"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 0
+}
+
+sh .ci/deps $PG_PKGS >&2 || skip "the packages could not be installed ($PG_PKGS)"
+for f in "$pgbin/initdb" "$pgbin/pg_ctl" "$pgbin/postgres" "$pgbin/psql" "$pgbin/pg_config"; do
+  [ -x "$f" ] || skip "$f is missing (Debian package postgresql-$PG_VERSION)"
+done
+[ -f "$build/rag/core.so" ] || { echo "run.sh: $build/rag/core.so is missing; run make" >&2; exit 1; }
+
+# {====== pgvector from the next Debian release's source package ======}
+# A private apt configuration (its own sources file, lists and cache) so the
+# system's apt state is untouched; the unpacked, built tree is kept in
+# build/pgvector, and `make install` runs only when the installed files
+# differ from the built ones.
+pgvector() {
+  local dir=$repo/build/pgvector src sharedir pkglibdir
+  local apt=(apt-get -q -o Dir::Etc::sourcelist="$dir/sources.list"
+    -o Dir::Etc::sourceparts=/dev/null -o Dir::State::Lists="$dir/lists"
+    -o Dir::Cache="$dir/cache" -o APT::Sandbox::User=root)
+  sharedir=$("$pgbin/pg_config" --sharedir)
+  pkglibdir=$("$pgbin/pg_config" --pkglibdir)
+  src=$(find "$dir" -maxdepth 1 -type d -name 'pgvector-*' 2>/dev/null | sort | tail -n 1)
+  if [ -z "$src" ] || [ ! -f "$src/vector.so" ]; then
+    echo "building pgvector from Debian's source package (trixie) in $dir" >&2
+    rm -rf "$dir" && mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" || return 1
+    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
+      "http://deb.debian.org/debian trixie main" >"$dir/sources.list"
+    (cd "$dir" && "${apt[@]}" update && "${apt[@]}" source pgvector) \
+      >"$dir/apt.log" 2>&1 || { tail -n 5 "$dir/apt.log" >&2; return 1; }
+    src=$(find "$dir" -maxdepth 1 -type d -name 'pgvector-*' | sort | tail -n 1)
+    [ -n "$src" ] || return 1
+    make -C "$src" -j2 PG_CONFIG="$pgbin/pg_config" >"$dir/build.log" 2>&1 ||
+      { tail -n 5 "$dir/build.log" >&2; return 1; }
+  fi
+  if ! cmp -s "$src/vector.so" "$pkglibdir/vector.so" ||
+    ! cmp -s "$src/vector.control" "$sharedir/extension/vector.control"; then
+    [ "$(id -u)" = 0 ] || { echo "pgvector is built but not installed; run as root" >&2; return 1; }
+    make -C "$src" install PG_CONFIG="$pgbin/pg_config" >"$dir/install.log" 2>&1 ||
+      { tail -n 5 "$dir/install.log" >&2; return 1; }
+  fi
+}
+pgvector || skip "pgvector could not be built from Debian's source package (see build/pgvector/*.log)"
+
+# {====== A private cluster ======}
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pg_pid=
+cleanup() {
+  if [ -n "$pg_pid" ]; then
+    as_pg "$pgbin/pg_ctl" -D "$tmp/data" -m immediate -w stop >/dev/null 2>&1
+  fi
+  if [ "${KEEP:-0}" = 1 ]; then
+    echo "kept $tmp"
+  else
+    rm -rf "$tmp"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# initdb refuses to run as root: as root the cluster belongs to `postgres`.
+if [ "$(id -u)" = 0 ]; then
+  as_pg() { runuser -u postgres -- "$@"; }
+else
+  as_pg() { "$@"; }
+fi
+mkdir -p "$tmp/data" "$tmp/sock"
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp/data" "$tmp/sock"
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+secret() { od -An -N12 -tx1 /dev/urandom | tr -d ' \n'; }
+
+as_pg "$pgbin/initdb" -D "$tmp/data" -U postgres -E UTF8 --locale=C \
+  --auth-local=trust --auth-host=reject >"$tmp/initdb.log" 2>&1 ||
+  { cat "$tmp/initdb.log" >&2; skip "initdb failed"; }
+# The superuser only on the private socket; each test role by its method.
+cat >"$tmp/pg_hba.conf" <<'EOF'
+local all postgres trust
+host all rag 127.0.0.1/32 scram-sha-256
+host all rag_md5 127.0.0.1/32 md5
+host all rag_clear 127.0.0.1/32 password
+EOF
+as_pg cp "$tmp/pg_hba.conf" "$tmp/data/pg_hba.conf"
+
+port=$(free_port)
+as_pg "$pgbin/pg_ctl" -D "$tmp/data" -l "$tmp/data/server.log" -w -t 30 \
+  -o "-c listen_addresses=127.0.0.1 -p $port -k $tmp/sock -c fsync=off" start \
+  >"$tmp/pg_ctl.log" 2>&1 || { cat "$tmp/pg_ctl.log" "$tmp/data/server.log" >&2
+  skip "the cluster did not start"; }
+pg_pid=$(head -n 1 "$tmp/data/postmaster.pid")
+
+pw_scram=$(secret)
+pw_md5=$(secret)
+pw_clear=$(secret)
+psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/sock" -p "$port" -U postgres)
+as_pg "${psql[@]}" -d postgres >"$tmp/setup.log" 2>&1 <<EOF || { cat "$tmp/setup.log" >&2; exit 1; }
+SET password_encryption = 'scram-sha-256';
+CREATE ROLE rag LOGIN PASSWORD '$pw_scram';
+CREATE ROLE rag_clear LOGIN PASSWORD '$pw_clear';
+SET password_encryption = 'md5';
+CREATE ROLE rag_md5 LOGIN PASSWORD '$pw_md5';
+CREATE DATABASE rag OWNER rag;
+\\c rag
+CREATE EXTENSION vector;
+GRANT ALL ON SCHEMA public TO rag_md5, rag_clear;
+EOF
+
+export RAG_PG_DSN="postgres://rag:$pw_scram@127.0.0.1:$port/rag"
+export RAG_PG_MD5_DSN="postgres://rag_md5:$pw_md5@127.0.0.1:$port/rag"
+export RAG_PG_CLEAR_DSN="postgres://rag_clear:$pw_clear@127.0.0.1:$port/rag"
+echo "PostgreSQL $("$pgbin/postgres" -V | awk '{ print $3 }'), pgvector" \
+  "$(as_pg "${psql[@]}" -d rag -At -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'")" \
+  "on 127.0.0.1:$port, data in $tmp/data"
+
+"$lua" /usr/bin/busted --ignore-lua --lpath='lua/?.lua;lua/?/init.lua' \
+  --cpath="$build/?.so" -o spec/summary.lua ${BUSTED_ARGS:-} spec/pg
