@@ -43,6 +43,7 @@ build = {
     ["rag.opts"] = "lua/rag/opts.lua",
     ["rag.embed"] = "lua/rag/embed.lua",
     ["rag.index"] = "lua/rag/index.lua",
+    ["rag.store.pg"] = "lua/rag/store/pg.lua",
     ["rag.llm"] = "lua/rag/llm.lua",
     ["rag.prompts"] = "lua/rag/prompts/init.lua",
     ["rag.prompts.en"] = "lua/rag/prompts/en.lua",

@@ -1,0 +1,387 @@
+-- rag.store.pg against a real PostgreSQL with pgvector: the cluster that
+-- spec/pg/run.sh (make test-pg) starts and names in RAG_PG_DSN (SCRAM
+-- role), RAG_PG_MD5_DSN (md5 role) and RAG_PG_CLEAR_DSN (cleartext role).
+local pg = require("rag.store.pg")
+
+local DSN = os.getenv("RAG_PG_DSN")
+
+if not DSN then
+  describe("rag.store.pg against PostgreSQL", function()
+    it("needs a server", function()
+      pending("no PostgreSQL: RAG_PG_DSN is unset (make test-pg starts one)")
+    end)
+  end)
+  return
+end
+
+local socket = require("socket")
+
+local function connect(dsn, extra)
+  local o = { dsn = dsn or DSN }
+  for k, v in pairs(extra or {}) do
+    o[k] = v
+  end
+  local c, msg, code = pg.connect(o)
+  assert(c, tostring(msg) .. " " .. tostring(code))
+  return c
+end
+
+-- The DSN with another password.
+local function wrong(dsn)
+  return (dsn:gsub("^(postgres://[^:]+:)[^@]*@", "%1not-the-password@"))
+end
+
+local function one(c, sql, params)
+  local rows, msg, code = c:query(sql, params)
+  assert(rows, tostring(msg) .. " " .. tostring(code))
+  return rows[1]
+end
+
+describe("rag.store.pg connecting", function()
+  it("logs in with SCRAM-SHA-256", function()
+    local c = connect()
+    local r = one(c, "SELECT current_user AS u, current_database() AS d")
+    assert.equal("rag", r.u)
+    assert.equal("rag", r.d)
+    local info = c:info()
+    assert.equal("I", info.status)
+    assert.equal("number", type(info.pid))
+    assert.equal("UTF8", info.parameters.client_encoding)
+    assert.matches("^15", info.parameters.server_version)
+    c:close()
+    c:close()
+    assert.has_error(function() c:query("SELECT 1") end, "rag.store.pg.query: connection is closed")
+  end)
+
+  it("logs in with md5", function()
+    local c = connect(os.getenv("RAG_PG_MD5_DSN"))
+    assert.equal("rag_md5", one(c, "SELECT current_user AS u").u)
+    c:close()
+  end)
+
+  it("sends a cleartext password only when asked", function()
+    local dsn = os.getenv("RAG_PG_CLEAR_DSN")
+    local c, msg, code = pg.connect({ dsn = dsn })
+    assert.is_nil(c)
+    assert.equal("auth", code)
+    assert.matches("clear text", msg)
+    c = connect(dsn, { cleartext = true })
+    assert.equal("rag_clear", one(c, "SELECT current_user AS u").u)
+    c:close()
+  end)
+
+  for _, case in ipairs({ { "SCRAM", DSN }, { "md5", os.getenv("RAG_PG_MD5_DSN") } }) do
+    it("returns nil, msg, \"auth\" with SQLSTATE 28P01 for a wrong " .. case[1]
+      .. " password", function()
+      local c, msg, code, state = pg.connect({ dsn = wrong(case[2]) })
+      assert.is_nil(c)
+      assert.equal("auth", code)
+      assert.equal("28P01", state)
+      assert.matches("^rag.store.pg.connect: FATAL 28P01: password authentication failed", msg)
+      assert.not_matches("not%-the%-password", msg)
+    end)
+  end
+
+  it("reports a database that does not exist", function()
+    local c, msg, code, state = pg.connect({ dsn = DSN:gsub("/rag$", "/nosuchdb") })
+    assert.is_nil(c)
+    assert.equal("3D000", state)
+    assert.equal("provider", code)
+    assert.matches("nosuchdb", msg)
+  end)
+
+  it("falls back to plain TCP when the server has no TLS, and refuses when TLS is required",
+    function()
+      local c = connect(DSN, { ssl = "prefer" })
+      assert.is_false(c:info().tls)
+      c:close()
+      local c2, msg, code = pg.connect({ dsn = DSN, ssl = "require" })
+      assert.is_nil(c2)
+      assert.equal("io", code)
+      assert.matches("does not accept TLS", msg)
+    end)
+end)
+
+describe("rag.store.pg values", function()
+  local c
+  setup(function() c = connect() end)
+  teardown(function() c:close() end)
+
+  it("round-trips every supported type as a parameter and a result", function()
+    local r = one(c, "SELECT $1::int2 AS i2, $2::int4 AS i4, $3::int8 AS i8, $4::float4 AS f4, "
+      .. "$5::float8 AS f8, $6::bool AS t, $7::bool AS f, $8::text AS s, $9::jsonb AS j, "
+      .. "$10::text AS n, $11::text AS e, $12::float8 AS inf, $13::float8 AS nan, "
+      .. "$14::int8 AS neg", {
+        -32768, 2147483647, 9007199254740993, 1.5, 0.1, true, false,
+        "it's \"quoted\"\n中文 ✓", { a = { 1, 2.5, "x" }, b = true }, pg.null, "",
+        -math.huge, 0 / 0, -9007199254740993, n = 14 })
+    assert.equal(-32768, r.i2)
+    assert.equal(2147483647, r.i4)
+    if math.type then
+      assert.equal(9007199254740993, r.i8) -- beyond 2^53: exact as a Lua 5.3+ integer
+      assert.equal(-9007199254740993, r.neg)
+      assert.equal("integer", math.type(r.i4))
+    end
+    assert.equal(1.5, r.f4)
+    assert.equal(0.1, r.f8)
+    assert.is_true(r.t)
+    assert.is_false(r.f)
+    assert.equal("it's \"quoted\"\n中文 ✓", r.s)
+    assert.same({ a = { 1, 2.5, "x" }, b = true }, r.j)
+    assert.equal(pg.null, r.n)
+    assert.equal("", r.e)
+    assert.equal(-math.huge, r.inf)
+    assert.is_true(r.nan ~= r.nan)
+  end)
+
+  it("sends nil up to params.n as NULL and reads NULL of every type", function()
+    local r = one(c, "SELECT $1::int4 IS NULL AS a, $2::text AS b, NULL::int8 AS c, "
+      .. "NULL::jsonb AS d, NULL::bool AS e", { nil, "x", n = 2 })
+    assert.is_true(r.a)
+    assert.equal("x", r.b)
+    assert.equal(pg.null, r.c)
+    assert.equal(pg.null, r.d)
+    assert.equal(pg.null, r.e)
+  end)
+
+  it("keeps other types as their text", function()
+    local r = one(c, "SELECT 12.50::numeric AS n, '2024-01-02'::date AS d, $1::text[] AS a",
+      { "{x,y}" })
+    assert.equal("12.50", r.n)
+    assert.equal("2024-01-02", r.d)
+    assert.equal("{x,y}", r.a)
+  end)
+
+  it("gives rows in order with column names, the command tag and the count", function()
+    local rows = assert(c:query("SELECT g AS x, g * 2 AS y FROM generate_series(1, $1::int) g",
+      { 3 }))
+    assert.same({ "x", "y" }, rows.columns)
+    assert.equal(3, #rows)
+    assert.same({ x = 3, y = 6 }, rows[3])
+    assert.equal("SELECT 3", rows.command)
+    assert.equal(3, rows.affected)
+    local none = assert(c:query("SELECT 1 AS x WHERE false"))
+    assert.equal(0, #none)
+    assert.same({ "x" }, none.columns)
+  end)
+
+  it("runs several statements by the simple protocol and returns the last result", function()
+    local rows = assert(c:exec("CREATE TEMP TABLE s (v int); INSERT INTO s VALUES (1), (2); "
+      .. "SELECT sum(v) AS total FROM s"))
+    assert.equal(3, rows[1].total)
+    rows = assert(c:exec("DROP TABLE s"))
+    assert.equal("DROP TABLE", rows.command)
+    assert.equal(0, #assert(c:exec("")))
+  end)
+
+  it("computes pgvector distances", function()
+    assert.equal(1, one(c, "SELECT '[1,2,3]'::vector <-> '[1,2,4]' AS d").d)
+    local r = one(c, "SELECT $1::vector <=> $2::vector AS cos, $1::vector AS v",
+      { { 1, 0, 0 }, { 0, 1, 0 } })
+    assert.equal(1, r.cos)
+    assert.equal("[1,0,0]", r.v)
+  end)
+
+  it("raises on a parameter it cannot send", function()
+    assert.has_error(function() c:query("SELECT $1", { function() end }) end,
+      "rag.store.pg.query: parameter 1: cannot send a function")
+    assert.has_error(function() c:query(42) end)
+    assert.has_error(function() c:query("SELECT 1", "x") end)
+    assert.equal(1, one(c, "SELECT 1 AS one").one)
+  end)
+end)
+
+describe("rag.store.pg errors", function()
+  it("gives a syntax error's SQLSTATE and keeps the connection usable", function()
+    local c = connect()
+    local rows, msg, code, state = c:query("SELEC 1")
+    assert.is_nil(rows)
+    assert.equal("provider", code)
+    assert.equal("42601", state)
+    assert.matches('^rag.store.pg.query: ERROR 42601: syntax error at or near "SELEC"', msg)
+    assert.equal(1, one(c, "SELECT 1 AS one").one)
+    rows, msg, code, state = c:exec("SELECT 1; SELECT nosuchcolumn")
+    assert.is_nil(rows)
+    assert.equal("42703", state)
+    assert.equal("provider", code)
+    assert.matches("^rag.store.pg.exec: ERROR 42703: column \"nosuchcolumn\" does not exist", msg)
+    assert.equal(2, one(c, "SELECT 2 AS two").two)
+    c:close()
+  end)
+
+  it("maps statement_timeout to \"timeout\" (57014) and stays usable", function()
+    local c = connect(DSN, { params = { statement_timeout = "100ms" } })
+    local t0 = socket.gettime()
+    local rows, msg, code, state = c:query("SELECT pg_sleep(3)")
+    assert.is_nil(rows)
+    assert.equal("timeout", code)
+    assert.equal("57014", state)
+    assert.matches("canceling statement due to statement timeout", msg)
+    assert.is_true(socket.gettime() - t0 < 2)
+    assert.equal(1, one(c, "SELECT 1 AS one").one)
+    c:close()
+  end)
+
+  it("gives \"timeout\" when the server does not answer in time, and drops the connection",
+    function()
+      local c = connect(DSN, { timeout = 0.2 })
+      local rows, msg, code = c:query("SELECT pg_sleep(2)")
+      assert.is_nil(rows)
+      assert.equal("timeout", code)
+      assert.matches("timeout", msg)
+      assert.is_true(c:info().broken)
+      rows, msg, code = c:query("SELECT 1")
+      assert.is_nil(rows)
+      assert.equal("io", code)
+      assert.matches("broken", msg)
+    end)
+
+  it("gives \"io\" for a connection killed by pg_terminate_backend", function()
+    local victim, killer = connect(), connect()
+    local pid = victim:info().pid
+    assert.is_true(one(killer, "SELECT pg_terminate_backend($1::int) AS ok", { pid }).ok)
+    local rows, msg, code, state = victim:query("SELECT 1")
+    assert.is_nil(rows)
+    assert.equal("io", code)
+    assert.is_truthy(state == "57P01" or state == nil)
+    assert.matches("^rag.store.pg.query: ", msg)
+    assert.is_true(victim:info().broken)
+    killer:close()
+    victim:close()
+  end)
+end)
+
+describe("rag.store.pg transactions", function()
+  local c
+  setup(function()
+    c = connect()
+    assert(c:exec("CREATE TEMP TABLE t (id int PRIMARY KEY, v text)"))
+  end)
+  teardown(function() c:close() end)
+
+  local function count()
+    return one(c, "SELECT count(*) AS n FROM t").n
+  end
+
+  it("commits when fn returns a true value, with its values", function()
+    local a, b = c:transaction(function(tx)
+      assert(tx:query("INSERT INTO t VALUES (1, 'one')"))
+      return "done", 2
+    end)
+    assert.equal("done", a)
+    assert.equal(2, b)
+    assert.equal(1, count())
+    assert.equal("I", c:info().status)
+  end)
+
+  it("rolls back when fn returns nil, msg, code: nothing is left", function()
+    local ok, msg, code = c:transaction(function(tx)
+      assert(tx:query("INSERT INTO t VALUES (2, 'two')"))
+      assert.equal(2, one(tx, "SELECT count(*) AS n FROM t").n)
+      return nil, "changed my mind", "provider"
+    end)
+    assert.is_nil(ok)
+    assert.equal("changed my mind", msg)
+    assert.equal("provider", code)
+    assert.equal(1, count())
+  end)
+
+  it("rolls back when fn raises, and raises again", function()
+    assert.has_error(function()
+      c:transaction(function(tx)
+        assert(tx:query("INSERT INTO t VALUES (3, 'three')"))
+        error("boom", 0)
+      end)
+    end, "boom")
+    assert.equal(1, count())
+    assert.equal("I", c:info().status)
+  end)
+
+  it("rolls back when a statement in it failed", function()
+    local ok, msg, code = c:transaction(function(tx)
+      assert(tx:query("INSERT INTO t VALUES (4, 'four')"))
+      tx:query("INSERT INTO t VALUES (1, 'duplicate')") -- 23505, ignored by fn
+      return true
+    end)
+    assert.is_nil(ok)
+    assert.equal("provider", code)
+    assert.matches("a statement failed", msg)
+    assert.equal(1, count())
+  end)
+end)
+
+describe("rag.store.pg pool", function()
+  local function pid_of(pool)
+    return one(pool, "SELECT pg_backend_pid() AS pid").pid
+  end
+
+  it("reuses an idle connection", function()
+    local pool = pg.pool({ dsn = DSN })
+    local p1 = pid_of(pool)
+    assert.equal(p1, pid_of(pool))
+    assert.equal(1, #pool.idle)
+    pool:close()
+  end)
+
+  it("discards an idle connection the server killed and opens a new one", function()
+    local pool = pg.pool({ dsn = DSN })
+    local killer = connect()
+    local p1 = pid_of(pool)
+    assert.is_true(one(killer, "SELECT pg_terminate_backend($1::int, 5000) AS ok", { p1 }).ok)
+    local p2 = pid_of(pool)
+    assert.not_equal(p1, p2)
+    killer:close()
+    pool:close()
+  end)
+
+  it("returns \"io\" for a connection killed in use, then recovers", function()
+    local pool = pg.pool({ dsn = DSN })
+    local killer = connect()
+    local c = assert(pool:acquire())
+    local p1 = c:info().pid
+    assert(killer:query("SELECT pg_terminate_backend($1::int, 5000)", { p1 }))
+    local rows, _, code = c:query("SELECT 1")
+    assert.is_nil(rows)
+    assert.equal("io", code)
+    pool:release(c)
+    assert.equal(0, #pool.idle)
+    assert.not_equal(p1, pid_of(pool))
+    killer:close()
+    pool:close()
+  end)
+
+  it("keeps at most pool_size idle connections and drops the ones in a transaction", function()
+    local pool = pg.pool({ dsn = DSN, pool_size = 2 })
+    local cs = {}
+    for i = 1, 3 do
+      cs[i] = assert(pool:acquire())
+    end
+    assert(cs[3]:exec("BEGIN"))
+    for i = 1, 3 do
+      pool:release(cs[i])
+    end
+    assert.equal(2, #pool.idle)
+    local c = assert(pool:acquire())
+    assert.equal("I", c:info().status)
+    pool:release(c)
+    pool:close()
+    assert.has_error(function() pool:acquire() end, "rag.store.pg.pool: pool is closed")
+  end)
+
+  it("runs a transaction on a pooled connection", function()
+    local pool = pg.pool({ dsn = DSN })
+    local n = pool:transaction(function(tx)
+      return one(tx, "SELECT 41 + 1 AS n").n
+    end)
+    assert.equal(42, n)
+    pool:close()
+  end)
+
+  it("returns the login failure from acquire", function()
+    local pool = pg.pool({ dsn = wrong(DSN) })
+    local rows, _, code, state = pool:query("SELECT 1")
+    assert.is_nil(rows)
+    assert.equal("auth", code)
+    assert.equal("28P01", state)
+  end)
+end)

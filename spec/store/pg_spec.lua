@@ -1,0 +1,103 @@
+-- rag.store.pg without a server: the SCRAM-SHA-256 arithmetic against RFC
+-- 7677's example, base64, connection URLs and option checks. The client
+-- against a real server: spec/pg (make test-pg).
+local pg = require("rag.store.pg")
+
+describe("rag.store.pg SCRAM-SHA-256", function()
+  -- RFC 7677, section 3: user "user", password "pencil".
+  local nonce = "rOprNGfwEbeRWgbNEkqO"
+  local server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+    .. "s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+
+  it("computes RFC 7677's client proof and server signature", function()
+    local final, sig = pg._scram_final("user", "pencil", nonce, server_first)
+    assert.equal("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+      .. "p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", final)
+    assert.equal("6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", pg._b64encode(sig))
+  end)
+
+  it("gives another proof for another password", function()
+    local a = pg._scram_final("user", "pencil", nonce, server_first)
+    local b = pg._scram_final("user", "pencil2", nonce, server_first)
+    assert.not_equal(a, b)
+  end)
+
+  it("refuses a server nonce that does not extend the client's, and bad fields", function()
+    local other = server_first:gsub("^r=rOpr", "r=xOpr")
+    assert.is_nil((pg._scram_final("user", "pencil", nonce, other)))
+    local same = "r=" .. nonce .. ",s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    assert.is_nil((pg._scram_final("user", "pencil", nonce, same)))
+    local _, why = pg._scram_final("user", "p", nonce, (server_first:gsub("i=4096", "i=0")))
+    assert.matches("iteration count 0", why)
+    _, why = pg._scram_final("user", "p", nonce, (server_first:gsub("i=4096", "i=99999999")))
+    assert.matches("out of range", why)
+    assert.is_nil((pg._scram_final("user", "p", nonce, (server_first:gsub("s=W22", "s=!22")))))
+  end)
+end)
+
+describe("rag.store.pg helpers", function()
+  it("base64 round-trips every length and matches RFC 4648's examples", function()
+    local cases = { [""] = "", f = "Zg==", fo = "Zm8=", foo = "Zm9v", foob = "Zm9vYg==",
+      fooba = "Zm9vYmE=", foobar = "Zm9vYmFy" }
+    for plain, enc in pairs(cases) do
+      assert.equal(enc, pg._b64encode(plain))
+      assert.equal(plain, pg._b64decode(enc))
+    end
+    local all = {}
+    for i = 0, 255 do
+      all[#all + 1] = string.char(i)
+    end
+    all = table.concat(all)
+    for n = 0, 40 do
+      assert.equal(all:sub(1, n), pg._b64decode(pg._b64encode(all:sub(1, n))))
+    end
+    assert.is_nil(pg._b64decode("Zm9"))
+    assert.is_nil(pg._b64decode("Zm=v"))
+    assert.is_nil(pg._b64decode("Zm9v!A=="))
+  end)
+
+  it("xors byte strings", function()
+    assert.equal("\0\255\15\240", pg._xor("\170\85\255\0", "\170\170\240\240"))
+  end)
+
+  it("parses connection URLs", function()
+    local o = pg.parse_dsn("postgres://u%40x:p%3Aw@db.example:6543/my%20db"
+      .. "?sslmode=verify-full&connect_timeout=3&statement_timeout=5s")
+    assert.same({ user = "u@x", password = "p:w", host = "db.example", port = 6543,
+      database = "my db", ssl = "verify", connect_timeout = 3,
+      params = { statement_timeout = "5s" } }, o)
+    assert.same({ host = "::1", port = 5432, user = "me" },
+      pg.parse_dsn("postgresql://me@[::1]:5432"))
+    assert.same({ host = "h" }, pg.parse_dsn("postgres://h"))
+    assert.same({ user = "a", password = "", host = "h", database = "d" },
+      pg.parse_dsn("postgres://a:@h/d"))
+    assert.has_error(function() pg.parse_dsn("mysql://h") end)
+    assert.has_error(function() pg.parse_dsn("postgres://h?sslmode=maybe") end)
+    assert.has_error(function() pg.parse_dsn(42) end)
+  end)
+
+  it("raises on bad options", function()
+    assert.has_error(function() pg.connect({ hots = "x" }) end,
+      "rag.store.pg.connect: unknown option 'hots'")
+    assert.has_error(function() pg.connect({ port = 0 }) end)
+    assert.has_error(function() pg.connect({ ssl = "always" }) end)
+    assert.has_error(function() pg.connect({ params = { x = {} } }) end)
+    assert.has_error(function() pg.pool({ pool_size = -1 }) end)
+  end)
+
+  it("returns nil, msg, \"io\" when nothing listens", function()
+    local socket = require("socket")
+    local srv = assert(socket.bind("127.0.0.1", 0))
+    local _, port = srv:getsockname()
+    srv:close()
+    local c, msg, code = pg.connect({ port = tonumber(port), connect_timeout = 2 })
+    assert.is_nil(c)
+    assert.equal("io", code)
+    assert.matches("^rag.store.pg.connect: connecting to 127.0.0.1:%d+: ", msg)
+  end)
+
+  it("has a NULL sentinel that cannot be changed", function()
+    assert.equal("rag.store.pg.null", tostring(pg.null))
+    assert.has_error(function() pg.null.x = 1 end)
+  end)
+end)
