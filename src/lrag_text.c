@@ -93,6 +93,20 @@ static int text_hmac_sha256(lua_State *L) {
   return 1;
 }
 
+/*
+** The integer argument at idx in [lo, hi], or `def` when absent (def >= 0);
+** raises on a fraction too, which luaL_checkinteger rounds away before 5.3.
+*/
+static lua_Integer int_arg(lua_State *L, int idx, lua_Number lo, lua_Number hi, lua_Integer def,
+                           const char *what) {
+  lua_Number n;
+  if (def >= 0 && lua_isnoneornil(L, idx)) return def;
+  n = luaL_checknumber(L, idx);
+  if (!(n >= lo && n <= hi) || n != (lua_Number)(lua_Integer)n)
+    luaL_argerror(L, idx, lua_pushfstring(L, "%s must be an integer in [%f, %f]", what, lo, hi));
+  return (lua_Integer)n;
+}
+
 /* The longest key pbkdf2_sha256 derives: far beyond any protocol's need. */
 #define PBKDF2_MAX_LEN (1 << 20)
 
@@ -101,13 +115,10 @@ static int text_pbkdf2_sha256(lua_State *L) {
   size_t plen, slen;
   const char *pw = luaL_checklstring(L, 1, &plen);
   const char *salt = luaL_checklstring(L, 2, &slen);
-  lua_Integer iter = luaL_checkinteger(L, 3);
-  lua_Integer len = luaL_optinteger(L, 4, RAG_DIGEST_SHA256_LEN);
+  lua_Integer iter = int_arg(L, 3, 1, 4294967295.0, -1, "iterations");
+  lua_Integer len = int_arg(L, 4, 1, PBKDF2_MAX_LEN, RAG_DIGEST_SHA256_LEN, "length");
   unsigned char *out;
   int rc;
-  luaL_argcheck(L, iter >= 1 && iter <= (lua_Integer)UINT32_MAX, 3,
-                "iterations must be in [1, 4294967295]");
-  luaL_argcheck(L, len >= 1 && len <= PBKDF2_MAX_LEN, 4, "length must be in [1, 1048576]");
   out = (unsigned char *)lua_newuserdatauv(L, (size_t)len, 0);
   rc = rag_digest_pbkdf2_sha256(pw, plen, salt, slen, (uint32_t)iter, out, (size_t)len);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.pbkdf2_sha256", NULL);
@@ -131,10 +142,9 @@ static int text_md5(lua_State *L) {
 
 /* text.random(n) -> n bytes from the CSPRNG | nil, msg, "io". */
 static int text_random(lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1);
+  lua_Integer n = int_arg(L, 1, 0, RANDOM_MAX_LEN, -1, "n");
   unsigned char *out;
   int rc;
-  luaL_argcheck(L, n >= 0 && n <= RANDOM_MAX_LEN, 1, "n must be in [0, 65536]");
   out = (unsigned char *)lua_newuserdatauv(L, n > 0 ? (size_t)n : 1, 0);
   rc = rag_digest_random(out, (size_t)n);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.random", "no random bytes to be had");
