@@ -98,12 +98,12 @@ static int text_hmac_sha256(lua_State *L) {
 ** raises on a fraction too, which luaL_checkinteger rounds away before 5.3.
 */
 static lua_Integer int_arg(lua_State *L, int idx, lua_Number lo, lua_Number hi, lua_Integer def,
-                           const char *what) {
+                           const char *msg) {
   lua_Number n;
   if (def >= 0 && lua_isnoneornil(L, idx)) return def;
   n = luaL_checknumber(L, idx);
   if (!(n >= lo && n <= hi) || n != (lua_Number)(lua_Integer)n)
-    luaL_argerror(L, idx, lua_pushfstring(L, "%s must be an integer in [%f, %f]", what, lo, hi));
+    luaL_argerror(L, idx, msg);
   return (lua_Integer)n;
 }
 
@@ -115,8 +115,10 @@ static int text_pbkdf2_sha256(lua_State *L) {
   size_t plen, slen;
   const char *pw = luaL_checklstring(L, 1, &plen);
   const char *salt = luaL_checklstring(L, 2, &slen);
-  lua_Integer iter = int_arg(L, 3, 1, 4294967295.0, -1, "iterations");
-  lua_Integer len = int_arg(L, 4, 1, PBKDF2_MAX_LEN, RAG_DIGEST_SHA256_LEN, "length");
+  lua_Integer iter = int_arg(L, 3, 1, 4294967295.0, -1,
+                             "iterations must be an integer in [1, 4294967295]");
+  lua_Integer len = int_arg(L, 4, 1, PBKDF2_MAX_LEN, RAG_DIGEST_SHA256_LEN,
+                            "length must be an integer in [1, 1048576]");
   unsigned char *out;
   int rc;
   out = (unsigned char *)lua_newuserdatauv(L, (size_t)len, 0);
@@ -142,7 +144,7 @@ static int text_md5(lua_State *L) {
 
 /* text.random(n) -> n bytes from the CSPRNG | nil, msg, "io". */
 static int text_random(lua_State *L) {
-  lua_Integer n = int_arg(L, 1, 0, RANDOM_MAX_LEN, -1, "n");
+  lua_Integer n = int_arg(L, 1, 0, RANDOM_MAX_LEN, -1, "n must be an integer in [0, 65536]");
   unsigned char *out;
   int rc;
   out = (unsigned char *)lua_newuserdatauv(L, n > 0 ? (size_t)n : 1, 0);
