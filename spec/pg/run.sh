@@ -6,6 +6,8 @@
 # under a temporary folder, runs the specs and stops the cluster on exit.
 # Without PostgreSQL it says why in one line. The last line is
 # "N passed, N failed". KEEP=1 keeps the temporary folder (log, data).
+# `run.sh -- CMD ARGS...` runs CMD against the cluster instead of the specs
+# (benchmarks, a look with psql "$RAG_PG_DSN").
 set -u
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
@@ -134,6 +136,12 @@ export RAG_PG_CLEAR_DSN="postgres://rag_clear:$pw_clear@127.0.0.1:$port/rag"
 echo "PostgreSQL $("$pgbin/postgres" -V | awk '{ print $3 }'), pgvector" \
   "$(as_pg "${psql[@]}" -d rag -At -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'")" \
   "on 127.0.0.1:$port, data in $tmp/data"
+
+if [ "${1:-}" = -- ]; then
+  shift
+  "$@"
+  exit
+fi
 
 "$lua" /usr/bin/busted --ignore-lua --lpath='lua/?.lua;lua/?/init.lua' \
   --cpath="$build/?.so" -o spec/summary.lua ${BUSTED_ARGS:-} spec/pg
