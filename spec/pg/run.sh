@@ -16,6 +16,7 @@ PG_PKGS=${PG_PKGS:-postgresql-$PG_VERSION postgresql-server-dev-$PG_VERSION dpkg
 pgbin=/usr/lib/postgresql/$PG_VERSION/bin
 lua=${LUA:-lua5.4}
 build=${BUILD:-build}
+# busted prints "N passed, N failed" per interpreter: only the total is printed so.
 
 skip() {
   echo "skipped: the PostgreSQL specs: $*"
@@ -143,5 +144,31 @@ if [ "${1:-}" = -- ]; then
   exit
 fi
 
-"$lua" /usr/bin/busted --ignore-lua --lpath='lua/?.lua;lua/?/init.lua' \
-  --cpath="$build/?.so" -o spec/summary.lua ${BUSTED_ARGS:-} spec/pg
+# The specs under each interpreter whose rag/core.so is built (RUNS lists
+# "lua:build-dir" pairs); one total line at the end.
+total_p=0
+total_f=0
+status=0
+for run in ${RUNS:-$lua:$build luajit:build/jit}; do
+  l=${run%%:*}
+  b=${run#*:}
+  if [ ! -f "$b/rag/core.so" ] || ! command -v "$l" >/dev/null; then
+    echo "== $l: skipped ($b/rag/core.so or $l is missing)"
+    continue
+  fi
+  echo "== $l"
+  "$l" /usr/bin/busted --ignore-lua --lpath='lua/?.lua;lua/?/init.lua' \
+    --cpath="$b/?.so" -o spec/summary.lua ${BUSTED_ARGS:-} spec/pg >"$tmp/busted.out" 2>&1 ||
+    status=1
+  # Each run's count is shown as "l: N passed / N failed", so that CI's
+  # count of spec runs and its sums see one line for the whole target.
+  sed -E "s|^([0-9]+) passed, ([0-9]+) failed|$l: \1 passed / \2 failed|" "$tmp/busted.out"
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/busted.out" | tail -n 1)
+  p=${line%% passed*}
+  f=${line#* passed, }
+  f=${f%% failed*}
+  total_p=$((total_p + ${p:-0}))
+  total_f=$((total_f + ${f:-1}))
+done
+echo "$total_p passed, $total_f failed"
+[ "$status" = 0 ] && [ "$total_f" = 0 ]
