@@ -3,7 +3,8 @@
 # PostgreSQL 15 cluster with pgvector. Installs the Debian packages in
 # PG_PKGS (as root), builds pgvector from its Debian source package once
 # (cached in build/pgvector), starts initdb + pg_ctl on a free loopback port
-# under a temporary folder, runs the specs and stops the cluster on exit.
+# under a temporary folder (TLS on, a throwaway CA), creates a role per login
+# method, runs the specs under Lua 5.4 and LuaJIT and stops the cluster on exit.
 # Without PostgreSQL it says why in one line. The last line is
 # "N passed, N failed". KEEP=1 keeps the temporary folder (log, data).
 # `run.sh -- CMD ARGS...` runs CMD against the cluster instead of the specs
@@ -12,7 +13,7 @@ set -u
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 PG_VERSION=15
-PG_PKGS=${PG_PKGS:-postgresql-$PG_VERSION postgresql-server-dev-$PG_VERSION dpkg-dev lua-socket python3}
+PG_PKGS=${PG_PKGS:-postgresql-$PG_VERSION postgresql-server-dev-$PG_VERSION dpkg-dev lua-socket lua-sec python3 openssl}
 pgbin=/usr/lib/postgresql/$PG_VERSION/bin
 lua=${LUA:-lua5.4}
 build=${BUILD:-build}
@@ -22,6 +23,12 @@ skip() {
   echo "skipped: the PostgreSQL specs: $*"
   echo "0 passed, 0 failed, 1 skipped"
   exit 0
+}
+# PostgreSQL is there but the cluster cannot be set up: a failure.
+broken() {
+  echo "run.sh: $*" >&2
+  echo "0 passed, 1 failed"
+  exit 1
 }
 
 sh .ci/deps $PG_PKGS >&2 || skip "the packages could not be installed ($PG_PKGS)"
@@ -98,42 +105,71 @@ secret() { od -An -N12 -tx1 /dev/urandom | tr -d ' \n'; }
 
 as_pg "$pgbin/initdb" -D "$tmp/data" -U postgres -E UTF8 --locale=C \
   --auth-local=trust --auth-host=reject >"$tmp/initdb.log" 2>&1 ||
-  { cat "$tmp/initdb.log" >&2; skip "initdb failed"; }
-# The superuser only on the private socket; each test role by its method.
+  { cat "$tmp/initdb.log" >&2; broken "initdb failed"; }
+# The superuser only on the private socket; each test role by its method;
+# rag_tls only over TLS.
 cat >"$tmp/pg_hba.conf" <<'EOF'
 local all postgres trust
 host all rag 127.0.0.1/32 scram-sha-256
 host all rag_md5 127.0.0.1/32 md5
 host all rag_clear 127.0.0.1/32 password
+hostssl all rag_tls 127.0.0.1/32 scram-sha-256
 EOF
 as_pg cp "$tmp/pg_hba.conf" "$tmp/data/pg_hba.conf"
 
+# TLS: a throwaway CA and a server certificate for 127.0.0.1 and localhost;
+# a second CA that signed nothing, for the verification failure.
+mkdir -p "$tmp/tls"
+(
+  cd "$tmp/tls" || exit 1
+  set -e
+  exec 2>openssl.err
+  key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key"; }
+  key ca
+  key other
+  key server
+  openssl req -x509 -new -key ca.key -subj "/CN=rag test CA" -days 2 -out ca.pem
+  openssl req -x509 -new -key other.key -subj "/CN=rag other CA" -days 2 -out other.pem
+  openssl req -new -key server.key -subj "/CN=127.0.0.1" -out server.csr
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 1 -days 2 \
+    -extfile server.ext -out server.pem
+) || { cat "$tmp/tls/openssl.err" >&2; broken "openssl could not make the test certificates"; }
+cp "$tmp/tls/server.pem" "$tmp/tls/server.key" "$tmp/data/"
+chmod 600 "$tmp/data/server.key"
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp/data/server.pem" "$tmp/data/server.key"
+
 port=$(free_port)
 as_pg "$pgbin/pg_ctl" -D "$tmp/data" -l "$tmp/data/server.log" -w -t 30 \
-  -o "-c listen_addresses=127.0.0.1 -p $port -k $tmp/sock -c fsync=off" start \
+  -o "-c listen_addresses=127.0.0.1 -p $port -k $tmp/sock -c fsync=off -c ssl=on \
+-c ssl_cert_file=server.pem -c ssl_key_file=server.key" start \
   >"$tmp/pg_ctl.log" 2>&1 || { cat "$tmp/pg_ctl.log" "$tmp/data/server.log" >&2
-  skip "the cluster did not start"; }
+  broken "the cluster did not start"; }
 pg_pid=$(head -n 1 "$tmp/data/postmaster.pid")
 
 pw_scram=$(secret)
 pw_md5=$(secret)
 pw_clear=$(secret)
+pw_tls=$(secret)
 psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/sock" -p "$port" -U postgres)
-as_pg "${psql[@]}" -d postgres >"$tmp/setup.log" 2>&1 <<EOF || { cat "$tmp/setup.log" >&2; exit 1; }
+as_pg "${psql[@]}" -d postgres >"$tmp/setup.log" 2>&1 <<EOF || { cat "$tmp/setup.log" >&2; broken "the roles could not be created"; }
 SET password_encryption = 'scram-sha-256';
 CREATE ROLE rag LOGIN PASSWORD '$pw_scram';
 CREATE ROLE rag_clear LOGIN PASSWORD '$pw_clear';
+CREATE ROLE rag_tls LOGIN PASSWORD '$pw_tls';
 SET password_encryption = 'md5';
 CREATE ROLE rag_md5 LOGIN PASSWORD '$pw_md5';
 CREATE DATABASE rag OWNER rag;
 \\c rag
 CREATE EXTENSION vector;
-GRANT ALL ON SCHEMA public TO rag_md5, rag_clear;
+GRANT ALL ON SCHEMA public TO rag_md5, rag_clear, rag_tls;
 EOF
 
 export RAG_PG_DSN="postgres://rag:$pw_scram@127.0.0.1:$port/rag"
 export RAG_PG_MD5_DSN="postgres://rag_md5:$pw_md5@127.0.0.1:$port/rag"
 export RAG_PG_CLEAR_DSN="postgres://rag_clear:$pw_clear@127.0.0.1:$port/rag"
+export RAG_PG_TLS_DSN="postgres://rag_tls:$pw_tls@127.0.0.1:$port/rag"
+export RAG_PG_CA="$tmp/tls/ca.pem" RAG_PG_OTHER_CA="$tmp/tls/other.pem"
 echo "PostgreSQL $("$pgbin/postgres" -V | awk '{ print $3 }'), pgvector" \
   "$(as_pg "${psql[@]}" -d rag -At -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'")" \
   "on 127.0.0.1:$port, data in $tmp/data"

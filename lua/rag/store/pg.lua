@@ -265,10 +265,13 @@ local function sock_connect(o, pool)
   return s
 end
 
+-- LuaSec reports a timeout as the TLS layer's wish to read or write more.
+local TIMEOUTS = { timeout = true, wantread = true, wantwrite = true }
+
 function Sock:send(data)
   local n, err = self.raw:send(data)
   if not n then
-    return nil, err
+    return nil, TIMEOUTS[err] and "timeout" or err
   end
   return true
 end
@@ -276,7 +279,7 @@ end
 function Sock:receive(n)
   local data, err = self.raw:receive(n)
   if not data then
-    return nil, err
+    return nil, TIMEOUTS[err] and "timeout" or err
   end
   return data
 end
@@ -298,6 +301,37 @@ function Sock:stale()
   local socket = require("socket")
   local readable = socket.select({ self.raw }, nil, 0)
   return readable ~= nil and #readable > 0
+end
+
+-- Whether the certificate (LuaSec's x509 object) names `host`: its
+-- subjectAltName IP addresses and DNS names (one leftmost "*" label), or
+-- its subject's CN when it has no subjectAltName (RFC 6125).
+local function cert_names_host(cert, host)
+  local lhost = host:lower()
+  local ext = cert:extensions() or {}
+  local san = ext["2.5.29.17"]
+  if san then
+    for _, ip in ipairs(san.iPAddress or {}) do
+      if ip == host then
+        return true
+      end
+    end
+    for _, name in ipairs(san.dNSName or {}) do
+      name = name:lower()
+      local suffix = name:match("^%*(%.[^*]+%.[^*]+)$")
+      if name == lhost or (suffix and #lhost > #suffix and sub(lhost, -#suffix) == suffix
+        and not sub(lhost, 1, #lhost - #suffix):find(".", 1, true)) then
+        return true
+      end
+    end
+    return false
+  end
+  for _, e in ipairs(cert:subject() or {}) do
+    if e.name == "CN" and e.value:lower() == lhost then
+      return true
+    end
+  end
+  return false
 end
 
 -- TLS on the connected socket: LuaSec for LuaSocket, sslhandshake under nginx.
@@ -332,6 +366,12 @@ function Sock:tls(o)
     return nil, herr
   end
   self.raw = conn
+  if verify then
+    local cert = conn:getpeercertificate()
+    if not cert or not cert_names_host(cert, o.host) then
+      return nil, "the server's certificate is not for " .. o.host
+    end
+  end
   return true
 end
 
