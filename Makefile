@@ -103,11 +103,12 @@ test-serve:
 # The PostgreSQL specs (spec/pg/run.sh): installs PostgreSQL 15, builds
 # pgvector from its Debian source package once (build/pgvector), starts a
 # private cluster on a free loopback port, runs spec/pg under Lua 5.4 and
-# LuaJIT and stops it; skips with one line when PostgreSQL cannot be had.
-# About 5 s once built. The last line is "N passed, N failed" (both runs).
+# LuaJIT and spec/pg/ngx_checks.lua in nginx, and stops it; skips with one
+# line when PostgreSQL cannot be had. About 6 s once built. The last line is
+# "N passed, N failed" (the three runs).
 PG_PKGS := postgresql-15 postgresql-server-dev-15 dpkg-dev lua-socket lua-sec python3 openssl
 test-pg: deps
-	@sh .ci/deps luajit2 libluajit2-5.1-dev
+	@sh .ci/deps $(OPENRESTY_PKGS)
 	@$(MAKE) --no-print-directory all LUA_VERSION=5.4
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
 	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh

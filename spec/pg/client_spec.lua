@@ -118,6 +118,15 @@ describe("rag.store.pg connecting", function()
     c:close()
     c = connect(DSN, { ssl = "verify", cafile = os.getenv("RAG_PG_CA"), host = "localhost" })
     c:close()
+    -- the same server at an address the certificate does not name
+    local c3, msg3, code3 = pg.connect({ dsn = DSN, ssl = "verify", host = "127.0.0.2",
+      cafile = os.getenv("RAG_PG_CA") })
+    assert.is_nil(c3)
+    assert.equal("io", code3)
+    assert.matches("the server's certificate is not for 127.0.0.2", msg3)
+    c = connect(DSN, { host = "127.0.0.2" })
+    assert.is_true(c:info().tls)
+    c:close()
     local c2, msg, code = pg.connect({ dsn = DSN, ssl = "verify",
       cafile = os.getenv("RAG_PG_OTHER_CA") })
     assert.is_nil(c2)

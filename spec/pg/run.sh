@@ -4,7 +4,8 @@
 # PG_PKGS (as root), builds pgvector from its Debian source package once
 # (cached in build/pgvector), starts initdb + pg_ctl on a free loopback port
 # under a temporary folder (TLS on, a throwaway CA), creates a role per login
-# method, runs the specs under Lua 5.4 and LuaJIT and stops the cluster on exit.
+# method, runs the specs under Lua 5.4 and LuaJIT and the cosocket checks in
+# nginx (spec/pg/ngx_checks.lua), and stops the cluster on exit.
 # Without PostgreSQL it says why in one line. The last line is
 # "N passed, N failed". KEEP=1 keeps the temporary folder (log, data).
 # `run.sh -- CMD ARGS...` runs CMD against the cluster instead of the specs
@@ -75,7 +76,12 @@ pgvector || skip "pgvector could not be built from Debian's source package (see 
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 pg_pid=
+ngx_pid=
 cleanup() {
+  if [ -n "$ngx_pid" ]; then
+    kill "$ngx_pid" 2>/dev/null
+    wait "$ngx_pid" 2>/dev/null
+  fi
   if [ -n "$pg_pid" ]; then
     as_pg "$pgbin/pg_ctl" -D "$tmp/data" -m immediate -w stop >/dev/null 2>&1
   fi
@@ -110,10 +116,10 @@ as_pg "$pgbin/initdb" -D "$tmp/data" -U postgres -E UTF8 --locale=C \
 # rag_tls only over TLS.
 cat >"$tmp/pg_hba.conf" <<'EOF'
 local all postgres trust
-host all rag 127.0.0.1/32 scram-sha-256
-host all rag_md5 127.0.0.1/32 md5
-host all rag_clear 127.0.0.1/32 password
-hostssl all rag_tls 127.0.0.1/32 scram-sha-256
+host all rag 127.0.0.0/8 scram-sha-256
+host all rag_md5 127.0.0.0/8 md5
+host all rag_clear 127.0.0.0/8 password
+hostssl all rag_tls 127.0.0.0/8 scram-sha-256
 EOF
 as_pg cp "$tmp/pg_hba.conf" "$tmp/data/pg_hba.conf"
 
@@ -131,7 +137,9 @@ mkdir -p "$tmp/tls"
   openssl req -x509 -new -key ca.key -subj "/CN=rag test CA" -days 2 -out ca.pem
   openssl req -x509 -new -key other.key -subj "/CN=rag other CA" -days 2 -out other.pem
   openssl req -new -key server.key -subj "/CN=127.0.0.1" -out server.csr
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+  # nginx checks names with X509_check_host, which reads DNS names only: the
+  # address is listed as one too.
+  printf 'subjectAltName=IP:127.0.0.1,DNS:127.0.0.1,DNS:localhost\n' >server.ext
   openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 1 -days 2 \
     -extfile server.ext -out server.pem
 ) || { cat "$tmp/tls/openssl.err" >&2; broken "openssl could not make the test certificates"; }
@@ -141,7 +149,7 @@ chmod 600 "$tmp/data/server.key"
 
 port=$(free_port)
 as_pg "$pgbin/pg_ctl" -D "$tmp/data" -l "$tmp/data/server.log" -w -t 30 \
-  -o "-c listen_addresses=127.0.0.1 -p $port -k $tmp/sock -c fsync=off -c ssl=on \
+  -o "-c listen_addresses=127.0.0.1,127.0.0.2 -p $port -k $tmp/sock -c fsync=off -c ssl=on \
 -c ssl_cert_file=server.pem -c ssl_key_file=server.key" start \
   >"$tmp/pg_ctl.log" 2>&1 || { cat "$tmp/pg_ctl.log" "$tmp/data/server.log" >&2
   broken "the cluster did not start"; }
@@ -180,6 +188,82 @@ if [ "${1:-}" = -- ]; then
   exit
 fi
 
+# The checks under nginx's cosockets (spec/pg/ngx_checks.lua), when nginx
+# with its Lua module and the LuaJIT build are there: "ok NAME" / "FAIL NAME: why".
+ngx_checks() {
+  local nginx=${NGINX:-/usr/sbin/nginx} modules=${NGINX_MODULES:-/usr/lib/nginx/modules}
+  local d=$tmp/nginx ngx_port
+  if [ ! -x "$nginx" ] || [ ! -f "$modules/ngx_http_lua_module.so" ] ||
+    [ ! -f build/jit/rag/core.so ] || ! command -v curl >/dev/null; then
+    echo "== nginx: skipped (nginx-light, libnginx-mod-http-lua, curl or build/jit missing)"
+    return 0
+  fi
+  echo "== nginx"
+  mkdir -p "$d/logs" "$d/tmp"
+  ngx_port=$(free_port)
+  cat >"$d/nginx.conf" <<EOF
+load_module $modules/ndk_http_module.so;
+load_module $modules/ngx_http_lua_module.so;
+daemon off;
+master_process on;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/logs/error.log warn;
+env RAG_PG_DSN;
+env RAG_PG_MD5_DSN;
+events {
+  worker_connections 64;
+}
+http {
+  access_log off;
+  client_body_temp_path $d/tmp/body;
+  proxy_temp_path $d/tmp/proxy;
+  fastcgi_temp_path $d/tmp/fastcgi;
+  uwsgi_temp_path $d/tmp/uwsgi;
+  scgi_temp_path $d/tmp/scgi;
+  lua_package_path "$repo/lua/?.lua;$repo/lua/?/init.lua;$repo/?.lua;;";
+  lua_package_cpath "$repo/build/jit/?.so;;";
+  lua_ssl_trusted_certificate $tmp/tls/ca.pem;
+  lua_ssl_verify_depth 2;
+  server {
+    listen 127.0.0.1:$ngx_port;
+    default_type text/plain;
+    location = /ping {
+      return 200 "pong";
+    }
+    location = /pg {
+      content_by_lua_block {
+        ngx.print(require("spec.pg.ngx_checks").run())
+      }
+    }
+  }
+}
+EOF
+  "$nginx" -p "$d/" -c "$d/nginx.conf" -e "$d/logs/error.log" >"$d/logs/nginx.out" 2>&1 &
+  ngx_pid=$!
+  for _ in $(seq 100); do
+    curl -sf -o /dev/null "http://127.0.0.1:$ngx_port/ping" && break
+    sleep 0.1
+  done
+  curl -s -m 60 "http://127.0.0.1:$ngx_port/pg" >"$d/checks.out"
+  kill "$ngx_pid" 2>/dev/null
+  wait "$ngx_pid" 2>/dev/null
+  ngx_pid=
+  cat "$d/checks.out"
+  local p f
+  p=$(grep -c '^ok ' "$d/checks.out")
+  f=$(grep -c '^FAIL ' "$d/checks.out")
+  if [ "$((p + f))" = 0 ]; then
+    f=1
+    echo "FAIL nginx gave no checks:"
+    tail -n 20 "$d/logs/error.log" "$d/logs/nginx.out"
+  fi
+  echo "nginx: $p passed / $f failed"
+  total_p=$((total_p + p))
+  total_f=$((total_f + f))
+  [ "$f" = 0 ] || status=1
+}
+
 # The specs under each interpreter whose rag/core.so is built (RUNS lists
 # "lua:build-dir" pairs); one total line at the end.
 total_p=0
@@ -206,5 +290,6 @@ for run in ${RUNS:-$lua:$build luajit:build/jit}; do
   total_p=$((total_p + ${p:-0}))
   total_f=$((total_f + ${f:-1}))
 done
+ngx_checks
 echo "$total_p passed, $total_f failed"
 [ "$status" = 0 ] && [ "$total_f" = 0 ]
