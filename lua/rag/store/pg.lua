@@ -228,8 +228,8 @@ local function set_timeout(s, seconds)
   end
 end
 
--- opts: host, port, connect_timeout, timeout, pool (a cosocket pool name).
-local function sock_connect(o, pool)
+-- opts: host, port, connect_timeout, timeout, pool_name, pool_size.
+local function sock_connect(o)
   local s = setmetatable({ ngx = use_cosocket() }, Sock)
   local raw, err, ok
   if s.ngx then
@@ -247,8 +247,10 @@ local function sock_connect(o, pool)
   end
   s.raw = raw
   set_timeout(s, o.connect_timeout)
-  if s.ngx and pool then
-    ok, err = raw:connect(o.host, o.port, { pool = pool, pool_size = o.pool_size })
+  if s.ngx then
+    -- Our own pool name (never nginx's default "host:port"), so that a
+    -- reused connection is one this library logged in with these credentials.
+    ok, err = raw:connect(o.host, o.port, { pool = o.pool_name, pool_size = o.pool_size })
   else
     ok, err = raw:connect(o.host, o.port)
   end
@@ -695,13 +697,20 @@ local function connect_options(fname, opts, level)
   end
   o.user = o.user or "postgres"
   o.database = o.database or o.user
+  local params = {}
   if o.params then
     for k, v in pairs(o.params) do
       if type(k) ~= "string" or (type(v) ~= "string" and type(v) ~= "number") then
         error(fname .. ": params must map names to strings", level + 1)
       end
+      params[#params + 1] = k .. "=" .. v
     end
   end
+  table.sort(params)
+  -- Connections in nginx's pool are shared by everything that opens them
+  -- with the same server, credentials and session parameters.
+  o.pool_name = format("rag.pg:%s:%d:%s:%s:%s:%s", o.host, o.port, o.user, o.database,
+    sha256hex(o.password or ""):sub(1, 16), sha256hex(concat(params, "\0")):sub(1, 16))
   return o
 end
 
@@ -724,14 +733,14 @@ local function startup_message(o)
 end
 
 -- A connected, authenticated connection on options already checked.
-local function open(fname, o, pool)
-  local sock, err = sock_connect(o, pool)
+local function open(fname, o)
+  local sock, err = sock_connect(o)
   if not sock then
     local code = err == "timeout" and "timeout" or "io"
     return fail(code, fname, "connecting to %s:%d: %s", o.host, o.port, tostring(err))
   end
   local c = setmetatable({ sock = sock, host = o.host, port = o.port, opts = o,
-    parameters = {}, status = "I", broken = false, pool_name = pool }, Conn)
+    parameters = {}, status = "I", broken = false }, Conn)
   if sock.reused then -- a cosocket from nginx's pool: already past startup
     return c
   end
@@ -769,6 +778,9 @@ end
 -- @raise on a bad option
 function M.connect(opts)
   local o = connect_options("rag.store.pg.connect", opts, 2)
+  -- Under nginx: a pool name that nothing keeps connections under, so the
+  -- connection is new and the pools' idle ones stay theirs.
+  o.pool_name = o.pool_name .. ":direct"
   return open("rag.store.pg.connect", o)
 end
 
@@ -1102,9 +1114,7 @@ Pool.__index = Pool
 -- @raise on a bad option
 function M.pool(opts)
   local o = connect_options("rag.store.pg.pool", opts, 2)
-  local name = format("rag.pg:%s:%d:%s:%s:%s", o.host, o.port, o.user, o.database,
-    sha256hex(o.password or ""):sub(1, 16))
-  return setmetatable({ opts = o, idle = {}, name = name }, Pool)
+  return setmetatable({ opts = o, idle = {} }, Pool)
 end
 
 local function now()
@@ -1130,7 +1140,7 @@ function Pool:acquire()
     end
     c:_break()
   end
-  return open("rag.store.pg.acquire", self.opts, use_cosocket() and self.name or nil)
+  return open("rag.store.pg.acquire", self.opts)
 end
 
 --- Gives a connection back: kept when it is healthy and idle, closed otherwise.
