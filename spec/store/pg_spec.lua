@@ -2,6 +2,7 @@
 -- 7677's example, base64, connection URLs and option checks. The client
 -- against a real server: spec/pg (make test-pg).
 local pg = require("rag.store.pg")
+local codec = require("rag.store._pgcodec")
 
 describe("rag.store.pg SCRAM-SHA-256", function()
   -- RFC 7677, section 3: user "user", password "pencil".
@@ -10,28 +11,28 @@ describe("rag.store.pg SCRAM-SHA-256", function()
     .. "s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
 
   it("computes RFC 7677's client proof and server signature", function()
-    local final, sig = pg._scram_final("user", "pencil", nonce, server_first)
+    local final, sig = codec.scram_final("user", "pencil", nonce, server_first)
     assert.equal("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
       .. "p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", final)
-    assert.equal("6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", pg._b64encode(sig))
+    assert.equal("6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", codec.b64encode(sig))
   end)
 
   it("gives another proof for another password", function()
-    local a = pg._scram_final("user", "pencil", nonce, server_first)
-    local b = pg._scram_final("user", "pencil2", nonce, server_first)
+    local a = codec.scram_final("user", "pencil", nonce, server_first)
+    local b = codec.scram_final("user", "pencil2", nonce, server_first)
     assert.not_equal(a, b)
   end)
 
   it("refuses a server nonce that does not extend the client's, and bad fields", function()
     local other = server_first:gsub("^r=rOpr", "r=xOpr")
-    assert.is_nil((pg._scram_final("user", "pencil", nonce, other)))
+    assert.is_nil((codec.scram_final("user", "pencil", nonce, other)))
     local same = "r=" .. nonce .. ",s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-    assert.is_nil((pg._scram_final("user", "pencil", nonce, same)))
-    local _, why = pg._scram_final("user", "p", nonce, (server_first:gsub("i=4096", "i=0")))
+    assert.is_nil((codec.scram_final("user", "pencil", nonce, same)))
+    local _, why = codec.scram_final("user", "p", nonce, (server_first:gsub("i=4096", "i=0")))
     assert.matches("iteration count 0", why)
-    _, why = pg._scram_final("user", "p", nonce, (server_first:gsub("i=4096", "i=99999999")))
+    _, why = codec.scram_final("user", "p", nonce, (server_first:gsub("i=4096", "i=99999999")))
     assert.matches("out of range", why)
-    assert.is_nil((pg._scram_final("user", "p", nonce, (server_first:gsub("s=W22", "s=!22")))))
+    assert.is_nil((codec.scram_final("user", "p", nonce, (server_first:gsub("s=W22", "s=!22")))))
   end)
 end)
 
@@ -40,8 +41,8 @@ describe("rag.store.pg helpers", function()
     local cases = { [""] = "", f = "Zg==", fo = "Zm8=", foo = "Zm9v", foob = "Zm9vYg==",
       fooba = "Zm9vYmE=", foobar = "Zm9vYmFy" }
     for plain, enc in pairs(cases) do
-      assert.equal(enc, pg._b64encode(plain))
-      assert.equal(plain, pg._b64decode(enc))
+      assert.equal(enc, codec.b64encode(plain))
+      assert.equal(plain, codec.b64decode(enc))
     end
     local all = {}
     for i = 0, 255 do
@@ -49,15 +50,15 @@ describe("rag.store.pg helpers", function()
     end
     all = table.concat(all)
     for n = 0, 40 do
-      assert.equal(all:sub(1, n), pg._b64decode(pg._b64encode(all:sub(1, n))))
+      assert.equal(all:sub(1, n), codec.b64decode(codec.b64encode(all:sub(1, n))))
     end
-    assert.is_nil(pg._b64decode("Zm9"))
-    assert.is_nil(pg._b64decode("Zm=v"))
-    assert.is_nil(pg._b64decode("Zm9v!A=="))
+    assert.is_nil(codec.b64decode("Zm9"))
+    assert.is_nil(codec.b64decode("Zm=v"))
+    assert.is_nil(codec.b64decode("Zm9v!A=="))
   end)
 
   it("xors byte strings", function()
-    assert.equal("\0\255\15\240", pg._xor("\170\85\255\0", "\170\170\240\240"))
+    assert.equal("\0\255\15\240", codec.xor("\170\85\255\0", "\170\170\240\240"))
   end)
 
   it("parses connection URLs", function()

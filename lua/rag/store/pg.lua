@@ -5,45 +5,36 @@
 -- protocol with text parameters and typed results; transactions; a pool.
 -- Failures return `nil, msg, code, sqlstate`; misuse raises.
 -- @module rag.store.pg
--- luacheck: globals ngx
 
 local core = require("rag.core")
 local opts_check = require("rag.opts").check
+local codec = require("rag.store._pgcodec")
+local sockets = require("rag.store._pgsock")
 
 local type, tostring, tonumber, error, pcall, select = type, tostring, tonumber, error, pcall,
   select
 local setmetatable, ipairs, pairs = setmetatable, ipairs, pairs
-local byte, char, sub, format = string.byte, string.char, string.sub, string.format
+local char, sub, format = string.char, string.sub, string.format
 local concat, remove = table.concat, table.remove
-local floor, huge = math.floor, math.huge
-local hmac, pbkdf2, md5 = core.text.hmac_sha256, core.text.pbkdf2_sha256, core.text.md5
-local sha256hex, random = core.text.hash, core.text.random
-local json = core.json
+local floor = math.floor
+local md5, sha256hex, random = core.text.md5, core.text.hash, core.text.random
+local u16, u32, get32, cstring = codec.u16, codec.u32, codec.get32, codec.cstring
+local b64encode, b64decode = codec.b64encode, codec.b64decode
+local parse_fields, server_error = codec.parse_fields, codec.server_error
+local scram_final, encode_param = codec.scram_final, codec.encode_param
+local parse_columns, parse_row, new_result = codec.parse_columns, codec.parse_row,
+  codec.new_result
+local now = sockets.now
 
 local M = {}
 
 --- The value that stands for SQL NULL, in parameters and in rows.
-M.null = setmetatable({}, {
-  __tostring = function()
-    return "rag.store.pg.null"
-  end,
-  __newindex = function()
-    error("rag.store.pg.null is read-only", 2)
-  end,
-})
-local null = M.null
+M.null = codec.null
 
 local DEFAULT_PORT = 5432
 local PROTOCOL = 196608           -- 3.0
 local SSL_REQUEST = 80877103
 local MAX_MESSAGE = 1024 * 1024 * 1024 -- the server's own limit on one message
-local MAX_SCRAM_ITERATIONS = 10000000   -- refuse a server that would stall the client
-
--- ngx.get_phase() values in which cosockets work (as rag.transport.ngx).
-local COSOCKET_PHASES = {
-  rewrite = true, access = true, content = true, timer = true, ssl_cert = true,
-  ssl_session_fetch = true, ssl_client_hello = true, preread = true,
-}
 
 local CONNECT_SCHEMA = {
   dsn = { "string" },
@@ -63,318 +54,13 @@ local CONNECT_SCHEMA = {
   pool_size = { "number", default = 8, int = true, min = 0, max = 10000 },
 }
 
--- {====== Bytes ======}
-
-local function u16(n)
-  return char(floor(n / 256) % 256, n % 256)
-end
-
-local function u32(n)
-  if n < 0 then
-    n = n + 4294967296
-  end
-  return char(floor(n / 16777216) % 256, floor(n / 65536) % 256, floor(n / 256) % 256, n % 256)
-end
-
-local function get16(s, i)
-  local a, b = byte(s, i, i + 1)
-  return a * 256 + b
-end
-
-local function get32(s, i) -- signed, as the protocol's Int32
-  local a, b, c, d = byte(s, i, i + 3)
-  local n = ((a * 256 + b) * 256 + c) * 256 + d
-  return n >= 2147483648 and n - 4294967296 or n
-end
-
--- The NUL-terminated string at i and the index after its NUL.
-local function cstring(s, i)
-  local z = s:find("\0", i, true)
-  if not z then
-    return nil
-  end
-  return sub(s, i, z - 1), z + 1
-end
-
-local function xor(a, b)
-  local out = {}
-  for i = 1, #a do
-    local x, y, r, bit = byte(a, i), byte(b, i), 0, 1
-    while x > 0 or y > 0 do
-      if x % 2 ~= y % 2 then
-        r = r + bit
-      end
-      x, y, bit = floor(x / 2), floor(y / 2), bit * 2
-    end
-    out[i] = char(r)
-  end
-  return concat(out)
-end
-
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local B64_INDEX = {}
-for i = 1, 64 do
-  B64_INDEX[byte(B64, i)] = i - 1
-end
-
-local function b64encode(s)
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = byte(s, i, i + 2)
-    local n = a * 65536 + (b or 0) * 256 + (c or 0)
-    local q = { floor(n / 262144) % 64, floor(n / 4096) % 64, floor(n / 64) % 64, n % 64 }
-    out[#out + 1] = sub(B64, q[1] + 1, q[1] + 1) .. sub(B64, q[2] + 1, q[2] + 1)
-      .. (b and sub(B64, q[3] + 1, q[3] + 1) or "=") .. (c and sub(B64, q[4] + 1, q[4] + 1) or "=")
-  end
-  return concat(out)
-end
-
--- Standard base64 with padding, or nil when `s` is not that.
-local function b64decode(s)
-  if #s % 4 ~= 0 or s:find("[^%w+/=]") or s:find("=[^=]") then
-    return nil
-  end
-  local out = {}
-  for i = 1, #s, 4 do
-    local n, pad = 0, 0
-    for j = i, i + 3 do
-      local c = byte(s, j)
-      local v = B64_INDEX[c]
-      if c == 61 then
-        pad, v = pad + 1, 0
-      end
-      n = n * 64 + v
-    end
-    local bytes = char(floor(n / 65536) % 256, floor(n / 256) % 256, n % 256)
-    out[#out + 1] = sub(bytes, 1, 3 - pad)
-  end
-  return concat(out)
-end
-
-local function unhex(h)
-  return (h:gsub("..", function(x)
-    return char(tonumber(x, 16))
-  end))
-end
-
-M._b64encode, M._b64decode, M._xor = b64encode, b64decode, xor
-
 -- {====== Errors ======}
-
--- SQLSTATEs and classes with a code of their own; any other server error
--- is "provider" (the server refused the request).
-local SQLSTATE_CODES = {
-  ["28P01"] = "auth", ["28000"] = "auth", ["57014"] = "timeout", ["55P03"] = "timeout",
-  ["25P03"] = "timeout", ["57P01"] = "io", ["57P02"] = "io", ["57P03"] = "io",
-  ["53300"] = "ratelimit", ["22021"] = "encoding", ["08P01"] = "decode",
-}
-local SQLSTATE_CLASSES = { ["08"] = "io", ["28"] = "auth", ["53"] = "io", ["58"] = "io" }
 
 local function fail(code, fname, fmt, ...)
   if select("#", ...) > 0 then
     fmt = format(fmt, ...)
   end
   return nil, fname .. ": " .. fmt, code
-end
-
--- ErrorResponse / NoticeResponse fields: { S=, V=, C=, M=, D=, H=, P=, ... }
-local function parse_fields(body)
-  local f, i = {}, 1
-  while i <= #body do
-    local t = sub(body, i, i)
-    if t == "\0" then
-      break
-    end
-    local v, nxt = cstring(body, i + 1)
-    if not v then
-      break
-    end
-    f[t] = v
-    i = nxt
-  end
-  return f
-end
-
--- nil, "fname: ERROR 42601: message (detail; hint)", code, sqlstate
-local function server_error(fname, f)
-  local state = f.C or "XX000"
-  local code = SQLSTATE_CODES[state] or SQLSTATE_CLASSES[sub(state, 1, 2)] or "provider"
-  local msg = format("%s: %s %s: %s", fname, f.V or f.S or "ERROR", state, f.M or "")
-  local extra = {}
-  if f.D then extra[#extra + 1] = f.D end
-  if f.H then extra[#extra + 1] = "hint: " .. f.H end
-  if f.P then extra[#extra + 1] = "at character " .. f.P end
-  if #extra > 0 then
-    msg = msg .. " (" .. concat(extra, "; ") .. ")"
-  end
-  return nil, msg, code, state
-end
-
--- {====== Sockets: LuaSocket or an nginx cosocket ======}
-
-local function use_cosocket()
-  return type(ngx) == "table" and type(ngx.socket) == "table" and type(ngx.get_phase) ==
-    "function" and COSOCKET_PHASES[ngx.get_phase()] == true
-end
-
-local Sock = {}
-Sock.__index = Sock
-
-local function set_timeout(s, seconds)
-  if s.ngx then
-    s.raw:settimeout(floor(seconds * 1000 + 0.5))
-  else
-    s.raw:settimeout(seconds)
-  end
-end
-
--- opts: host, port, connect_timeout, timeout, pool_name, pool_size.
-local function sock_connect(o)
-  local s = setmetatable({ ngx = use_cosocket() }, Sock)
-  local raw, err, ok
-  if s.ngx then
-    raw = ngx.socket.tcp()
-  else
-    local found, socket = pcall(require, "socket")
-    if not found then
-      error("rag.store.pg: LuaSocket is missing (Debian package lua-socket, luarocks "
-        .. "luasocket); under nginx, call from a phase with cosockets", 3)
-    end
-    raw, err = socket.tcp()
-    if not raw then
-      return nil, err
-    end
-  end
-  s.raw = raw
-  set_timeout(s, o.connect_timeout)
-  if s.ngx then
-    -- Our own pool name (never nginx's default "host:port"), so that a
-    -- reused connection is one this library logged in with these credentials.
-    ok, err = raw:connect(o.host, o.port, { pool = o.pool_name, pool_size = o.pool_size })
-  else
-    ok, err = raw:connect(o.host, o.port)
-  end
-  if not ok then
-    raw:close()
-    return nil, err
-  end
-  if s.ngx then
-    s.reused = (raw:getreusedtimes() or 0) > 0
-  else
-    raw:setoption("tcp-nodelay", true)
-  end
-  set_timeout(s, o.timeout)
-  return s
-end
-
--- LuaSec reports a timeout as the TLS layer's wish to read or write more.
-local TIMEOUTS = { timeout = true, wantread = true, wantwrite = true }
-
-function Sock:send(data)
-  local n, err = self.raw:send(data)
-  if not n then
-    return nil, TIMEOUTS[err] and "timeout" or err
-  end
-  return true
-end
-
-function Sock:receive(n)
-  local data, err = self.raw:receive(n)
-  if not data then
-    return nil, TIMEOUTS[err] and "timeout" or err
-  end
-  return data
-end
-
-function Sock:close()
-  if self.raw then
-    self.raw:close()
-    self.raw = nil
-  end
-end
-
--- Whether an idle connection has something to read (a FATAL message, EOF):
--- then the server has dropped it and it must not be reused.
--- (Under nginx, idle connections wait in nginx's pool, which closes them itself.)
-function Sock:stale()
-  if self.ngx then
-    return false
-  end
-  local socket = require("socket")
-  local readable = socket.select({ self.raw }, nil, 0)
-  return readable ~= nil and #readable > 0
-end
-
--- Whether the certificate (LuaSec's x509 object) names `host`: its
--- subjectAltName IP addresses and DNS names (one leftmost "*" label), or
--- its subject's CN when it has no subjectAltName (RFC 6125).
-local function cert_names_host(cert, host)
-  local lhost = host:lower()
-  local ext = cert:extensions() or {}
-  local san = ext["2.5.29.17"]
-  if san then
-    for _, ip in ipairs(san.iPAddress or {}) do
-      if ip == host then
-        return true
-      end
-    end
-    for _, name in ipairs(san.dNSName or {}) do
-      name = name:lower()
-      local suffix = name:match("^%*(%.[^*]+%.[^*]+)$")
-      if name == lhost or (suffix and #lhost > #suffix and sub(lhost, -#suffix) == suffix
-        and not sub(lhost, 1, #lhost - #suffix):find(".", 1, true)) then
-        return true
-      end
-    end
-    return false
-  end
-  for _, e in ipairs(cert:subject() or {}) do
-    if e.name == "CN" and e.value:lower() == lhost then
-      return true
-    end
-  end
-  return false
-end
-
--- TLS on the connected socket: LuaSec for LuaSocket, sslhandshake under nginx.
-function Sock:tls(o)
-  local verify = o.ssl == "verify"
-  if self.ngx then
-    local ok, err = self.raw:sslhandshake(nil, o.host, verify)
-    if not ok then
-      return nil, err
-    end
-    return true
-  end
-  local found, ssl = pcall(require, "ssl")
-  if not found then
-    return nil, "TLS needs LuaSec (Debian package lua-sec)"
-  end
-  local conn, err = ssl.wrap(self.raw, {
-    mode = "client", protocol = "any", options = { "all", "no_sslv3" },
-    verify = verify and "peer" or "none", cafile = o.cafile,
-  })
-  if not conn then
-    return nil, err
-  end
-  if conn.sni then
-    conn:sni(o.host)
-  end
-  conn:settimeout(o.timeout)
-  local ok, herr = conn:dohandshake()
-  if not ok then
-    conn:close()
-    self.raw = nil
-    return nil, herr
-  end
-  self.raw = conn
-  if verify then
-    local cert = conn:getpeercertificate()
-    if not cert or not cert_names_host(cert, o.host) then
-      return nil, "the server's certificate is not for " .. o.host
-    end
-  end
-  return true
 end
 
 -- {====== Connection: messages ======}
@@ -431,32 +117,6 @@ local function message(t, body)
 end
 
 -- {====== Connection: startup and authentication ======}
-
--- SCRAM-SHA-256's arithmetic (RFC 5802, section 3): from the password, the
--- user name and nonce of the client-first-message, and the
--- server-first-message: the client-final-message and the server signature
--- to expect | nil, why. PostgreSQL takes the user from the startup message
--- and the client sends an empty one.
-local function scram_final(user, password, nonce, server_first)
-  local r = server_first:match("^r=([^,]+)")
-  local s, i = server_first:match(",s=([^,]+),i=(%d+)")
-  local salt = s and b64decode(s)
-  i = tonumber(i)
-  if not r or not salt or not i or sub(r, 1, #nonce) ~= nonce or #r == #nonce then
-    return nil, "bad SCRAM server-first-message"
-  end
-  if i < 1 or i > MAX_SCRAM_ITERATIONS then
-    return nil, format("SCRAM iteration count %d out of range", i)
-  end
-  local salted = pbkdf2(password, salt, i)
-  local client_key = hmac(salted, "Client Key")
-  local stored_key = unhex(sha256hex(client_key))
-  local final_bare = "c=biws,r=" .. r
-  local auth_message = "n=" .. user .. ",r=" .. nonce .. "," .. server_first .. "," .. final_bare
-  local proof = xor(client_key, hmac(stored_key, auth_message))
-  return final_bare .. ",p=" .. b64encode(proof), hmac(hmac(salted, "Server Key"), auth_message)
-end
-M._scram_final = scram_final
 
 -- The next authentication message: its body after the Int32 kind | nil, msg, code.
 function Conn:_auth_step(fname, want)
@@ -734,7 +394,7 @@ end
 
 -- A connected, authenticated connection on options already checked.
 local function open(fname, o)
-  local sock, err = sock_connect(o)
+  local sock, err = sockets.connect(o)
   if not sock then
     local code = err == "timeout" and "timeout" or "io"
     return fail(code, fname, "connecting to %s:%d: %s", o.host, o.port, tostring(err))
@@ -784,122 +444,7 @@ function M.connect(opts)
   return open("rag.store.pg.connect", o)
 end
 
--- {====== Values ======}
-
-local mtype = math.type
-
-local function is_integer(v)
-  if mtype then
-    return mtype(v) == "integer"
-  end
-  return v == floor(v) and v > -2 ^ 53 and v < 2 ^ 53
-end
-
--- The text form of a Lua value as a parameter; nil for SQL NULL.
-local function encode_param(fname, v, i)
-  local t = type(v)
-  if v == nil or v == null then
-    return nil
-  elseif t == "string" then
-    return v
-  elseif t == "boolean" then
-    return v and "true" or "false"
-  elseif t == "number" then
-    if v ~= v then
-      return "NaN"
-    elseif v == huge then
-      return "Infinity"
-    elseif v == -huge then
-      return "-Infinity"
-    elseif is_integer(v) then
-      return format("%d", v)
-    end
-    for _, p in ipairs({ "%.15g", "%.16g" }) do
-      local s = format(p, v)
-      if tonumber(s) == v then
-        return s
-      end
-    end
-    return format("%.17g", v)
-  elseif t == "table" then
-    local s, err = json.encode(v)
-    if not s then
-      error(format("%s: parameter %d: %s", fname, i, err), 4)
-    end
-    return s
-  end
-  error(format("%s: parameter %d: cannot send a %s", fname, i, t), 4)
-end
-
-local function parse_float(s)
-  if s == "NaN" then
-    return 0 / 0
-  elseif s == "Infinity" then
-    return huge
-  elseif s == "-Infinity" then
-    return -huge
-  end
-  return tonumber(s)
-end
-
-local function parse_json(s)
-  local v = json.decode(s)
-  if v == nil then
-    return s
-  end
-  return v
-end
-
--- Type OID -> parser of the text form (any other type stays a string).
-local DECODERS = {
-  [16] = function(s) return s == "t" end,
-  [20] = tonumber, [21] = tonumber, [23] = tonumber, [26] = tonumber,
-  [700] = parse_float, [701] = parse_float,
-  [114] = parse_json, [3802] = parse_json,
-}
-
 -- {====== Queries ======}
-
--- RowDescription -> columns { { name=, type=, decode= }, ... }
-local function parse_columns(body)
-  local n, i, cols = get16(body, 1), 3, {}
-  for k = 1, n do
-    local name, nxt = cstring(body, i)
-    local oid = get32(body, nxt + 6)
-    cols[k] = { name = name, type = oid, decode = DECODERS[oid] }
-    i = nxt + 18
-  end
-  return cols
-end
-
-local function parse_row(body, cols)
-  local row, i = {}, 3
-  for k = 1, #cols do
-    local len = get32(body, i)
-    i = i + 4
-    local col = cols[k]
-    if len < 0 then
-      row[col.name] = null
-    else
-      local s = sub(body, i, i + len - 1)
-      i = i + len
-      if col.decode then
-        row[col.name] = col.decode(s)
-      else
-        row[col.name] = s
-      end
-    end
-  end
-  return row
-end
-
-local function new_result(cols)
-  local names = {}
-  for k, c in ipairs(cols or {}) do
-    names[k] = c.name
-  end
-  return { columns = names }
-end
 
 -- Reads one request's replies until ReadyForQuery: the last statement's
 -- result | nil, msg, code, sqlstate (the first error).
@@ -1117,14 +662,6 @@ function M.pool(opts)
   return setmetatable({ opts = o, idle = {} }, Pool)
 end
 
-local function now()
-  if use_cosocket() then
-    return ngx.now()
-  end
-  local ok, socket = pcall(require, "socket")
-  return ok and socket.gettime() or os.time()
-end
-
 --- A connection from the pool: an idle one that the server has not
 -- dropped, or a new one. @return conn | nil, msg, code, sqlstate
 function Pool:acquire()
@@ -1135,7 +672,7 @@ function Pool:acquire()
   while #self.idle > 0 do
     local c = remove(self.idle)
     if c.idle_since + self.opts.keepalive >= t and not c.sock:stale() then
-      set_timeout(c.sock, self.opts.timeout)
+      c.sock:settimeout(self.opts.timeout)
       return c
     end
     c:_break()
@@ -1150,7 +687,7 @@ function Pool:release(c)
     return
   end
   if c.sock.ngx then
-    local ok = c.sock.raw:setkeepalive(floor(self.opts.keepalive * 1000), self.opts.pool_size)
+    local ok = c.sock:keepalive(floor(self.opts.keepalive * 1000), self.opts.pool_size)
     if not ok then
       c:_break()
     end
