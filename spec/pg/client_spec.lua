@@ -242,6 +242,24 @@ describe("rag.store.pg values", function()
 end)
 
 describe("rag.store.pg errors", function()
+  it("cancels a running statement with conn:cancel", function()
+    local c, other = connect(), connect()
+    assert(other:query("SELECT pg_advisory_lock(42)"))
+    -- c waits for the lock until cancelled from here, with c's own backend key
+    local sql = "SELECT pg_advisory_lock(42)\0"
+    assert(c:_send("test", "Q\0\0\0" .. string.char(4 + #sql) .. sql)) -- a Query message
+    socket.sleep(0.1)
+    assert.is_true(c:cancel())
+    local rows, msg, code, state = c:_results("rag.store.pg.query")
+    assert.is_nil(rows)
+    assert.equal("timeout", code)
+    assert.equal("57014", state)
+    assert.matches("canceling statement due to user request", msg)
+    assert.equal(1, one(c, "SELECT 1 AS one").one)
+    other:close()
+    c:close()
+  end)
+
   it("gives a syntax error's SQLSTATE and keeps the connection usable", function()
     local c = connect()
     local rows, msg, code, state = c:query("SELEC 1")
@@ -284,6 +302,18 @@ describe("rag.store.pg errors", function()
       assert.matches("^rag.store.pg.query: reading from 127.0.0.1:%d+: timeout$", msg)
       assert.is_true(socket.gettime() - t0 < 1)
       assert.is_true(c:info().broken)
+      -- the statement was cancelled on the server, not left to run its 2 s
+      local watcher, gone = connect(), false
+      for _ = 1, 50 do
+        if #assert(watcher:query("SELECT 1 FROM pg_stat_activity WHERE pid = $1::int "
+          .. "AND state = 'active'", { c:info().pid })) == 0 then
+          gone = true
+          break
+        end
+        socket.sleep(0.01)
+      end
+      watcher:close()
+      assert.is_true(gone)
       rows, msg, code = c:query("SELECT 1")
       assert.is_nil(rows)
       assert.equal("io", code)

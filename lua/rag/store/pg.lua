@@ -34,6 +34,7 @@ M.null = codec.null
 local DEFAULT_PORT = 5432
 local PROTOCOL = 196608           -- 3.0
 local SSL_REQUEST = 80877103
+local CANCEL_REQUEST = 80877102
 local MAX_MESSAGE = 1024 * 1024 * 1024 -- the server's own limit on one message
 
 local CONNECT_SCHEMA = {
@@ -76,8 +77,13 @@ function Conn:_break()
   end
 end
 
--- The I/O failure's code: "timeout" for a timeout, else "io".
+-- The I/O failure's code: "timeout" for a timeout, else "io". A timeout
+-- after startup also asks the server to cancel the statement, which would
+-- otherwise run on until it next writes to the closed connection.
 function Conn:_io(fname, what, err)
+  if err == "timeout" and self.pid and not self.broken then
+    self:cancel()
+  end
   self:_break()
   local code = err == "timeout" and "timeout" or "io"
   return fail(code, fname, "%s %s:%d: %s", what, self.host, self.port, tostring(err))
@@ -622,6 +628,37 @@ function Conn:transaction(fn)
       or "fn ended the transaction itself")
   end
   return unpack(res, 2, res.n)
+end
+
+--- Asks the server to cancel the statement this connection is running
+-- (a CancelRequest on a new connection, as libpq's PQcancel); the statement
+-- then fails with SQLSTATE 57014. Harmless when nothing runs.
+-- @return true | nil, msg, code
+function Conn:cancel()
+  local fname = "rag.store.pg.cancel"
+  if not self.pid then
+    return fail("io", fname, "the server gave no backend key")
+  end
+  local o = {}
+  for k, v in pairs(self.opts) do
+    o[k] = v
+  end
+  o.pool_name = o.pool_name .. ":cancel"
+  local s, err = sockets.connect(o)
+  if not s then
+    return fail(err == "timeout" and "timeout" or "io", fname, "connecting to %s:%d: %s",
+      self.host, self.port, tostring(err))
+  end
+  local ok
+  ok, err = s:send(u32(16) .. u32(CANCEL_REQUEST) .. u32(self.pid) .. self.secret)
+  if ok then
+    s:receive(1) -- the server closes the connection once it has read the request
+  end
+  s:close()
+  if not ok then
+    return fail("io", fname, "sending to %s:%d: %s", self.host, self.port, tostring(err))
+  end
+  return true
 end
 
 --- Closes the connection (Terminate); idempotent.
