@@ -102,3 +102,54 @@ describe("rag.store.pg helpers", function()
     assert.has_error(function() pg.null.x = 1 end)
   end)
 end)
+
+describe("rag.store.pg against an impostor server", function()
+  -- spec/fixtures/pgfake.py serves one connection as the scenario says.
+  local function against(scenario, opts)
+    local srv = io.popen("python3 spec/fixtures/pgfake.py " .. scenario)
+    local port = tonumber(srv:read("*l"))
+    local o = { port = port, user = "u", password = "secret", connect_timeout = 5, timeout = 5 }
+    for k, v in pairs(opts or {}) do
+      o[k] = v or nil -- false: leave the option out
+    end
+    local c, msg, code = pg.connect(o)
+    srv:close()
+    return c, msg, code
+  end
+
+  it("refuses a server whose SCRAM signature is wrong", function()
+    local c, msg, code = against("badsig")
+    assert.is_nil(c)
+    assert.equal("auth", code)
+    assert.matches("SCRAM signature does not match", msg)
+  end)
+
+  it("refuses SASL without SCRAM-SHA-256, and other methods", function()
+    local c, msg, code = against("nomech")
+    assert.is_nil(c)
+    assert.equal("auth", code)
+    assert.matches("no supported SASL mechanism %(SCRAM%-SHA%-256%-PLUS", msg)
+    c, msg, code = against("gss")
+    assert.is_nil(c)
+    assert.equal("auth", code)
+    assert.matches("unsupported authentication request 7", msg)
+  end)
+
+  it("gives \"auth\" when a password is asked for and none was given", function()
+    local c, msg, code = against("gss", { password = false })
+    assert.is_nil(c)
+    assert.equal("auth", code)
+    assert.matches("none was given", msg)
+  end)
+
+  it("gives \"decode\" for a broken message and \"io\" for a dropped connection", function()
+    local c, msg, code = against("badlen")
+    assert.is_nil(c)
+    assert.equal("decode", code)
+    assert.matches("bad message length 2", msg)
+    c, msg, code = against("dropped")
+    assert.is_nil(c)
+    assert.equal("io", code)
+    assert.matches("connection closed", msg)
+  end)
+end)
