@@ -154,7 +154,13 @@ end
 function Sock:tls(o)
   local verify = o.ssl == "verify"
   if self.ngx then
-    local ok, err = self.raw:sslhandshake(nil, o.host, verify)
+    -- lua-resty-core before 0.1.31 fails an assertion, instead of returning
+    -- the error, when a handshake that completes at once then fails
+    -- verification (openresty/lua-resty-core#499): that is a failure too.
+    local done, ok, err = pcall(self.raw.sslhandshake, self.raw, nil, o.host, verify)
+    if not done then
+      return nil, "handshake failed (" .. tostring(ok) .. ")"
+    end
     if not ok then
       return nil, err
     end
