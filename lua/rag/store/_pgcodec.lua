@@ -223,6 +223,8 @@ function M.encode_param(fname, v, i)
       return "-Infinity"
     elseif is_integer(v) then
       return format("%d", v)
+    elseif v == floor(v) and v > -2 ^ 63 and v < 2 ^ 63 then
+      return format("%.0f", v) -- an integral float (LuaJIT beyond 2^53): digits, no exponent
     end
     for _, p in ipairs({ "%.15g", "%.16g" }) do
       local s = format(p, v)
