@@ -48,7 +48,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
-  test-serve test-pg asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
+  test-serve test-pg bench-pg asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean
@@ -112,6 +112,13 @@ test-pg: deps
 	@$(MAKE) --no-print-directory all LUA_VERSION=5.4
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
 	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh
+
+# rag.store.pg on one loopback connection (bench/pg.lua) against test-pg's
+# cluster: round trips/s prepared and not, simple protocol, pool, 100-row
+# results, a pgvector top-10 with a vector parameter, logins; TLS and plain.
+bench-pg: all
+	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh -- env LUA_PATH='$(LPATH);;' \
+	  LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/pg.lua
 
 # rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
 # over three chunk sizes opens with no console message and no network request,

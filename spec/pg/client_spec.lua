@@ -241,6 +241,58 @@ describe("rag.store.pg values", function()
   end)
 end)
 
+describe("rag.store.pg prepared statements", function()
+  local function prepared(c)
+    return one(c, "SELECT count(*) AS n FROM pg_prepared_statements").n
+  end
+
+  it("prepares each statement once per connection", function()
+    local c = connect()
+    for i = 1, 3 do
+      assert.equal(i, one(c, "SELECT $1::int AS x", { i }).x)
+    end
+    assert.equal(2, prepared(c)) -- that one and the count
+    assert.equal(2, prepared(c))
+    c:close()
+    c = connect(DSN, { prepare = false })
+    assert.equal(7, one(c, "SELECT $1::int AS x", { 7 }).x)
+    assert.equal(0, prepared(c))
+    c:close()
+  end)
+
+  it("prepares again after DISCARD ALL and after the columns changed", function()
+    local c = connect()
+    assert.equal(1, one(c, "SELECT $1::int AS x", { 1 }).x)
+    assert(c:exec("DISCARD ALL"))
+    assert.equal(2, one(c, "SELECT $1::int AS x", { 2 }).x)
+    assert(c:exec("CREATE TEMP TABLE p (a int); INSERT INTO p VALUES (1)"))
+    assert.same({ a = 1 }, one(c, "SELECT * FROM p"))
+    assert(c:exec("ALTER TABLE p ADD COLUMN b text DEFAULT 'x'"))
+    assert.same({ a = 1, b = "x" }, one(c, "SELECT * FROM p"))
+    c:close()
+  end)
+
+  it("keeps at most 100, closing the oldest", function()
+    local c = connect()
+    for i = 1, 120 do
+      assert.equal(i, one(c, "SELECT " .. i .. " AS x").x)
+    end
+    local n = prepared(c)
+    assert.is_true(n >= 90 and n <= 101, tostring(n))
+    c:close()
+  end)
+
+  it("keeps no statement that failed to parse, and keeps one whose parameters failed", function()
+    local c = connect()
+    assert.is_nil(c:query("SELEC $1", { 1 }))
+    assert.equal(1, prepared(c)) -- only the count
+    assert.is_nil(c:query("SELECT $1::int AS x", { "not a number" }))
+    assert.equal(5, one(c, "SELECT $1::int AS x", { 5 }).x)
+    assert.equal(2, prepared(c))
+    c:close()
+  end)
+end)
+
 describe("rag.store.pg errors", function()
   it("cancels a running statement with conn:cancel", function()
     local c, other = connect(), connect()

@@ -83,6 +83,13 @@ for i = 1, 64 do
   B64_INDEX[byte(B64, i)] = i - 1
 end
 
+-- Lowercase hex of the bytes of s.
+function M.hex(s)
+  return (s:gsub(".", function(c)
+    return format("%02x", byte(c))
+  end))
+end
+
 function M.b64encode(s)
   local out = {}
   for i = 1, #s, 3 do

@@ -36,6 +36,7 @@ local PROTOCOL = 196608           -- 3.0
 local SSL_REQUEST = 80877103
 local CANCEL_REQUEST = 80877102
 local MAX_MESSAGE = 1024 * 1024 * 1024 -- the server's own limit on one message
+local MAX_STATEMENTS = 100              -- prepared statements kept per connection
 
 local CONNECT_SCHEMA = {
   dsn = { "string" },
@@ -50,6 +51,7 @@ local CONNECT_SCHEMA = {
   cafile = { "string" },
   cleartext = { "boolean", default = false },
   application_name = { "string", default = "rag" },
+  prepare = { "boolean", default = true },
   params = { "table" },
   keepalive = { "number", default = 60, min = 0 },
   pool_size = { "number", default = 8, int = true, min = 0, max = 10000 },
@@ -406,7 +408,13 @@ local function open(fname, o)
     return fail(code, fname, "connecting to %s:%d: %s", o.host, o.port, tostring(err))
   end
   local c = setmetatable({ sock = sock, host = o.host, port = o.port, opts = o,
-    parameters = {}, status = "I", broken = false }, Conn)
+    parameters = {}, status = "I", broken = false, closing = {} }, Conn)
+  -- Prepared statements, unless off or under nginx, whose pool hands the
+  -- server's session from request to request without this table.
+  if o.prepare and not sock.ngx then
+    c.stmts, c.stmt_order, c.seq = {}, {}, 0
+    c.stmt_prefix = "rag_" .. codec.hex(random(4)) .. "_"
+  end
   if sock.reused then -- a cosocket from nginx's pool: already past startup
     return c
   end
@@ -454,8 +462,8 @@ end
 
 -- Reads one request's replies until ReadyForQuery: the last statement's
 -- result | nil, msg, code, sqlstate (the first error).
-function Conn:_results(fname)
-  local res, cols = new_result(), nil
+function Conn:_results(fname, cols)
+  local res = new_result(cols)
   local err_fields
   while true do
     local t, body, code = self:_read(fname)
@@ -469,6 +477,7 @@ function Conn:_results(fname)
     elseif t == "T" then
       cols = parse_columns(body)
       res = new_result(cols)
+      self._described = cols
     elseif t == "C" then
       local tag = cstring(body, 1)
       res.command = tag
@@ -495,6 +504,9 @@ function Conn:_results(fname)
     elseif t == "n" then
       cols = nil
       res = new_result()
+      self._described = false
+    elseif t == "1" then
+      self._parsed = true
     elseif t == "S" then
       local k, nxt = cstring(body, 1)
       self.parameters[k] = cstring(body, nxt)
@@ -503,7 +515,7 @@ function Conn:_results(fname)
       if not ok then
         return nil, msg, c2
       end
-    elseif t ~= "1" and t ~= "2" and t ~= "3" and t ~= "N" and t ~= "A" and t ~= "s"
+    elseif t ~= "2" and t ~= "3" and t ~= "t" and t ~= "N" and t ~= "A" and t ~= "s"
       and t ~= "H" and t ~= "d" and t ~= "c" then
       self:_break()
       return fail("decode", fname, "unexpected message '%s'", t)
@@ -540,8 +552,34 @@ function Conn:exec(sql)
   return self:_results(fname)
 end
 
---- Runs one statement by the extended protocol (Parse, Bind, Describe,
--- Execute, Sync in one round trip) with `$1, $2, ...` bound to `params`.
+-- Forgets the prepared statement of `sql`; the server's copy is closed with
+-- the next request.
+function Conn:_unprepare(sql)
+  local st = self.stmts[sql]
+  if st then
+    self.stmts[sql] = nil
+    self.closing[#self.closing + 1] = message("C", "S" .. st.name .. "\0")
+  end
+end
+
+-- Keeps the statement just parsed as `name` for `sql`, closing the oldest
+-- one beyond MAX_STATEMENTS.
+function Conn:_keep(sql, name, cols)
+  self.stmts[sql] = { name = name, cols = cols or nil }
+  local order = self.stmt_order
+  order[#order + 1] = sql
+  while #order > MAX_STATEMENTS do
+    local old = remove(order, 1)
+    if self.stmts[old] and old ~= sql then
+      self:_unprepare(old)
+    end
+  end
+end
+
+--- Runs one statement by the extended protocol with `$1, $2, ...` bound to
+-- `params`, in one round trip: Parse (the first time), Bind, Execute, Sync.
+-- With `prepare` (the default in plain Lua) each connection keeps up to 100
+-- statements prepared, so later runs skip parsing and planning.
 -- @tparam string sql one statement
 -- @tparam[opt] table params values: strings, numbers, booleans, tables
 --   (sent as JSON), `rag.store.pg.null` or nil up to `params.n`
@@ -564,21 +602,54 @@ function Conn:query(sql, params)
   if n > 65535 then
     error(fname .. ": at most 65535 parameters", 2)
   end
-  local bind = { "\0\0", u16(0), u16(n) }
+  local st = self.stmts and self.stmts[sql]
+  local name, out = "", self.closing
+  self.closing = {}
+  if st then
+    name = st.name
+  elseif self.stmts then
+    self.seq = self.seq + 1
+    name = self.stmt_prefix .. self.seq
+    out[#out + 1] = message("P", name .. "\0" .. sql .. "\0" .. u16(0))
+    out[#out + 1] = message("D", "S" .. name .. "\0")
+  else
+    out[#out + 1] = message("P", "\0" .. sql .. "\0" .. u16(0))
+  end
+  local bind = { "\0", name, "\0", u16(0), u16(n) }
   for i = 1, n do
     local s = encode_param(fname, params[i], i)
     bind[#bind + 1] = s and (u32(#s) .. s) or u32(-1)
   end
   bind[#bind + 1] = u16(0)
-  local out = concat({
-    message("P", "\0" .. sql .. "\0" .. u16(0)), message("B", concat(bind)),
-    message("D", "P\0"), message("E", "\0" .. u32(0)), message("S", ""),
-  })
-  ok, msg, code = self:_send(fname, out)
+  out[#out + 1] = message("B", concat(bind))
+  if not self.stmts then
+    out[#out + 1] = message("D", "P\0")
+  end
+  out[#out + 1] = message("E", "\0" .. u32(0))
+  out[#out + 1] = message("S", "")
+  ok, msg, code = self:_send(fname, concat(out))
   if not ok then
     return nil, msg, code
   end
-  return self:_results(fname)
+  self._parsed, self._described = false, nil
+  local res, state
+  res, msg, code, state = self:_results(fname, st and st.cols)
+  if self.stmts and not st and self._parsed then
+    if self._described ~= nil then
+      self:_keep(sql, name, self._described)
+    else
+      self.closing[#self.closing + 1] = message("C", "S" .. name .. "\0")
+    end
+  end
+  -- A kept statement that the server no longer has (DISCARD ALL), or whose
+  -- result columns changed (ALTER TABLE): prepared again, run once more.
+  if not res and st and (state == "26000" or state == "0A000") then
+    self:_unprepare(sql)
+    if self.status == "I" and not self.broken then
+      return self:query(sql, params)
+    end
+  end
+  return res, msg, code, state
 end
 
 local unpack = table.unpack or unpack
