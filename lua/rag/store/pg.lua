@@ -13,7 +13,7 @@ local sockets = require("rag.store._pgsock")
 
 local type, tostring, tonumber, error, pcall, select = type, tostring, tonumber, error, pcall,
   select
-local setmetatable, ipairs, pairs = setmetatable, ipairs, pairs
+local setmetatable, getmetatable, ipairs, pairs = setmetatable, getmetatable, ipairs, pairs
 local char, sub, format = string.char, string.sub, string.format
 local concat, remove = table.concat, table.remove
 local floor = math.floor
@@ -790,6 +790,9 @@ end
 
 --- Gives a connection back: kept when it is healthy and idle, closed otherwise.
 function Pool:release(c)
+  if getmetatable(c) ~= Conn then
+    error("rag.store.pg.release: not a connection: " .. tostring(c), 2)
+  end
   if c.broken or c.closed or c.status ~= "I" then
     c:close()
     return
