@@ -372,6 +372,18 @@ describe("rag.store.pg errors", function()
       assert.matches("broken", msg)
     end)
 
+    it("applies conn:settimeout to later reads" .. over, function()
+      local c = connect(DSN, { ssl = ssl })
+      c:settimeout(0.2)
+      local rows, _, code = c:query("SELECT pg_sleep(1)")
+      assert.is_nil(rows)
+      assert.equal("timeout", code)
+      assert.has_error(function() c:settimeout(0) end)
+      c:close()
+      assert.has_error(function() c:settimeout(1) end,
+        "rag.store.pg.settimeout: connection is closed")
+    end)
+
     it("gives \"io\" for a connection killed by pg_terminate_backend" .. over, function()
       local victim, killer = connect(DSN, { ssl = ssl }), connect()
       local pid = victim:info().pid

@@ -701,6 +701,26 @@ function Conn:transaction(fn)
   return unpack(res, 2, res.n)
 end
 
+--- Sets the time each later read or write may take on this connection
+-- (the `timeout` option), e.g. longer for building an index.
+-- @tparam number seconds more than 0
+-- @raise on a bad value or a closed connection
+function Conn:settimeout(seconds)
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0 then
+    error("rag.store.pg.settimeout: seconds must be a number > 0", 2)
+  end
+  self:_check_open("rag.store.pg.settimeout", 2)
+  local o = {}
+  for k, v in pairs(self.opts) do
+    o[k] = v
+  end
+  o.timeout = seconds
+  self.opts = o
+  if not self.broken then
+    self.sock:settimeout(seconds)
+  end
+end
+
 --- Asks the server to cancel the statement this connection is running
 -- (a CancelRequest on a new connection, as libpq's PQcancel); the statement
 -- then fails with SQLSTATE 57014. Harmless when nothing runs.
