@@ -57,7 +57,8 @@ function M.connect(o)
   if s.ngx then
     -- Our own pool name (never nginx's default "host:port"), so that a
     -- reused connection is one this library logged in with these credentials.
-    ok, err = raw:connect(o.host, o.port, { pool = o.pool_name, pool_size = o.pool_size })
+    ok, err = raw:connect(o.host, o.port, { pool = o.pool_name,
+      pool_size = o.pool_size > 0 and o.pool_size or nil })
   else
     ok, err = raw:connect(o.host, o.port)
   end

@@ -817,12 +817,16 @@ function Pool:release(c)
     c:close()
     return
   end
-  if c.sock.ngx then
-    local ok = c.sock:keepalive(floor(self.opts.keepalive * 1000), self.opts.pool_size)
-    if not ok then
-      c:_break()
+  if c.sock.ngx then -- nginx's pool (a keepalive of 0 there would mean forever)
+    local o = self.opts
+    if o.pool_size > 0 and o.keepalive > 0 and not self.closed then
+      if not c.sock:keepalive(floor(o.keepalive * 1000 + 0.5), o.pool_size) then
+        c:_break()
+      end
+      c.closed = true
+    else
+      c:close()
     end
-    c.closed = true
     return
   end
   if #self.idle >= self.opts.pool_size or self.closed then
