@@ -18,7 +18,7 @@ endif
 # Debian packages: the build and `make test`; the version matrix; `make asan`.
 DEB_PKGS := gcc make pkg-config python3 lua5.4 liblua5.4-dev libcurl4-openssl-dev \
   libcjson-dev libutf8proc-dev libstemmer-dev libssl-dev libxml2-dev lua-busted luarocks \
-  poppler-utils sqlite3 libxml2-utils
+  poppler-utils sqlite3 libxml2-utils lua-socket
 MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
   luajit2 libluajit2-5.1-dev
 ASAN_PKGS := clang libclang-rt-14-dev
@@ -48,7 +48,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
-  test-serve asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
+  test-serve test-pg bench-pg asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean host host-bench test-host
@@ -99,6 +99,26 @@ test-serve:
 	@$(MAKE) --no-print-directory all LUA_VERSION=5.4
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
 	@bash spec/serve/run.sh
+
+# The PostgreSQL specs (spec/pg/run.sh): installs PostgreSQL 15, builds
+# pgvector from its Debian source package once (build/pgvector), starts a
+# private cluster on a free loopback port, runs spec/pg under Lua 5.4 and
+# LuaJIT and spec/pg/ngx_checks.lua in nginx, and stops it; skips with one
+# line when PostgreSQL cannot be had. About 6 s once built. The last line is
+# "N passed, N failed" (the three runs).
+PG_PKGS := postgresql-15 postgresql-server-dev-15 dpkg-dev lua-socket lua-sec python3 openssl
+test-pg: deps
+	@sh .ci/deps $(OPENRESTY_PKGS)
+	@$(MAKE) --no-print-directory all LUA_VERSION=5.4
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh
+
+# rag.store.pg on one loopback connection (bench/pg.lua) against test-pg's
+# cluster: round trips/s prepared and not, simple protocol, pool, 100-row
+# results, a pgvector top-10 with a vector parameter, logins; TLS and plain.
+bench-pg: all
+	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh -- env LUA_PATH='$(LPATH);;' \
+	  LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/pg.lua
 
 # rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
 # over three chunk sizes opens with no console message and no network request,

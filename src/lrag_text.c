@@ -1,7 +1,9 @@
 /*
 ** lrag_text.c: rag.text, text utilities in C: normalize(s [, opts]),
-** hash(s), the lowercase hex SHA-256 used to key caches by content, and
-** valid(s), whether s is UTF-8 (rag.load's check of every file).
+** hash(s), the lowercase hex SHA-256 used to key caches by content,
+** valid(s), whether s is UTF-8 (rag.load's check of every file), and the
+** primitives of password authentication (rag.store.pg): hmac_sha256,
+** pbkdf2_sha256, md5, random.
 */
 #include "lrag.h"
 
@@ -56,19 +58,99 @@ static int text_normalize(lua_State *L) {
   return 1;
 }
 
+static void push_hex(lua_State *L, const unsigned char *d, size_t n);
+
 static int text_hash(lua_State *L) {
-  static const char hex[] = "0123456789abcdef";
   unsigned char digest[RAG_DIGEST_SHA256_LEN];
-  char out[2 * RAG_DIGEST_SHA256_LEN];
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   int rc = rag_digest_sha256(s, len, digest);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.hash", NULL);
-  for (int i = 0; i < RAG_DIGEST_SHA256_LEN; i++) {
-    out[2 * i] = hex[digest[i] >> 4];
-    out[2 * i + 1] = hex[digest[i] & 15];
+  push_hex(L, digest, sizeof digest);
+  return 1;
+}
+
+static void push_hex(lua_State *L, const unsigned char *d, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  char out[2 * RAG_DIGEST_SHA256_LEN];
+  size_t i;
+  for (i = 0; i < n && i < RAG_DIGEST_SHA256_LEN; i++) {
+    out[2 * i] = hex[d[i] >> 4];
+    out[2 * i + 1] = hex[d[i] & 15];
   }
-  lua_pushlstring(L, out, sizeof out);
+  lua_pushlstring(L, out, 2 * i);
+}
+
+/* text.hmac_sha256(key, msg) -> the 32 raw bytes of HMAC-SHA-256. */
+static int text_hmac_sha256(lua_State *L) {
+  unsigned char mac[RAG_DIGEST_SHA256_LEN];
+  size_t klen, mlen;
+  const char *key = luaL_checklstring(L, 1, &klen);
+  const char *msg = luaL_checklstring(L, 2, &mlen);
+  int rc = rag_digest_hmac_sha256(key, klen, msg, mlen, mac);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.hmac_sha256", NULL);
+  lua_pushlstring(L, (const char *)mac, sizeof mac);
+  return 1;
+}
+
+/*
+** The integer argument at idx in [lo, hi], or `def` when absent (def >= 0);
+** raises on a fraction too, which luaL_checkinteger rounds away before 5.3.
+*/
+static lua_Integer int_arg(lua_State *L, int idx, lua_Number lo, lua_Number hi, lua_Integer def,
+                           const char *msg) {
+  lua_Number n;
+  if (def >= 0 && lua_isnoneornil(L, idx)) return def;
+  n = luaL_checknumber(L, idx);
+  if (!(n >= lo && n <= hi) || n != (lua_Number)(lua_Integer)n)
+    luaL_argerror(L, idx, msg);
+  return (lua_Integer)n;
+}
+
+/* The longest key pbkdf2_sha256 derives: far beyond any protocol's need. */
+#define PBKDF2_MAX_LEN (1 << 20)
+
+/* text.pbkdf2_sha256(password, salt, iterations [, length = 32]) -> raw bytes. */
+static int text_pbkdf2_sha256(lua_State *L) {
+  size_t plen, slen;
+  const char *pw = luaL_checklstring(L, 1, &plen);
+  const char *salt = luaL_checklstring(L, 2, &slen);
+  lua_Integer iter = int_arg(L, 3, 1, 4294967295.0, -1,
+                             "iterations must be an integer in [1, 4294967295]");
+  lua_Integer len = int_arg(L, 4, 1, PBKDF2_MAX_LEN, RAG_DIGEST_SHA256_LEN,
+                            "length must be an integer in [1, 1048576]");
+  unsigned char *out;
+  int rc;
+  out = (unsigned char *)lua_newuserdatauv(L, (size_t)len, 0);
+  rc = rag_digest_pbkdf2_sha256(pw, plen, salt, slen, (uint32_t)iter, out, (size_t)len);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.pbkdf2_sha256", NULL);
+  lua_pushlstring(L, (const char *)out, (size_t)len);
+  return 1;
+}
+
+/* text.md5(s) -> lowercase hex MD5 (PostgreSQL's md5 password exchange). */
+static int text_md5(lua_State *L) {
+  unsigned char d[RAG_DIGEST_MD5_LEN];
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  int rc = rag_digest_md5(s, len, d);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.md5", NULL);
+  push_hex(L, d, sizeof d);
+  return 1;
+}
+
+/* The most bytes text.random gives at once. */
+#define RANDOM_MAX_LEN 65536
+
+/* text.random(n) -> n bytes from the CSPRNG | nil, msg, "io". */
+static int text_random(lua_State *L) {
+  lua_Integer n = int_arg(L, 1, 0, RANDOM_MAX_LEN, -1, "n must be an integer in [0, 65536]");
+  unsigned char *out;
+  int rc;
+  out = (unsigned char *)lua_newuserdatauv(L, n > 0 ? (size_t)n : 1, 0);
+  rc = rag_digest_random(out, (size_t)n);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.random", "no random bytes to be had");
+  lua_pushlstring(L, (const char *)out, (size_t)n);
   return 1;
 }
 
@@ -84,7 +166,14 @@ static int text_valid(lua_State *L) {
 }
 
 static const luaL_Reg text_funcs[] = {
-    {"hash", text_hash}, {"normalize", text_normalize}, {"valid", text_valid}, {NULL, NULL},
+    {"hash", text_hash},
+    {"hmac_sha256", text_hmac_sha256},
+    {"md5", text_md5},
+    {"normalize", text_normalize},
+    {"pbkdf2_sha256", text_pbkdf2_sha256},
+    {"random", text_random},
+    {"valid", text_valid},
+    {NULL, NULL},
 };
 
 int lrag_open_text(lua_State *L) {

@@ -1,7 +1,8 @@
 /*
 ** rag_digest.c: SHA-256 (FIPS 180-4) through OpenSSL's one-algorithm SHA256
 ** functions, with the context on the stack: thread-safe, no state kept
-** between calls; CRC-32 by tables.
+** between calls; HMAC (RFC 2104) and PBKDF2 (RFC 8018) built on them; MD5
+** and random bytes from libcrypto; CRC-32 by tables.
 */
 #include "rag_digest.h"
 
@@ -13,8 +14,11 @@
 ** that function directly (SHA-NI or AVX2 where the CPU has them).
 */
 #define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/md5.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "rag.h"
 
@@ -35,6 +39,124 @@ int rag_digest_sha256_parts(const void *const *data, const size_t *len, size_t n
   ok = ok && SHA256_Final(out, &ctx) == 1;
   return ok ? RAG_OK : RAG_ENOMEM;
 }
+
+/* {====== HMAC and PBKDF2 ======} */
+
+#define BLOCK 64 /* SHA-256's block size: the HMAC key pads' length */
+
+/*
+** The two SHA-256 states after the inner and the outer key pad: what every
+** HMAC under one key starts from, so PBKDF2's rounds hash only their
+** message (2 blocks a round instead of 4).
+*/
+typedef struct hmac_key {
+  SHA256_CTX inner; /* after K ^ ipad */
+  SHA256_CTX outer; /* after K ^ opad */
+} hmac_key;
+
+static int hmac_init(hmac_key *h, const void *key, size_t keylen) {
+  unsigned char k[BLOCK], ipad[BLOCK], opad[BLOCK];
+  int i, ok;
+  memset(k, 0, sizeof k);
+  if (keylen > BLOCK) {
+    if (rag_digest_sha256(key, keylen, k) != RAG_OK) return 0;
+  } else if (keylen > 0) {
+    memcpy(k, key, keylen);
+  }
+  for (i = 0; i < BLOCK; i++) {
+    ipad[i] = (unsigned char)(k[i] ^ 0x36);
+    opad[i] = (unsigned char)(k[i] ^ 0x5c);
+  }
+  ok = SHA256_Init(&h->inner) == 1 && SHA256_Update(&h->inner, ipad, BLOCK) == 1 &&
+       SHA256_Init(&h->outer) == 1 && SHA256_Update(&h->outer, opad, BLOCK) == 1;
+  memset(k, 0, sizeof k);
+  memset(ipad, 0, sizeof ipad);
+  memset(opad, 0, sizeof opad);
+  return ok;
+}
+
+/* HMAC of the concatenation of two parts (b may be NULL) under h. */
+static int hmac_run(const hmac_key *h, const void *a, size_t alen, const void *b, size_t blen,
+                    unsigned char out[RAG_DIGEST_SHA256_LEN]) {
+  SHA256_CTX c = h->inner;
+  unsigned char mid[RAG_DIGEST_SHA256_LEN];
+  int ok = SHA256_Update(&c, a, alen) == 1 && (b == NULL || SHA256_Update(&c, b, blen) == 1) &&
+           SHA256_Final(mid, &c) == 1;
+  c = h->outer;
+  ok = ok && SHA256_Update(&c, mid, sizeof mid) == 1 && SHA256_Final(out, &c) == 1;
+  return ok;
+}
+
+int rag_digest_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+                           unsigned char out[RAG_DIGEST_SHA256_LEN]) {
+  hmac_key h;
+  int ok = hmac_init(&h, key, keylen) && hmac_run(&h, msg, len, NULL, 0, out);
+  memset(&h, 0, sizeof h);
+  return ok ? RAG_OK : RAG_ENOMEM;
+}
+
+/* Block i of PBKDF2: U1 = PRF(P, S || INT(i)), Uj = PRF(P, Uj-1), T = U1 ^ ... ^ Uc. */
+static int pbkdf2_block(const hmac_key *h, const void *salt, size_t saltlen, uint32_t i,
+                        uint32_t iterations, unsigned char t[RAG_DIGEST_SHA256_LEN]) {
+  unsigned char be[4], u[RAG_DIGEST_SHA256_LEN];
+  uint32_t j;
+  int k;
+  be[0] = (unsigned char)(i >> 24);
+  be[1] = (unsigned char)(i >> 16);
+  be[2] = (unsigned char)(i >> 8);
+  be[3] = (unsigned char)i;
+  if (!hmac_run(h, salt, saltlen, be, sizeof be, u)) return 0;
+  memcpy(t, u, sizeof u);
+  for (j = 1; j < iterations; j++) {
+    if (!hmac_run(h, u, sizeof u, NULL, 0, u)) return 0;
+    for (k = 0; k < RAG_DIGEST_SHA256_LEN; k++) t[k] ^= u[k];
+  }
+  return 1;
+}
+
+int rag_digest_pbkdf2_sha256(const void *password, size_t pwlen, const void *salt,
+                             size_t saltlen, uint32_t iterations, unsigned char *out,
+                             size_t outlen) {
+  unsigned char t[RAG_DIGEST_SHA256_LEN];
+  hmac_key h;
+  size_t done = 0;
+  uint32_t i = 1;
+  int ok;
+  if (iterations == 0 || outlen == 0 ||
+      (outlen - 1) / RAG_DIGEST_SHA256_LEN >= (size_t)UINT32_MAX)
+    return RAG_EINVAL;
+  ok = hmac_init(&h, password, pwlen);
+  while (ok && done < outlen) {
+    size_t n = outlen - done < sizeof t ? outlen - done : sizeof t;
+    ok = pbkdf2_block(&h, salt, saltlen, i++, iterations, t);
+    if (ok) memcpy(out + done, t, n);
+    done += n;
+  }
+  memset(&h, 0, sizeof h);
+  memset(t, 0, sizeof t);
+  return ok ? RAG_OK : RAG_ENOMEM;
+}
+
+/* {====== MD5 and random bytes ======} */
+
+int rag_digest_md5(const void *data, size_t len, unsigned char out[RAG_DIGEST_MD5_LEN]) {
+  MD5_CTX ctx;
+  if (MD5_Init(&ctx) != 1 || MD5_Update(&ctx, data, len) != 1 || MD5_Final(out, &ctx) != 1)
+    return RAG_ENOMEM;
+  return RAG_OK;
+}
+
+int rag_digest_random(unsigned char *out, size_t len) {
+  while (len > 0) {
+    int n = len > 65536 ? 65536 : (int)len;
+    if (RAND_bytes(out, n) != 1) return RAG_EIO;
+    out += n;
+    len -= (size_t)n;
+  }
+  return RAG_OK;
+}
+
+/* {====== CRC-32 ======} */
 
 /* The byte-wise table of the reflected polynomial 0xedb88320. */
 static const uint32_t crc_table[256] = {

@@ -12,6 +12,43 @@ local M = {}
 -- @raise when `s` is not a string
 M.hash = core.text.hash
 
+--- HMAC-SHA-256 (RFC 2104; RFC 4231's test cases) over SHA-256 from
+-- OpenSSL's libcrypto: what SCRAM authentication signs with.
+-- @function hmac_sha256
+-- @tparam string key any bytes (longer than 64 bytes: hashed first)
+-- @tparam string msg any bytes
+-- @treturn string the 32 raw bytes of the MAC
+-- @raise when an argument is not a string
+M.hmac_sha256 = core.text.hmac_sha256
+
+--- PBKDF2 with HMAC-SHA-256 (RFC 8018, section 5.2): a key derived from a
+-- password, as SCRAM-SHA-256 salts passwords.
+-- @function pbkdf2_sha256
+-- @tparam string password any bytes
+-- @tparam string salt any bytes
+-- @tparam integer iterations in [1, 2^32 - 1]
+-- @tparam[opt=32] integer length bytes to derive, in [1, 2^20]
+-- @treturn string raw bytes
+-- @raise on a non-string or an out-of-range number
+M.pbkdf2_sha256 = core.text.pbkdf2_sha256
+
+--- Lowercase hex MD5 (RFC 1321). Only for protocols that still require it
+-- (PostgreSQL's md5 password exchange); MD5 is broken for any other use.
+-- @function md5
+-- @tparam string s any bytes
+-- @treturn string 32 hex digits
+-- @raise when `s` is not a string
+M.md5 = core.text.md5
+
+--- `n` bytes from OpenSSL's cryptographic random generator (seeded by the
+-- operating system): nonces, salts.
+-- @function random
+-- @tparam integer n in [0, 65536]
+-- @treturn string n raw bytes
+-- @return nil, msg, "io" when the generator has no entropy to give
+-- @raise on an out-of-range `n`
+M.random = core.text.random
+
 --- Cleans text before chunking and indexing.
 -- In order: invalid UTF-8 is repaired (each bad byte becomes U+FFFD) or
 -- refused; Unicode normalisation (NFKC by default: full-width letters and
