@@ -146,7 +146,8 @@ typedef struct rag_block {
 
 /*
 ** Resizes b to hold n bytes, keeping its first `keep` bytes (keep <= n and
-** at most its old size). RAG_ENOMEM leaves b intact.
+** at most its old size; an empty block keeps nothing). RAG_ENOMEM leaves b
+** intact.
 */
 int rag_block_resize(rag_block *b, size_t keep, size_t n);
 void rag_block_free(rag_block *b);

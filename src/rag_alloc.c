@@ -87,7 +87,7 @@ static int block_map(rag_block *b, size_t keep, size_t n) {
   } else {
     q = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (q == MAP_FAILED) return RAG_ENOMEM;
-    if (keep > 0) memcpy(q, b->p, keep);
+    if (keep > 0 && b->p != NULL) memcpy(q, b->p, keep); /* an empty block keeps nothing */
     rag_free(b->base);
   }
   b->base = q;
@@ -100,16 +100,18 @@ static int block_map(rag_block *b, size_t keep, size_t n) {
 int rag_block_resize(rag_block *b, size_t keep, size_t n) {
   const size_t line = 64;
   size_t was, at;
+  int was_any;
   unsigned char *base;
 #ifdef MAP_FROM
   if (n >= MAP_FROM || b->mapped > 0) return block_map(b, keep, n > 0 ? n : 1);
 #endif
-  was = b->base != NULL ? (size_t)(b->p - (unsigned char *)b->base) : 0;
+  was_any = b->base != NULL;
+  was = was_any ? (size_t)(b->p - (unsigned char *)b->base) : 0;
   if (n > (size_t)-1 - line) return RAG_ENOMEM;
   base = (unsigned char *)rag_realloc(b->base, n + line - 1);
   if (base == NULL) return RAG_ENOMEM;
   at = (size_t)(-(uintptr_t)base & (line - 1));
-  if (at != was && keep > 0) memmove(base + at, base + was, keep);
+  if (at != was && keep > 0 && was_any) memmove(base + at, base + was, keep);
   b->base = base;
   b->p = base + at;
   return RAG_OK;

@@ -268,7 +268,8 @@ static int rows_own(rag_vec *v, size_t cap) {
 ** first); a failure leaves the rows as they were (some blocks grown).
 */
 static int rows_fit(rag_vec *v, size_t need) {
-  size_t cap = v->cap ? v->cap : 64, keep = v->ids.n * v->stride;
+  /* a copying load sizes the rows after reading the ids: no rows to keep yet */
+  size_t cap = v->cap ? v->cap : 64, keep = v->rows != NULL ? v->ids.n * v->stride : 0;
   if (!v->borrowed && need <= v->cap) return RAG_OK;
   while (cap < need) {
     if (cap > ((size_t)-1) / 2) return RAG_ENOMEM;
