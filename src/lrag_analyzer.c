@@ -237,7 +237,7 @@ static int narr(size_t n) {
 */
 static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   static const char *const allowed[] = {"only", "spans", NULL};
-  size_t len, errpos = 0, i, nonly, k = 0;
+  size_t len, errpos = 0, i, nonly;
   const char *s = luaL_checklstring(L, sidx, &len);
   int spans = 0, rc;
   rag_analyzer *a;
@@ -267,14 +267,13 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   }
   for (i = 0; i < c->n; i++) {
     const term *e = &c->terms[i];
-    k++;
     lua_pushlstring(L, c->bytes + e->off, e->len);
-    lua_rawseti(L, spans ? -4 : -2, (lua_Integer)k);
+    lua_rawseti(L, spans ? -4 : -2, (lua_Integer)(i + 1));
     if (!spans) continue;
     lua_pushinteger(L, (lua_Integer)e->start + 1);
-    lua_rawseti(L, -3, (lua_Integer)k);
+    lua_rawseti(L, -3, (lua_Integer)(i + 1));
     lua_pushinteger(L, (lua_Integer)e->stop);
-    lua_rawseti(L, -2, (lua_Integer)k);
+    lua_rawseti(L, -2, (lua_Integer)(i + 1));
   }
   lrag_box_free(box);
   return spans ? 3 : 1;
