@@ -12,8 +12,8 @@ local core = require("rag.core")
 local opts_check = require("rag.opts").check
 local pg = require("rag.store.pg")
 
-local type, pairs, ipairs, tostring, error, setmetatable, getmetatable, select =
-  type, pairs, ipairs, tostring, error, setmetatable, getmetatable, select
+local type, pairs, ipairs, tostring, error, setmetatable, pcall =
+  type, pairs, ipairs, tostring, error, setmetatable, pcall
 local concat, sort = table.concat, table.sort
 local format = string.format
 local floor, huge = math.floor, math.huge
@@ -134,8 +134,14 @@ end
 
 -- {====== Schema ======}
 
+-- A number of the settings row, nil for JSON null.
+local function num(x)
+  return type(x) == "number" and x or nil
+end
+
 local function schema_sql(self, s)
   local docs, chunks, t = self.docs, self.chunks, self.name
+  local dim = num(s.dim)
   local list = {
     "CREATE TABLE " .. docs .. " (id text COLLATE \"C\" PRIMARY KEY, hash text NOT NULL, "
       .. "text text NOT NULL, source text, title text, meta jsonb NOT NULL, "
@@ -145,11 +151,11 @@ local function schema_sql(self, s)
       .. "start integer NOT NULL, stop integer NOT NULL, tokens integer NOT NULL, "
       .. "leaf boolean NOT NULL, parent integer NOT NULL, level integer NOT NULL, "
       .. "text text NOT NULL, meta jsonb NOT NULL, tsv tsvector"
-      .. (s.dim and (", embedding vector(" .. s.dim .. ")") or "") .. ")",
+      .. (dim and (", embedding vector(" .. dim .. ")") or "") .. ")",
     "CREATE INDEX " .. t .. "_chunks_doc ON " .. chunks .. " (doc_id, n)",
     "CREATE INDEX " .. t .. "_chunks_tsv ON " .. chunks .. " USING gin (tsv)",
   }
-  if s.dim and s.vector == "hnsw" then
+  if dim and s.vector == "hnsw" then
     list[#list + 1] = format("CREATE INDEX %s_chunks_hnsw ON %s USING hnsw (embedding %s) "
       .. "WITH (m = %d, ef_construction = %d)", t, chunks, METRICS[s.metric].class,
       s.hnsw.m, s.hnsw.ef_construction)
@@ -264,7 +270,7 @@ local function new_index(store, o, edesc, s, readonly)
   local scratch = cindex.new(core.bm25.new({}), nil)
   local idx = setmetatable({ c = scratch, o = o, embedder = o.embedder or nil, edesc = edesc,
     readonly = readonly or false, gen = 0, store = store, settings = s,
-    dim = s.dim ~= json.null and s.dim or nil }, index_class())
+    dim = num(s.dim) }, index_class())
   idx.metric = METRICS[s.metric or "cosine"] and (s.metric or "cosine") or "cosine"
   return idx
 end
@@ -291,7 +297,7 @@ function Store:index(o, edesc, _)
     return nil, msg, code
   end
   local got, wanted = s.embedder or false, want.embedder
-  if (got and got.name) ~= (wanted and wanted.name) or s.dim ~= want.dim
+  if (got and got.name) ~= (wanted and wanted.name) or num(s.dim) ~= num(want.dim)
       or s.metric ~= want.metric or s.language ~= want.language then
     error(fname .. ": the store's index '" .. self.name .. "' was made with "
       .. (got and (got.name .. "/" .. tostring(s.dim)) or "no embedder") .. ", metric "
@@ -641,15 +647,15 @@ end
 -- {====== Search ======}
 
 local SEARCH = {
-  mode = { "string", enum = { "hybrid", "bm25", "vector" } },
-  k = { "number", int = true, min = 1, max = 1 << 30, default = 10 },
-  fetch_k = { "number", int = true, min = 1, max = 1 << 30, default = 50 },
+  mode = { "string" },
+  k = { "number", int = true, min = 1, max = 1073741824, default = 10 },
+  fetch_k = { "number", int = true, min = 1, max = 1073741824, default = 50 },
   rrf = { "table" },
   weights = { "table" },
   filter = { "table" },
-  group = { "string", enum = { "doc" } },
+  group = { "string" },
   expand = { "table" },
-  ef = { "number", int = true, min = 0, max = 1 << 20 },
+  ef = { "number", int = true, min = 0, max = 1048576 },
 }
 
 -- The filter as SQL over the chunk alias `c`, with named parameters
@@ -730,16 +736,16 @@ local TSQUERY = "replace(plainto_tsquery(:lang::regconfig, :q)::text, ' & ', ' |
 -- order of their first use, and the values in that order (a statement
 -- must use every parameter it is given).
 local function bind(sql, values)
-  local num, params = {}, {}
+  local at, params = {}, {}
   local out = sql:gsub(":(%a[%w_]*)", function(name)
     if values[name] == nil then
       return nil
     end
-    if not num[name] then
+    if not at[name] then
       params[#params + 1] = values[name]
-      num[name] = #params
+      at[name] = #params
     end
-    return "$" .. num[name]
+    return "$" .. at[name]
   end)
   return out, params
 end
@@ -858,12 +864,18 @@ function methods:search(query, opts)
   end
   local o = opts_check(fname, opts, SEARCH, 2)
   local mode = o.mode or self:default_mode()
+  if mode ~= "hybrid" and mode ~= "bm25" and mode ~= "vector" then
+    error(fname .. ": option 'mode' must be \"hybrid\", \"bm25\" or \"vector\"", 2)
+  end
+  if o.group ~= nil and o.group ~= "doc" then
+    error(fname .. ": option 'group' must be \"doc\"", 2)
+  end
   local rk, base, wb, wv = 60, 1, 1, 1
   if o.rrf then
     local r = opts_check(fname .. ": rrf", o.rrf, { k = { "number", min = 0 },
       rank_base = { "number", min = 0 } }, 2)
     rk, base = r.k or 60, r.rank_base or 1
-    if not (rk + base > 0) then
+    if rk + base <= 0 then
       error(fname .. ": rrf k + rank_base must be > 0", 2)
     end
   end
@@ -922,7 +934,7 @@ function methods:search(query, opts)
         end
       end
       -- fewer documents than asked while a list was cut short: look further
-      if #out < want and #rows >= fetch and fetch < (1 << 24) then
+      if #out < want and #rows >= fetch and fetch < 16777216 then
         fetch = fetch * 4
       else
         hits = out
