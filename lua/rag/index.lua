@@ -203,6 +203,12 @@ function M.new(opts)
     end
     local store = o.store
     o.store = nil
+    for _, k in ipairs({ "hnsw", "bm25", "analyzer" }) do
+      if o[k] ~= nil then
+        error("rag.index.new: option '" .. k .. "' is the store's business with a store"
+          .. (k == "hnsw" and " (rag.store.postgres{ hnsw = ... })" or ""), 2)
+      end
+    end
     o = settings("rag.index.new", o)
     if type(store) ~= "table" or type(store.index) ~= "function" then
       error("rag.index.new: option 'store' must be a store (rag.store.postgres{...}), got "

@@ -117,6 +117,10 @@ describe("rag.store.postgres schema", function()
       rag.index.open(DSN .. "?table=" .. t, { embedder = rag.embed.hashing({ dim = 16 }) })
     end)
     assert.has_error(function() rag.store.postgres({ dsn = DSN, table = "Bad-Name" }) end)
+    assert.has_error(function()
+      rag.index.new({ store = rag.store.postgres({ dsn = DSN }), hnsw = { M = 8 } })
+    end, "rag.index.new: option 'hnsw' is the store's business with a store "
+      .. "(rag.store.postgres{ hnsw = ... })")
   end)
 
   it("lets two index objects on one table see each other's writes, one version each", function()
