@@ -548,6 +548,19 @@ function Index:vectors(ids)
   return self.c:vectors(ids)
 end
 
+--- A chunk by its id ("doc#n", as hits name them): `{ id, doc_id, text,
+-- source, title, meta, start, stop, leaf, level?, parent? }`, or nil.
+function Index:chunk(id)
+  check_open(self, "rag.index.chunk")
+  return self.c:chunk_at(id)
+end
+
+--- The chunks of document `id` in order (as `chunk` gives them), or nil.
+function Index:chunks(id)
+  check_open(self, "rag.index.chunks")
+  return self.c:chunks(id)
+end
+
 --- The document `id` as `{ id, text, source, title, meta, chunks }`, or nil.
 function Index:get(id)
   check_open(self, "rag.index.get")
