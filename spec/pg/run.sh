@@ -220,7 +220,7 @@ fi
 echo "PostgreSQL $("$pgbin/postgres" -V | awk '{ print $3 }'), pgvector" \
   "$(as_pg "${psql[@]}" -d rag -At -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'")" \
   "on 127.0.0.1:$port, data in $tmp/data;" \
-  "${RAG_PG_REPLICA_DSN:+a streaming replica on 127.0.0.1:$replica_port}${RAG_PG_REPLICA_ERROR:-}"
+  "${RAG_PG_REPLICA_DSN:+a streaming replica on 127.0.0.1:$replica_port}${RAG_PG_REPLICA_ERROR:+no replica: $RAG_PG_REPLICA_ERROR}"
 
 if [ "${1:-}" = -- ]; then
   shift
@@ -228,7 +228,8 @@ if [ "${1:-}" = -- ]; then
   exit
 fi
 
-# The checks under nginx's cosockets (spec/pg/ngx_checks.lua), when nginx
+# The checks under nginx's cosockets (spec/pg/ngx_checks.lua and
+# ngx_router_checks.lua), when nginx
 # with its Lua module and the LuaJIT build are there: "ok NAME" / "FAIL NAME: why".
 ngx_checks() {
   local nginx=${NGINX:-/usr/sbin/nginx} modules=${NGINX_MODULES:-/usr/lib/nginx/modules}
@@ -251,6 +252,7 @@ pid $d/nginx.pid;
 error_log $d/logs/error.log warn;
 env RAG_PG_DSN;
 env RAG_PG_MD5_DSN;
+env RAG_PG_REPLICA_DSN;
 events {
   worker_connections 64;
 }
@@ -274,6 +276,7 @@ http {
     location = /pg {
       content_by_lua_block {
         ngx.print(require("spec.pg.ngx_checks").run())
+        ngx.print(require("spec.pg.ngx_router_checks").run())
       }
     }
   }
