@@ -167,19 +167,19 @@ describe("rag.store.pg.router", function()
     .. "retry_after", function()
     need_replica()
     local dead = dead_dsn()
-    local r = pg.router({ primary = DSN, replicas = { dead, REPLICA }, retry_after = 0.25 })
+    local r = pg.router({ primary = DSN, replicas = { dead, REPLICA }, retry_after = 0.5 })
     -- 1st read: the dead one first, then the same read on the next replica
     assert.equal(REPLICA_PORT, read_port(r))
     local s = stat(r, 2)
     assert.same({ 0, 1, true }, { s.reads, s.failures, s.down })
-    assert.is_true(s.retry_in > 0 and s.retry_in <= 0.25)
+    assert.is_true(s.retry_in > 0 and s.retry_in <= 0.5)
     assert.equal(1, stat(r, 3).reads)
     -- 2nd and 3rd: the live one, then the dead one's turn, skipped untried
     assert.equal(REPLICA_PORT, read_port(r))
     assert.equal(REPLICA_PORT, read_port(r))
     assert.same({ 1, true }, { stat(r, 2).failures, stat(r, 2).down })
     assert.equal(3, stat(r, 3).reads)
-    socket.sleep(0.3)
+    socket.sleep(0.55)
     -- 4th: the live one's turn; 5th: the dead one's, tried again and failed
     assert.equal(REPLICA_PORT, read_port(r))
     assert.equal(1, stat(r, 2).failures)
@@ -204,7 +204,7 @@ describe("rag.store.pg.router", function()
   it("falls back to the primary while the replica is stopped and returns to it once it is "
     .. "back", function()
     need_replica()
-    local r = pg.router({ primary = DSN, replicas = { REPLICA }, retry_after = 0.3 })
+    local r = pg.router({ primary = DSN, replicas = { REPLICA }, retry_after = 0.5 })
     finally(function()
       os.execute(CTL .. " start") -- harmless when it runs
       r:close()
@@ -218,7 +218,7 @@ describe("rag.store.pg.router", function()
     assert.equal(PRIMARY_PORT, read_port(r)) -- skipped, not tried
     assert.equal(1, stat(r, 2).failures)
     assert.truthy(os.execute(CTL .. " start"))
-    local wait = 0.35 - (socket.gettime() - t0)
+    local wait = 0.55 - (socket.gettime() - t0)
     if wait > 0 then
       socket.sleep(wait)
     end
