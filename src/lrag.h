@@ -211,6 +211,9 @@ void lrag_setnum(lua_State *L, const char *key, lua_Number v);
 void lrag_setbool(lua_State *L, const char *key, int v);
 void lrag_setstr(lua_State *L, const char *key, const char *s);
 
+/* Pushes the n bytes at d as lowercase hex (a digest: n <= 64). */
+void lrag_pushhex(lua_State *L, const unsigned char *d, size_t n);
+
 /* {------ List arguments ------} */
 
 /*

@@ -398,6 +398,17 @@ void lrag_setstr(lua_State *L, const char *key, const char *s) {
   lua_setfield(L, -2, key);
 }
 
+void lrag_pushhex(lua_State *L, const unsigned char *d, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  char out[128];
+  size_t i;
+  for (i = 0; i < n && i < sizeof out / 2; i++) {
+    out[2 * i] = hex[d[i] >> 4];
+    out[2 * i + 1] = hex[d[i] & 15];
+  }
+  lua_pushlstring(L, out, 2 * i);
+}
+
 /* {------ List arguments ------} */
 
 size_t lrag_checklist(lua_State *L, int idx, const char *fname, const char *must) {

@@ -711,6 +711,65 @@ static int index_commit(lua_State *L) {
   return 2;
 }
 
+/*
+** ix:staged(batch) -> { { id=, hash=, meta=, chunks = { { start=, stop=,
+** tokens=, leaf=, parent=, level= }, ... } }, ... }: a chunked batch's
+** documents as the index would put them (hash as hex, meta as read back),
+** for a store that keeps them elsewhere (rag.store.postgres); the batch
+** stays chunked.
+*/
+static int index_staged(lua_State *L) {
+  batch *b;
+  size_t k, i;
+  (void)check_open(L, "rag.index.staged");
+  b = check_batch(L, 2, 1, "rag.index.staged");
+  lua_createtable(L, (int)b->n, 0);
+  for (k = 0; k < b->n; k++) {
+    staged *st = &b->docs[k];
+    rag_store_doc d = st->d;
+    const rag_store_chunk *c = b->chunks + st->chunk;
+    d.meta = (const unsigned char *)b->meta.p + st->meta;
+    lua_createtable(L, 0, 4);
+    lua_pushlstring(L, d.id, d.idlen);
+    lua_setfield(L, -2, "id");
+    lrag_pushhex(L, d.hash, sizeof d.hash);
+    lua_setfield(L, -2, "hash");
+    push_meta(L, &d);
+    lua_setfield(L, -2, "meta");
+    lua_createtable(L, (int)d.nchunks, 0);
+    for (i = 0; i < d.nchunks; i++) {
+      lua_createtable(L, 0, 6);
+      lrag_setint(L, "start", (lua_Integer)c[i].start);
+      lrag_setint(L, "stop", (lua_Integer)c[i].stop);
+      lrag_setint(L, "tokens", (lua_Integer)c[i].tokens);
+      lrag_setbool(L, "leaf", c[i].leaf);
+      lrag_setint(L, "parent", (lua_Integer)c[i].parent);
+      lrag_setint(L, "level", (lua_Integer)c[i].level);
+      lua_rawseti(L, -2, (int)i + 1);
+    }
+    lua_setfield(L, -2, "chunks");
+    lua_rawseti(L, -2, (int)k + 1);
+  }
+  return 1;
+}
+
+/*
+** rag.core.index.hash(doc, fname) -> the hex SHA-256 content hash that add
+** compares (text, title and meta); raises for a bad document as add does.
+*/
+static int index_hash(lua_State *L) {
+  const char *fname = luaL_checkstring(L, 2);
+  rag_store_doc d;
+  size_t moff;
+  batch *b;
+  lua_settop(L, 2);
+  b = new_batch(L, 4); /* owns the encoded meta; anchors the strings */
+  read_doc(L, 1, fname, &d, 3, 2, &b->meta, &moff);
+  if (rag_index_hash(&d, d.hash) != RAG_OK) return luaL_error(L, "not enough memory");
+  lrag_pushhex(L, d.hash, sizeof d.hash);
+  return 1;
+}
+
 static int index_remove(lua_State *L) {
   lindex *x = check_open(L, "rag.index.remove");
   size_t len;
@@ -1284,7 +1343,7 @@ fail:
 static const luaL_Reg index_methods[] = {
     {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
-    {"vectors", index_vectors},
+    {"vectors", index_vectors}, {"staged", index_staged},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
     {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {NULL, NULL},
@@ -1304,6 +1363,7 @@ static int index_trim(lua_State *L) {
 
 static const luaL_Reg index_funcs[] = {{"new", index_new},     {"open", index_open},
                                        {"order", index_order}, {"trim", index_trim},
+                                       {"hash", index_hash},
                                        {NULL, NULL}};
 
 int lrag_open_index(lua_State *L) {

@@ -58,27 +58,14 @@ static int text_normalize(lua_State *L) {
   return 1;
 }
 
-static void push_hex(lua_State *L, const unsigned char *d, size_t n);
-
 static int text_hash(lua_State *L) {
   unsigned char digest[RAG_DIGEST_SHA256_LEN];
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
   int rc = rag_digest_sha256(s, len, digest);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.hash", NULL);
-  push_hex(L, digest, sizeof digest);
+  lrag_pushhex(L, digest, sizeof digest);
   return 1;
-}
-
-static void push_hex(lua_State *L, const unsigned char *d, size_t n) {
-  static const char hex[] = "0123456789abcdef";
-  char out[2 * RAG_DIGEST_SHA256_LEN];
-  size_t i;
-  for (i = 0; i < n && i < RAG_DIGEST_SHA256_LEN; i++) {
-    out[2 * i] = hex[d[i] >> 4];
-    out[2 * i + 1] = hex[d[i] & 15];
-  }
-  lua_pushlstring(L, out, 2 * i);
 }
 
 /* text.hmac_sha256(key, msg) -> the 32 raw bytes of HMAC-SHA-256. */
@@ -135,7 +122,7 @@ static int text_md5(lua_State *L) {
   const char *s = luaL_checklstring(L, 1, &len);
   int rc = rag_digest_md5(s, len, d);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.text.md5", NULL);
-  push_hex(L, d, sizeof d);
+  lrag_pushhex(L, d, sizeof d);
   return 1;
 }
 

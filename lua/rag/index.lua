@@ -22,6 +22,7 @@ M.HNSW_FROM = 20000
 
 local Index = {}
 Index.__index = Index
+M._Index = Index -- rag.store.postgres's index class extends it
 
 local SCHEMA = {
   chunker = { "function|string", default = "recursive" },
@@ -119,7 +120,7 @@ end
 -- HNSW_FROM chunks (after the batch that reaches it, so the point is the
 -- same for the same documents).
 local function maybe_switch(self, fname)
-  if self.o.vector ~= "auto" then
+  if self.o.vector ~= "auto" or self.store then
     return
   end
   local vector, leaves, dim = self.c:shape()
@@ -195,6 +196,26 @@ end
 -- @tparam[opt] table opts
 -- @treturn Index
 function M.new(opts)
+  if type(opts) == "table" and opts.store ~= nil then
+    local o = {}
+    for k, v in pairs(opts) do
+      o[k] = v
+    end
+    local store = o.store
+    o.store = nil
+    for _, k in ipairs({ "hnsw", "bm25", "analyzer" }) do
+      if o[k] ~= nil then
+        error("rag.index.new: option '" .. k .. "' is the store's business with a store"
+          .. (k == "hnsw" and " (rag.store.postgres{ hnsw = ... })" or ""), 2)
+      end
+    end
+    o = settings("rag.index.new", o)
+    if type(store) ~= "table" or type(store.index) ~= "function" then
+      error("rag.index.new: option 'store' must be a store (rag.store.postgres{...}), got "
+        .. type(store), 2)
+    end
+    return store:index(o, describe(o.embedder), wrap)
+  end
   local o = settings("rag.index.new", opts)
   local edesc = describe(o.embedder)
   local dim = edesc and edesc.dim
@@ -203,7 +224,8 @@ function M.new(opts)
 end
 
 local function check_open(self, fname, write)
-  if getmetatable(self) ~= Index then
+  local mt = getmetatable(self)
+  if mt ~= Index and (type(mt) ~= "table" or getmetatable(mt) ~= Index) then
     error(fname .. ": not an index", 3)
   end
   if self.c == nil then
@@ -219,7 +241,7 @@ end
 -- Gives the index its vector part on the first vectors, when the embedder
 -- has no :dim() to size it by at construction.
 local function ensure_vectors(self, dim)
-  if select(3, self.c:shape()) > 0 then
+  if self.store or select(3, self.c:shape()) > 0 then
     return
   end
   local _, v = new_parts("rag.index.add", self.o, dim)
@@ -233,7 +255,15 @@ end
 -- and updated | nil, msg, code.
 local function apply(self, fname, list, pos, limit)
   local o, c = self.o, self.c
-  local n, unchanged, batch = c:stage(list, pos, limit, fname)
+  local n, unchanged, batch
+  if self.stage then -- a store elsewhere: it knows what changed, a scratch index chunks
+    n, unchanged, batch, c = self:stage(list, pos, limit, fname)
+    if not n then
+      return nil, unchanged, batch -- msg, code
+    end
+  else
+    n, unchanged, batch = c:stage(list, pos, limit, fname)
+  end
   if not batch then
     return n, unchanged, 0, 0
   end
@@ -261,6 +291,14 @@ local function apply(self, fname, list, pos, limit)
     end
     local v1 = vectors[1]
     ensure_vectors(self, type(v1) == "string" and math.floor(#v1 / 4) or #v1)
+  end
+  if self.put then -- a store elsewhere (rag.store.postgres) takes the chunked batch
+    local added, updated
+    added, updated, code = self:put(c, batch, vectors, fname)
+    if not added then
+      return nil, updated, code
+    end
+    return n, unchanged, added, updated
   end
   local added, updated
   added, updated, code = c:commit(batch, vectors)
@@ -458,14 +496,26 @@ function Index:sync(docs, opts)
   end
   local gone = {}
   local keep = o.keep
-  for _, id in ipairs(self.c:ids()) do
+  local live, msg, code = self:ids()
+  if not live then
+    return nil, msg, code
+  end
+  for _, id in ipairs(live) do
     if not seen[id] and not (keep and keep(id)) then
       gone[#gone + 1] = id
     end
   end
   sort(gone)
-  for _, id in ipairs(gone) do
-    self.c:remove(id)
+  if self.store then
+    local ok
+    ok, msg, code = self:remove_all(gone)
+    if not ok then
+      return nil, msg, code
+    end
+  else
+    for _, id in ipairs(gone) do
+      self.c:remove(id)
+    end
   end
   counts.removed = #gone
   return counts
@@ -712,6 +762,11 @@ function M.open(dir, opts)
   local fname = "rag.index.open"
   if type(dir) ~= "string" then
     error(fname .. ": dir must be a string, got " .. type(dir), 2)
+  end
+  if dir:find("^postgres") and dir:find("^postgres[ql]*://") then
+    return require("rag.store.postgres").open(dir, opts, { describe = describe,
+      check_embedder = check_embedder, rebuild = rebuild, same = same, wrap = wrap,
+      settings = settings })
   end
   local o = opts_check(fname, opts, OPEN, 2)
   local m, msg, code = read_manifest(fname, dir)

@@ -95,6 +95,18 @@ M.prompts = require("rag.prompts")
 -- See docs/loaders.md.
 M.load = require("rag.load")
 
+--- Stores beyond one process: `postgres{...}` (rag.index on PostgreSQL +
+-- pgvector) and `pg` (the wire client), loaded on first use. See
+-- docs/postgres.md.
+M.store = setmetatable({}, { __index = function(t, name)
+  if name ~= "postgres" and name ~= "pg" then
+    return nil
+  end
+  local m = require("rag.store." .. name)
+  rawset(t, name, m)
+  return m
+end })
+
 --- Pipelines and their run context (`runtime`: limits and traces).
 -- See docs/pipelines.md.
 M.pipeline = require("rag.pipeline")

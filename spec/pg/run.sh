@@ -184,6 +184,12 @@ export RAG_PG_MD5_DSN="postgres://rag_md5:$pw_md5@127.0.0.1:$port/rag"
 export RAG_PG_CLEAR_DSN="postgres://rag_clear:$pw_clear@127.0.0.1:$port/rag"
 export RAG_PG_TLS_DSN="postgres://rag_tls:$pw_tls@127.0.0.1:$port/rag"
 export RAG_PG_CA="$tmp/tls/ca.pem" RAG_PG_OTHER_CA="$tmp/tls/other.pem"
+# a command that restarts the server (fast shutdown), for the fault specs
+pgrun=
+[ "$(id -u)" = 0 ] && pgrun="runuser -u postgres --"
+export RAG_PG_RESTART="$pgrun $pgbin/pg_ctl -D $tmp/data -l $tmp/data/server.log -w -t 30 \
+-m fast restart"
+
 # {====== A streaming replica ======}
 # A copy of the cluster by pg_basebackup -R (which writes primary_conninfo
 # and standby.signal) on another free port, following the primary by
@@ -191,15 +197,15 @@ export RAG_PG_CA="$tmp/tls/ca.pem" RAG_PG_OTHER_CA="$tmp/tls/other.pem"
 # $RAG_PG_REPLICA_CTL stop | start. When it cannot be set up,
 # RAG_PG_REPLICA_ERROR says why and the replica specs fail with it.
 replica_port=$(free_port)
-[ "$(id -u)" = 0 ] && run_pg="runuser -u postgres --" || run_pg=
 cat >"$tmp/replica_ctl" <<EOF
 #!/bin/sh
 # stop | start the streaming replica on 127.0.0.1:$replica_port (log: $tmp/replica/replica.log)
 case "\$1" in
-  stop) exec $run_pg "$pgbin/pg_ctl" -D "$tmp/replica" -m fast -w stop >>"$tmp/replica_ctl.log" 2>&1 ;;
-  start) exec $run_pg "$pgbin/pg_ctl" -D "$tmp/replica" -l "$tmp/replica/replica.log" -w -t 30 \\
+  stop) exec $pgrun "$pgbin/pg_ctl" -D "$tmp/replica" -m fast -w stop >>"$tmp/replica_ctl.log" 2>&1 ;;
+  start) exec $pgrun "$pgbin/pg_ctl" -D "$tmp/replica" -l "$tmp/replica/replica.log" -w -t 30 \\
     -o "-c listen_addresses=127.0.0.1 -p $replica_port -k $tmp/sock -c fsync=off -c ssl=on \\
--c ssl_cert_file=server.pem -c ssl_key_file=server.key" start >>"$tmp/replica_ctl.log" 2>&1 ;;
+-c ssl_cert_file=server.pem -c ssl_key_file=server.key -c wal_retrieve_retry_interval=200ms" \\
+    start >>"$tmp/replica_ctl.log" 2>&1 ;;
   *) echo "usage: \$0 stop | start" >&2; exit 2 ;;
 esac
 EOF
