@@ -243,6 +243,26 @@ describe("rag.store.pg.router", function()
     r:close()
   end)
 
+  it("configures a replica as its primary unless the router or the replica says "
+    .. "otherwise", function()
+    need_replica()
+    -- the primary's URL says sslmode, its table application_name, pool_size
+    -- and params; the router application_name and params
+    local r = pg.router({ primary = { dsn = DSN .. "?sslmode=disable",
+      application_name = "rag_primary", pool_size = 3,
+      params = { statement_timeout = "4321ms", lock_timeout = "2s" } },
+      application_name = "rag_router", params = { lock_timeout = "7s" },
+      replicas = { REPLICA, REPLICA .. "?application_name=rag_url&sslmode=require" } })
+    local q = "SELECT current_setting('application_name') AS a, "
+      .. "current_setting('statement_timeout') AS st, current_setting('lock_timeout') AS lt, "
+      .. "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()) AS ssl"
+    assert.same({ a = "rag_primary", st = "4321ms", lt = "2s", ssl = false }, ok(r:query(q)))
+    assert.same({ a = "rag_router", st = "4321ms", lt = "7s", ssl = false }, ok(r:read(q)))
+    assert.same({ a = "rag_url", st = "4321ms", lt = "7s", ssl = true }, ok(r:read(q)))
+    assert.equal(3, r.replicas[1].pool.opts.pool_size)
+    r:close()
+  end)
+
   it("keeps passwords out of its stats", function()
     need_replica()
     local r = pg.router({ primary = DSN, replicas = { REPLICA, dead_dsn() } })

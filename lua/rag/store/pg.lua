@@ -959,6 +959,34 @@ local function server_options(fname, entry, shared, level)
   return checked, format("%s:%d", host, checked.port)
 end
 
+-- The shared options the replicas take: the router's, else what the
+-- primary's own table or URL says (a replica is configured as its primary
+-- unless told otherwise); `params` merged, the router's over the primary's.
+-- The primary's entry has been checked by server_options already.
+local function inherited(primary, shared)
+  local o = type(primary) == "string" and { dsn = primary } or primary
+  local d = type(o.dsn) == "string" and M.parse_dsn(o.dsn) or {}
+  local out = {}
+  for _, k in ipairs(SHARED) do
+    local v = shared[k]
+    if v == nil then
+      v = o[k]
+    end
+    if v == nil then
+      v = d[k]
+    end
+    out[k] = v
+  end
+  local params, any = {}, false
+  for _, from in ipairs({ d.params or {}, o.params or {}, shared.params or {} }) do
+    for k, v in pairs(from) do
+      params[k], any = v, true
+    end
+  end
+  out.params = any and params or nil
+  return out
+end
+
 local function new_server(fname, entry, shared, role, level)
   local o, name = server_options(fname, entry, shared, level + 1)
   return { pool = setmetatable({ opts = o, idle = {} }, Pool), role = role, name = name,
@@ -977,8 +1005,9 @@ end
 --   `replicas` (a list of such, may be empty), `retry_after` (5 s), and
 --   `connect_timeout`, `timeout`, `ssl`, `cafile`, `cleartext`,
 --   `application_name`, `prepare`, `params`, `keepalive`, `pool_size`
---   for every server (a server's own URL or table wins, key by key;
---   `params` are merged)
+--   for every server. A server's own table, then its URL, win key by key
+--   over the router's options; a replica that sets none of these takes
+--   the primary's (from its table or URL); `params` are merged key by key.
 -- @return router
 -- @raise on a bad option
 function M.router(opts)
@@ -990,8 +1019,9 @@ function M.router(opts)
   local r = setmetatable({ retry_after = o.retry_after, replicas = {}, next = 1 }, Router)
   r.primary = new_server(fname, o.primary, o, "primary", 2)
   local list = o.replicas or {}
+  local shared = inherited(o.primary, o)
   for i = 1, #list do
-    r.replicas[i] = new_server(fname, list[i], o, "replica", 2)
+    r.replicas[i] = new_server(fname, list[i], shared, "replica", 2)
   end
   for k in pairs(list) do
     if type(k) ~= "number" or k < 1 or k > #list or k ~= floor(k) then
