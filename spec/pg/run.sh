@@ -82,6 +82,9 @@ cleanup() {
     kill "$ngx_pid" 2>/dev/null
     wait "$ngx_pid" 2>/dev/null
   fi
+  if [ -f "$tmp/replica/postmaster.pid" ]; then
+    as_pg "$pgbin/pg_ctl" -D "$tmp/replica" -m immediate -w stop >/dev/null 2>&1
+  fi
   if [ -n "$pg_pid" ]; then
     as_pg "$pgbin/pg_ctl" -D "$tmp/data" -m immediate -w stop >/dev/null 2>&1
   fi
@@ -116,6 +119,7 @@ as_pg "$pgbin/initdb" -D "$tmp/data" -U postgres -E UTF8 --locale=C \
 # rag_tls only over TLS.
 cat >"$tmp/pg_hba.conf" <<'EOF'
 local all postgres trust
+host replication rag_repl 127.0.0.0/8 scram-sha-256
 host all rag 127.0.0.0/8 scram-sha-256
 host all rag_md5 127.0.0.0/8 md5
 host all rag_clear 127.0.0.0/8 password
@@ -159,12 +163,14 @@ pw_scram=$(secret)
 pw_md5=$(secret)
 pw_clear=$(secret)
 pw_tls=$(secret)
+pw_repl=$(secret)
 psql=("$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/sock" -p "$port" -U postgres)
 as_pg "${psql[@]}" -d postgres >"$tmp/setup.log" 2>&1 <<EOF || { cat "$tmp/setup.log" >&2; broken "the roles could not be created"; }
 SET password_encryption = 'scram-sha-256';
 CREATE ROLE rag LOGIN PASSWORD '$pw_scram';
 CREATE ROLE rag_clear LOGIN PASSWORD '$pw_clear';
 CREATE ROLE rag_tls LOGIN PASSWORD '$pw_tls';
+CREATE ROLE rag_repl LOGIN REPLICATION PASSWORD '$pw_repl';
 SET password_encryption = 'md5';
 CREATE ROLE rag_md5 LOGIN PASSWORD '$pw_md5';
 CREATE DATABASE rag OWNER rag;
@@ -183,9 +189,44 @@ pgrun=
 [ "$(id -u)" = 0 ] && pgrun="runuser -u postgres --"
 export RAG_PG_RESTART="$pgrun $pgbin/pg_ctl -D $tmp/data -l $tmp/data/server.log -w -t 30 \
 -m fast restart"
+
+# {====== A streaming replica ======}
+# A copy of the cluster by pg_basebackup -R (which writes primary_conninfo
+# and standby.signal) on another free port, following the primary by
+# streaming replication as rag_repl. The specs stop and start it with
+# $RAG_PG_REPLICA_CTL stop | start. When it cannot be set up,
+# RAG_PG_REPLICA_ERROR says why and the replica specs fail with it.
+replica_port=$(free_port)
+cat >"$tmp/replica_ctl" <<EOF
+#!/bin/sh
+# stop | start the streaming replica on 127.0.0.1:$replica_port (log: $tmp/replica/replica.log)
+case "\$1" in
+  stop) exec $pgrun "$pgbin/pg_ctl" -D "$tmp/replica" -m fast -w stop >>"$tmp/replica_ctl.log" 2>&1 ;;
+  start) exec $pgrun "$pgbin/pg_ctl" -D "$tmp/replica" -l "$tmp/replica/replica.log" -w -t 30 \\
+    -o "-c listen_addresses=127.0.0.1 -p $replica_port -k $tmp/sock -c fsync=off -c ssl=on \\
+-c ssl_cert_file=server.pem -c ssl_key_file=server.key -c wal_retrieve_retry_interval=200ms" \\
+    start >>"$tmp/replica_ctl.log" 2>&1 ;;
+  *) echo "usage: \$0 stop | start" >&2; exit 2 ;;
+esac
+EOF
+chmod 755 "$tmp/replica_ctl"
+mkdir -p "$tmp/replica"
+chmod 700 "$tmp/replica"
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp/replica"
+if ! as_pg env PGPASSWORD="$pw_repl" "$pgbin/pg_basebackup" -h 127.0.0.1 -p "$port" \
+  -U rag_repl -D "$tmp/replica" -R -c fast --no-sync -X stream >"$tmp/basebackup.log" 2>&1; then
+  export RAG_PG_REPLICA_ERROR="pg_basebackup failed: $(tail -n 3 "$tmp/basebackup.log" | tr '\n' ' ')"
+elif ! "$tmp/replica_ctl" start; then
+  export RAG_PG_REPLICA_ERROR="the replica did not start: $(cat "$tmp/replica_ctl.log" "$tmp/replica/replica.log" 2>/dev/null | tail -n 3 | tr '\n' ' ')"
+else
+  export RAG_PG_REPLICA_DSN="postgres://rag:$pw_scram@127.0.0.1:$replica_port/rag"
+  export RAG_PG_REPLICA_CTL="$tmp/replica_ctl"
+fi
+
 echo "PostgreSQL $("$pgbin/postgres" -V | awk '{ print $3 }'), pgvector" \
   "$(as_pg "${psql[@]}" -d rag -At -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'")" \
-  "on 127.0.0.1:$port, data in $tmp/data"
+  "on 127.0.0.1:$port, data in $tmp/data;" \
+  "${RAG_PG_REPLICA_DSN:+a streaming replica on 127.0.0.1:$replica_port}${RAG_PG_REPLICA_ERROR:+no replica: $RAG_PG_REPLICA_ERROR}"
 
 if [ "${1:-}" = -- ]; then
   shift
@@ -193,7 +234,8 @@ if [ "${1:-}" = -- ]; then
   exit
 fi
 
-# The checks under nginx's cosockets (spec/pg/ngx_checks.lua), when nginx
+# The checks under nginx's cosockets (spec/pg/ngx_checks.lua and
+# ngx_router_checks.lua), when nginx
 # with its Lua module and the LuaJIT build are there: "ok NAME" / "FAIL NAME: why".
 ngx_checks() {
   local nginx=${NGINX:-/usr/sbin/nginx} modules=${NGINX_MODULES:-/usr/lib/nginx/modules}
@@ -216,6 +258,7 @@ pid $d/nginx.pid;
 error_log $d/logs/error.log warn;
 env RAG_PG_DSN;
 env RAG_PG_MD5_DSN;
+env RAG_PG_REPLICA_DSN;
 events {
   worker_connections 64;
 }
@@ -239,6 +282,7 @@ http {
     location = /pg {
       content_by_lua_block {
         ngx.print(require("spec.pg.ngx_checks").run())
+        ngx.print(require("spec.pg.ngx_router_checks").run())
       }
     }
   }

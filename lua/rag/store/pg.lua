@@ -16,7 +16,7 @@ local type, tostring, tonumber, error, pcall, select = type, tostring, tonumber,
 local setmetatable, getmetatable, ipairs, pairs = setmetatable, getmetatable, ipairs, pairs
 local char, sub, format = string.char, string.sub, string.format
 local concat, remove = table.concat, table.remove
-local floor = math.floor
+local floor, max = math.floor, math.max
 local md5, sha256hex, random = core.text.md5, core.text.hash, core.text.random
 local u16, u32, get32, cstring = codec.u16, codec.u32, codec.get32, codec.cstring
 local b64encode, b64decode = codec.b64encode, codec.b64decode
@@ -865,13 +865,288 @@ function Pool:transaction(fn)
   return pooled(self, "transaction", fn)
 end
 
---- Closes the idle connections; the pool can no longer be used.
-function Pool:close()
-  self.closed = true
+--- `conn:query(sql, params)` on a pooled connection: the same as
+-- `pool:query`, so that code written for a `router` runs on a pool too.
+function Pool:read(sql, params)
+  return pooled(self, "query", sql, params)
+end
+
+-- Closes the idle connections and keeps the pool usable.
+function Pool:_flush()
   for _, c in ipairs(self.idle) do
     c:close()
   end
   self.idle = {}
+end
+
+--- Closes the idle connections; the pool can no longer be used.
+function Pool:close()
+  self.closed = true
+  self:_flush()
+end
+
+-- {====== Router: a primary and its streaming replicas ======}
+
+local Router = {}
+Router.__index = Router
+
+-- Options a router applies to each of its servers (pool and connection
+-- options other than the server and the login).
+local SHARED = { "connect_timeout", "timeout", "ssl", "cafile", "cleartext",
+  "application_name", "prepare", "keepalive", "pool_size" }
+
+local ROUTER_SCHEMA = {
+  primary = { "string|table" },
+  replicas = { "table" },
+  retry_after = { "number", default = 5, min = 0 },
+  params = { "table" },
+}
+for _, k in ipairs(SHARED) do
+  local s = CONNECT_SCHEMA[k]
+  ROUTER_SCHEMA[k] = { s[1], int = s.int, min = s.min, max = s.max, above = s.above,
+    enum = s.enum } -- no default: a server's own URL or table may set it
+end
+
+-- A failure of the server or of the way to it, after which another server
+-- is tried: no answer (refused, reset, timed out, broken) or SQLSTATE class
+-- 08 (connection exception), 57P01-57P03 (admin or crash shutdown, cannot
+-- connect now). Every other error is the statement's own.
+local function is_down(code, state)
+  if state then
+    return sub(state, 1, 2) == "08" or state == "57P01" or state == "57P02" or state == "57P03"
+  end
+  return code == "io" or code == "timeout"
+end
+
+-- One server's pool options: its own table or URL over the router's.
+local function server_options(fname, entry, shared, level)
+  local o = {}
+  if type(entry) == "string" then
+    o.dsn = entry
+  elseif type(entry) == "table" then
+    for k, v in pairs(entry) do
+      o[k] = v
+    end
+  else
+    error(fname .. ": a server must be a postgres:// URL or an options table, got "
+      .. type(entry), level + 1)
+  end
+  local d = {}
+  if type(o.dsn) == "string" then
+    local ok, parsed = pcall(M.parse_dsn, o.dsn)
+    if not ok then
+      error(fname .. ": " .. tostring(parsed):gsub("^.-rag%.store%.pg%.parse_dsn: ", ""),
+        level + 1)
+    end
+    d = parsed
+  end
+  for _, k in ipairs(SHARED) do
+    if o[k] == nil and d[k] == nil then
+      o[k] = shared[k]
+    end
+  end
+  if shared.params then
+    local params = {}
+    for _, from in ipairs({ shared.params, d.params or {}, o.params or {} }) do
+      for k, v in pairs(from) do
+        params[k] = v
+      end
+    end
+    o.params = params
+  end
+  local checked = connect_options(fname, o, level + 1)
+  local host = checked.host:find(":", 1, true) and "[" .. checked.host .. "]" or checked.host
+  return checked, format("%s:%d", host, checked.port)
+end
+
+-- The shared options the replicas take: the router's, else what the
+-- primary's own table or URL says (a replica is configured as its primary
+-- unless told otherwise); `params` merged, the router's over the primary's.
+-- The primary's entry has been checked by server_options already.
+local function inherited(primary, shared)
+  local o = type(primary) == "string" and { dsn = primary } or primary
+  local d = type(o.dsn) == "string" and M.parse_dsn(o.dsn) or {}
+  local out = {}
+  for _, k in ipairs(SHARED) do
+    local v = shared[k]
+    if v == nil then
+      v = o[k]
+    end
+    if v == nil then
+      v = d[k]
+    end
+    out[k] = v
+  end
+  local params, any = {}, false
+  for _, from in ipairs({ d.params or {}, o.params or {}, shared.params or {} }) do
+    for k, v in pairs(from) do
+      params[k], any = v, true
+    end
+  end
+  out.params = any and params or nil
+  return out
+end
+
+local function new_server(fname, entry, shared, role, level)
+  local o, name = server_options(fname, entry, shared, level + 1)
+  return { pool = setmetatable({ opts = o, idle = {} }, Pool), role = role, name = name,
+    database = o.database, reads = 0, queries = 0, failures = 0 }
+end
+
+--- Reads from streaming replicas, everything else on the primary: one
+-- `pool` per server. `router:read` goes to the next replica that is not
+-- down (round robin); a replica that fails (no connection, a dropped or
+-- timed-out one, SQLSTATE 08xxx or 57P01-57P03) is marked down, skipped for
+-- `retry_after` seconds, and the same read goes to the next replica, then
+-- to the primary. Statement errors (syntax, constraints, 40001 from a
+-- conflict with recovery) are returned as they are. Replicas lag: a read
+-- may not yet see a write just committed on the primary.
+-- @tparam table opts `primary` (a postgres:// URL or `connect` options),
+--   `replicas` (a list of such, may be empty), `retry_after` (5 s), and
+--   `connect_timeout`, `timeout`, `ssl`, `cafile`, `cleartext`,
+--   `application_name`, `prepare`, `params`, `keepalive`, `pool_size`
+--   for every server. A server's own table, then its URL, win key by key
+--   over the router's options; a replica that sets none of these takes
+--   the primary's (from its table or URL); `params` are merged key by key.
+-- @return router
+-- @raise on a bad option
+function M.router(opts)
+  local fname = "rag.store.pg.router"
+  local o = opts_check(fname, opts, ROUTER_SCHEMA, 2)
+  if o.primary == nil then
+    error(fname .. ": 'primary' is required", 2)
+  end
+  local r = setmetatable({ retry_after = o.retry_after, replicas = {}, next = 1 }, Router)
+  r.primary = new_server(fname, o.primary, o, "primary", 2)
+  local list = o.replicas or {}
+  local shared = inherited(o.primary, o)
+  for i = 1, #list do
+    r.replicas[i] = new_server(fname, list[i], shared, "replica", 2)
+  end
+  for k in pairs(list) do
+    if type(k) ~= "number" or k < 1 or k > #list or k ~= floor(k) then
+      error(fname .. ": 'replicas' must be a list", 2)
+    end
+  end
+  return r
+end
+
+function Router:_check(fname, level)
+  if self.closed then
+    error(fname .. ": router is closed", level + 1)
+  end
+end
+
+-- Runs `method` on server s's pool, counting a failure.
+local function run(s, method, ...)
+  local res, msg, code, state = s.pool[method](s.pool, ...)
+  if not res and is_down(code, state) then
+    s.failures = s.failures + 1
+  end
+  return res, msg, code, state
+end
+
+--- `pool:query(sql, params)` on the primary. @return rows | nil, msg, code, sqlstate
+function Router:query(sql, params)
+  self:_check("rag.store.pg.query", 2)
+  self.primary.queries = self.primary.queries + 1
+  return run(self.primary, "query", sql, params)
+end
+
+--- `pool:exec(sql)` on the primary. @return result | nil, msg, code, sqlstate
+function Router:exec(sql)
+  self:_check("rag.store.pg.exec", 2)
+  self.primary.queries = self.primary.queries + 1
+  return run(self.primary, "exec", sql)
+end
+
+--- `pool:transaction(fn)` on the primary. @return fn's values | nil, msg, code, sqlstate
+function Router:transaction(fn)
+  self:_check("rag.store.pg.transaction", 2)
+  self.primary.queries = self.primary.queries + 1
+  return run(self.primary, "transaction", fn)
+end
+
+--- A connection to the primary from its pool (`pool:acquire`).
+-- @return conn | nil, msg, code, sqlstate
+function Router:acquire()
+  self:_check("rag.store.pg.acquire", 2)
+  return self.primary.pool:acquire()
+end
+
+--- Gives back a connection from `router:acquire` (`pool:release`).
+function Router:release(c)
+  return self.primary.pool:release(c)
+end
+
+--- One statement (as `conn:query`) on a replica, round robin, skipping
+-- the ones marked down; on the primary when no replica answers or there are
+-- none. A statement error from a replica is returned, not retried.
+-- @return rows | nil, msg, code, sqlstate (the primary's, when it was tried)
+function Router:read(sql, params)
+  local fname = "rag.store.pg.read"
+  self:_check(fname, 2)
+  if type(sql) ~= "string" then
+    error(fname .. ": sql must be a string, got " .. type(sql), 2)
+  end
+  if params ~= nil and type(params) ~= "table" then
+    error(fname .. ": params must be a table, got " .. type(params), 2)
+  end
+  local replicas = self.replicas
+  local n = #replicas
+  if n > 0 then
+    local first = self.next
+    self.next = first % n + 1
+    for i = 0, n - 1 do
+      local s = replicas[(first - 1 + i) % n + 1]
+      if not s.retry_at or s.retry_at <= now() then
+        local res, msg, code, state = run(s, "query", sql, params)
+        if res or not is_down(code, state) then
+          s.reads = s.reads + 1
+          s.down, s.retry_at = false, nil
+          return res, msg, code, state
+        end
+        s.down, s.retry_at = true, now() + self.retry_after
+        s.pool:_flush() -- its idle connections went with it
+      end
+    end
+  end
+  local p = self.primary
+  local res, msg, code, state = run(p, "query", sql, params)
+  if res or not is_down(code, state) then
+    p.reads = p.reads + 1
+  end
+  return res, msg, code, state
+end
+
+--- Each server's counts, the primary first:
+-- `{ { server = "host:port", database =, role = "primary" | "replica",
+-- reads = (answered reads), queries = (query, exec and transaction calls),
+-- failures = (connection failures), down = (a replica skipped until
+-- `retry_in` seconds from now or until it next answers) }, ... }`.
+-- @treturn table
+function Router:stats()
+  local out = {}
+  local t = now()
+  local servers = { self.primary }
+  for i, s in ipairs(self.replicas) do
+    servers[i + 1] = s
+  end
+  for i, s in ipairs(servers) do
+    out[i] = { server = s.name, database = s.database, role = s.role, reads = s.reads,
+      queries = s.queries, failures = s.failures, down = s.down == true,
+      retry_in = s.retry_at and max(0, s.retry_at - t) or nil }
+  end
+  return out
+end
+
+--- Closes every server's idle connections; the router can no longer be used.
+function Router:close()
+  self.closed = true
+  self.primary.pool:close()
+  for _, s in ipairs(self.replicas) do
+    s.pool:close()
+  end
 end
 
 return M
