@@ -285,3 +285,56 @@ describe("rag.store.postgres faults", function()
     idx:close()
   end)
 end)
+
+describe("rag.store.postgres replicas", function()
+  it("sends searches to a streaming replica once it has caught up, writes to the primary",
+    function()
+      local rdsn = os.getenv("RAG_PG_REPLICA_DSN")
+      if not rdsn then
+        error("no replica: " .. tostring(os.getenv("RAG_PG_REPLICA_ERROR")
+          or "RAG_PG_REPLICA_DSN is unset (spec/pg/run.sh starts one)"))
+      end
+      local idx = make({ embedder = rag.embed.hashing({ dim = 16 }) },
+        { table = fresh_table("r"), replicas = { rdsn }, retry_after = 0.2 })
+      local docs = {}
+      for i = 1, 12 do
+        docs[i] = { id = "r" .. i, text = "replicated document " .. i .. " about plums" }
+      end
+      assert(idx:add_many(docs))
+      local function reads()
+        local by = {}
+        for _, s in ipairs(idx.store.db:stats()) do
+          by[s.role] = s.reads
+        end
+        return by
+      end
+      -- until the replica has replayed the writes, it may not have the tables yet
+      local socket = require("socket")
+      local hits
+      for _ = 1, 100 do
+        hits = idx:search("plums", { mode = "bm25", k = 20 })
+        if hits and #hits == 12 then
+          break
+        end
+        socket.sleep(0.05)
+      end
+      assert.are.equal(12, #hits)
+      local before = reads()
+      assert.is_true(before.replica > 0)
+      assert.are.equal(0, before.primary or 0)
+      assert.are.equal(12, #assert(idx:search("plums", { mode = "hybrid", k = 20 })))
+      assert.are.equal(before.replica + 1, reads().replica)
+      -- a write is the primary's; the replica sees it once replayed
+      assert.are.equal("updated", idx:add({ id = "r1", text = "replicated document one "
+        .. "about pears now" }))
+      for _ = 1, 100 do
+        local h = idx:search("pears", { mode = "bm25" })
+        if h and #h == 1 then
+          break
+        end
+        socket.sleep(0.05)
+      end
+      assert.are.equal("r1#1", idx:search("pears", { mode = "bm25" })[1].id)
+      idx:close()
+    end)
+end)
