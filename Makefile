@@ -104,7 +104,7 @@ test-serve:
 # pgvector from its Debian source package once (build/pgvector), starts a
 # private cluster on a free loopback port, runs spec/pg under Lua 5.4 and
 # LuaJIT and spec/pg/ngx_checks.lua in nginx, and stops it; skips with one
-# line when PostgreSQL cannot be had. About 6 s once built. The last line is
+# line when PostgreSQL cannot be had. About 25 s once built. The last line is
 # "N passed, N failed" (the three runs).
 PG_PKGS := postgresql-15 postgresql-server-dev-15 dpkg-dev lua-socket lua-sec python3 openssl
 test-pg: deps
