@@ -1775,7 +1775,9 @@ rag index PATH... --into DIR [options]
   lines). On a terminal a progress bar shows on standard error; the
   summary line goes to standard output.
 
-  --into DIR          the index folder (created when missing)
+  --into DIR          the index folder (created when missing), or a
+                      PostgreSQL table: postgres://USER:PASSWORD@HOST:PORT/
+                      DB?table=NAME (docs/cli.md)
   --chunk-size N      tokens per chunk (cl100k_base), default 512
   --overlap N         tokens shared by neighbouring chunks, default 64
   --embedder E        hashing (default, offline), hashing:DIM,
@@ -1856,8 +1858,10 @@ rag serve DIR [options]
   listens; nginx's errors go to standard error. Each worker maps the
   index's files (one copy in memory) and switches to a new generation
   within 0.5 s of `rag index` writing it, between requests. The LLM for
-  /ask comes from the same settings as for ask. docs/serving.md has the
-  endpoints and how to mount the handlers in your own nginx.
+  /ask comes from the same settings as for ask. DIR may be a postgres://
+  URL (as rag index --into): each worker opens it at its first request and
+  /admin/reload reopens it. docs/serving.md has the endpoints and how to
+  mount the handlers in your own nginx.
 
   --port P            the TCP port, default 8080
   --host H            the address to listen on, default 127.0.0.1
