@@ -44,6 +44,7 @@ build = {
     ["rag.embed"] = "lua/rag/embed.lua",
     ["rag.index"] = "lua/rag/index.lua",
     ["rag.store.pg"] = "lua/rag/store/pg.lua",
+    ["rag.store.postgres"] = "lua/rag/store/postgres.lua",
     ["rag.store._pgcodec"] = "lua/rag/store/_pgcodec.lua",
     ["rag.store._pgsock"] = "lua/rag/store/_pgsock.lua",
     ["rag.llm"] = "lua/rag/llm.lua",

@@ -815,6 +815,68 @@ static int index_get(lua_State *L) {
   return 1;
 }
 
+/* One chunk of d (0-based i) as a hit without score or ranks. */
+static void push_chunk(lua_State *L, const rag_store_doc *d, size_t i) {
+  const rag_store_chunk *c = &d->chunks[i];
+  char num[24];
+  lua_createtable(L, 0, 10);
+  lua_pushlstring(L, d->id, d->idlen);
+  snprintf(num, sizeof num, "#%u", (unsigned)(i + 1));
+  lua_pushstring(L, num);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "id");
+  lua_pushlstring(L, d->id, d->idlen);
+  lua_setfield(L, -2, "doc_id");
+  lua_pushlstring(L, d->text + c->start - 1, c->stop - c->start + 1);
+  lua_setfield(L, -2, "text");
+  set_provenance(L, d);
+  lrag_setint(L, "start", (lua_Integer)c->start);
+  lrag_setint(L, "stop", (lua_Integer)c->stop);
+  lrag_setbool(L, "leaf", (int)c->leaf);
+  if (c->level > 0) lrag_setint(L, "level", (lua_Integer)c->level);
+  if (c->parent > 0) lrag_setint(L, "parent", (lua_Integer)c->parent);
+}
+
+/*
+** ix:chunk(chunk_id) -> { id, doc_id, text, source, title, meta, start,
+** stop, leaf, level?, parent? } | nil: a chunk by its name ("doc#n").
+*/
+static int index_chunk_get(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.chunk");
+  size_t len, n = 0, p, i;
+  const char *id = lrag_checkid(L, 2, "rag.index.chunk", &len);
+  rag_store *s = rag_index_store(x->ix);
+  uint32_t slot;
+  const rag_store_doc *d;
+  for (p = len; p > 0 && id[p - 1] >= '0' && id[p - 1] <= '9'; p--) continue;
+  if (p == 0 || p == len || id[p - 1] != '#' || len - p > 9 || id[p] == '0') return 0;
+  for (i = p; i < len; i++) n = n * 10 + (size_t)(id[i] - '0');
+  slot = rag_store_find(s, id, p - 1);
+  if (slot == RAG_IDS_NONE) return 0;
+  d = rag_store_doc_at(s, slot);
+  if (n > d->nchunks) return 0;
+  push_chunk(L, d, n - 1);
+  return 1;
+}
+
+/* ix:chunks(doc_id) -> the document's chunks in order (as ix:chunk gives them) | nil. */
+static int index_chunks(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.chunks");
+  size_t len, i;
+  const char *id = lrag_checkid(L, 2, "rag.index.chunks", &len);
+  rag_store *s = rag_index_store(x->ix);
+  uint32_t slot = rag_store_find(s, id, len);
+  const rag_store_doc *d;
+  if (slot == RAG_IDS_NONE) return 0;
+  d = rag_store_doc_at(s, slot);
+  lua_createtable(L, (int)d->nchunks, 0);
+  for (i = 0; i < d->nchunks; i++) {
+    push_chunk(L, d, i);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
 /* ix:ids() -> every live document id, in no particular order. */
 static int index_ids(lua_State *L) {
   lindex *x = check_open(L, "rag.index.ids");
@@ -1344,6 +1406,7 @@ static const luaL_Reg index_methods[] = {
     {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
     {"vectors", index_vectors}, {"staged", index_staged},
+    {"chunk_at", index_chunk_get}, {"chunks", index_chunks},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
     {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {NULL, NULL},

@@ -203,6 +203,12 @@ function M.new(opts)
     end
     local store = o.store
     o.store = nil
+    for _, k in ipairs({ "hnsw", "bm25", "analyzer" }) do
+      if o[k] ~= nil then
+        error("rag.index.new: option '" .. k .. "' is the store's business with a store"
+          .. (k == "hnsw" and " (rag.store.postgres{ hnsw = ... })" or ""), 2)
+      end
+    end
     o = settings("rag.index.new", o)
     if type(store) ~= "table" or type(store.index) ~= "function" then
       error("rag.index.new: option 'store' must be a store (rag.store.postgres{...}), got "
@@ -540,6 +546,19 @@ function Index:vectors(ids)
     error("rag.index.vectors: ids must be a list of chunk ids, got " .. type(ids), 2)
   end
   return self.c:vectors(ids)
+end
+
+--- A chunk by its id ("doc#n", as hits name them): `{ id, doc_id, text,
+-- source, title, meta, start, stop, leaf, level?, parent? }`, or nil.
+function Index:chunk(id)
+  check_open(self, "rag.index.chunk")
+  return self.c:chunk_at(id)
+end
+
+--- The chunks of document `id` in order (as `chunk` gives them), or nil.
+function Index:chunks(id)
+  check_open(self, "rag.index.chunks")
+  return self.c:chunks(id)
 end
 
 --- The document `id` as `{ id, text, source, title, meta, chunks }`, or nil.

@@ -178,6 +178,11 @@ export RAG_PG_MD5_DSN="postgres://rag_md5:$pw_md5@127.0.0.1:$port/rag"
 export RAG_PG_CLEAR_DSN="postgres://rag_clear:$pw_clear@127.0.0.1:$port/rag"
 export RAG_PG_TLS_DSN="postgres://rag_tls:$pw_tls@127.0.0.1:$port/rag"
 export RAG_PG_CA="$tmp/tls/ca.pem" RAG_PG_OTHER_CA="$tmp/tls/other.pem"
+# a command that restarts the server (fast shutdown), for the fault specs
+pgrun=
+[ "$(id -u)" = 0 ] && pgrun="runuser -u postgres --"
+export RAG_PG_RESTART="$pgrun $pgbin/pg_ctl -D $tmp/data -l $tmp/data/server.log -w -t 30 \
+-m fast restart"
 echo "PostgreSQL $("$pgbin/postgres" -V | awk '{ print $3 }'), pgvector" \
   "$(as_pg "${psql[@]}" -d rag -At -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'")" \
   "on 127.0.0.1:$port, data in $tmp/data"

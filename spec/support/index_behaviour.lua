@@ -207,6 +207,37 @@ function M.run(name, make, env)
     end)
   end)
 
+  describe(name .. " chunks", function()
+    it("gives a chunk by id and a document's chunks, with the spans the chunker cut", function()
+      local docs = M.fixture()
+      local idx = make({ embedder = false, chunk = { size = 64, overlap = 8 } })
+      assert(idx:add_many({ docs[1], docs[2] }))
+      local tok = rag.tokenizer.get("cl100k_base")
+      for _, d in ipairs({ docs[1], docs[2] }) do
+        local want = rag.chunk.recursive(d.text, { size = 64, overlap = 8, tokenizer = tok })
+        local got = idx:chunks(d.id)
+        assert.are.equal(#want, #got)
+        for n, c in ipairs(want) do
+          local g = got[n]
+          assert.are.equal(d.id .. "#" .. n, g.id)
+          assert.are.equal(d.id, g.doc_id)
+          assert.are.equal(c.start, g.start)
+          assert.are.equal(c.stop, g.stop)
+          assert.are.equal(c.text, g.text)
+          assert.are.equal(d.title, g.title)
+          assert.is_true(g.leaf)
+          assert.are.same(g, idx:chunk(g.id))
+        end
+        assert.is_nil(idx:chunk(d.id .. "#" .. (#want + 1)))
+        assert.is_nil(idx:chunk(d.id .. "#0"))
+        assert.is_nil(idx:chunk(d.id))
+      end
+      assert.is_nil(idx:chunks("nope"))
+      assert.is_nil(idx:chunk("nope#1"))
+      idx:close()
+    end)
+  end)
+
   describe(name .. " incremental changes", function()
     it("after random adds, updates and removals equals an index built from scratch", function()
       local pool = M.fixture()

@@ -587,6 +587,55 @@ function methods:get(id)
     title = r.title ~= null and r.title or nil, meta = r.meta, chunks = r.nchunks }
 end
 
+local CHUNK_COLS = "c.id, c.doc_id, c.start, c.stop, c.leaf, c.level, c.parent, c.text, "
+  .. "d.source, d.title, d.meta"
+
+local function chunk_of(r)
+  local null = pg.null
+  return { id = r.id, doc_id = r.doc_id, text = r.text, start = r.start, stop = r.stop,
+    leaf = r.leaf, level = r.level > 0 and r.level or nil,
+    parent = r.parent > 0 and r.parent or nil, source = r.source ~= null and r.source or nil,
+    title = r.title ~= null and r.title or nil, meta = r.meta }
+end
+
+--- A chunk by its id ("doc#n"), as the local index gives it, or nil.
+function methods:chunk(id)
+  check_live(self, "rag.index.chunk")
+  if type(id) ~= "string" then
+    error("rag.index.chunk: id must be a string, got " .. type(id), 2)
+  end
+  local st = self.store
+  local rows, msg, code = st:read("SELECT " .. CHUNK_COLS .. " FROM " .. st.chunks .. " c JOIN "
+    .. st.docs .. " d ON d.id = c.doc_id WHERE c.id = $1", { id })
+  if not rows then
+    return nil, msg, code
+  end
+  return rows[1] and chunk_of(rows[1]) or nil
+end
+
+--- The chunks of document `id` in order, or nil.
+function methods:chunks(id)
+  check_live(self, "rag.index.chunks")
+  local sid = type(id) == "number" and tostring(id) or id
+  if type(sid) ~= "string" then
+    error("rag.index.chunks: id must be a string or a number, got " .. type(id), 2)
+  end
+  local st = self.store
+  local rows, msg, code = st:read("SELECT " .. CHUNK_COLS .. " FROM " .. st.chunks .. " c JOIN "
+    .. st.docs .. " d ON d.id = c.doc_id WHERE c.doc_id = $1 ORDER BY c.n", { sid })
+  if not rows then
+    return nil, msg, code
+  end
+  if #rows == 0 then
+    return nil
+  end
+  local out = {}
+  for i, r in ipairs(rows) do
+    out[i] = chunk_of(r)
+  end
+  return out
+end
+
 --- The number of documents. @return integer | nil, msg, code
 function methods:count()
   check_live(self, "rag.index.count")
