@@ -84,6 +84,90 @@ local function say(...) -- a line on standard error
   io.stderr:write("\n")
 end
 
+-- {====== PostgreSQL URLs ======}
+
+-- Whether an index argument is a PostgreSQL URL rather than a folder.
+local function is_url(s)
+  return type(s) == "string" and (s:find("^postgres://") or s:find("^postgresql://")) ~= nil
+end
+
+-- The URL with its password (user:PASSWORD@, ?password=) shown as ***.
+-- The user part ends at the first ":", the host at the last "@" before
+-- "?", as rag.store.pg.parse_dsn reads them.
+local function mask_url(url)
+  local scheme, rest = url:match("^(postgres[ql]*://)(.*)$")
+  if not scheme then
+    return url
+  end
+  local main, query = rest:match("^([^?]*)(.*)$")
+  local auth, host = main:match("^(.*)@([^@]*)$")
+  if auth and auth:find(":", 1, true) then
+    main = auth:match("^([^:]*)") .. ":***@" .. host
+  end
+  return scheme .. main .. query:gsub("([?&]password=)[^&]*", "%1***")
+end
+
+-- The passwords of the URLs among args (as typed and percent-decoded).
+local function url_secrets(args)
+  local list = {}
+  for _, a in ipairs(args) do
+    local v = type(a) == "string" and a:gsub("^%-%-into=", "")
+    if v and is_url(v) then
+      local main = v:match("^postgres[ql]*://([^?]*)")
+      local auth = main:match("^(.*)@[^@]*$")
+      local pw = auth and auth:match("^[^:]*:(.+)$")
+      if pw then
+        list[#list + 1] = pw
+        list[#list + 1] = pw:gsub("%%(%x%x)", function(h)
+          return string.char(tonumber(h, 16))
+        end)
+      end
+    end
+  end
+  return list
+end
+
+-- Text with every PostgreSQL URL in it masked, and the passwords of the
+-- command's URLs (`secrets`) wherever else they appear.
+local function mask_text(text, secrets)
+  text = tostring(text):gsub("postgres[ql]*://[^%s'\"]*", mask_url)
+  for _, pw in ipairs(secrets or {}) do
+    if #pw >= 3 then
+      local at = 1
+      while true do
+        local i, j = text:find(pw, at, true)
+        if not i then
+          break
+        end
+        text = text:sub(1, i - 1) .. "***" .. text:sub(j + 1)
+        at = i + 3
+      end
+    end
+  end
+  return text
+end
+
+-- The URL without its ?table= parameter, and the table name (default "rag").
+local function split_url(url)
+  local base, query = url:match("^([^?]*)%??(.*)$")
+  local rest, name = {}, nil
+  for pair in query:gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=?(.*)$")
+    if k == "table" then
+      name = v
+    else
+      rest[#rest + 1] = pair
+    end
+  end
+  return base .. (#rest > 0 and ("?" .. concat(rest, "&")) or ""), name or "rag"
+end
+
+-- A misuse error raised by rag.index or rag.store, as one line for the user.
+local function reason(e)
+  return (tostring(e):gsub("\n.*", ""):gsub("^[^:]*:%d+: ", "")
+    :gsub("^rag%.index%.[%w_]+: ", ""):gsub("^rag%.store%.[%w_.]+: ", ""))
+end
+
 -- {====== Configuration ======}
 
 -- The settings `rag index`, `rag search` and `rag ask` read, with their
@@ -186,7 +270,7 @@ end
 -- The settings stored in dir: rag.toml, then rag.json over it.
 local function folder_settings(dir)
   local out = {}
-  if not dir then
+  if not dir or is_url(dir) then -- a PostgreSQL index records its own (url_recorded)
     return out
   end
   local tpath, jpath = join(dir, "rag.toml"), join(dir, "rag.json")
@@ -207,9 +291,10 @@ local function folder_settings(dir)
   return out
 end
 
--- The effective settings: flags (opts), the environment, the folder's files, defaults.
-local function settings(opts, dir)
-  local file = folder_settings(dir)
+-- The effective settings: flags (opts), the environment, the folder's
+-- files (or `file`, what a PostgreSQL index recorded), defaults.
+local function settings(opts, dir, file)
+  file = file or folder_settings(dir)
   local out = {}
   for key, s in pairs(SETTINGS) do
     local v = opts[key]
@@ -325,8 +410,27 @@ local function manifest_of(dir)
   return type(m) == "table" and m or nil
 end
 
+-- Opens the PostgreSQL index at url for reading: with the embedder it
+-- recorded (rebuilt when offline), or RAG_EMBEDDER's when that is set.
+local function open_url(url, cfg)
+  local e = os.getenv("RAG_EMBEDDER")
+  local embedder = (e and e ~= "") and make_embedder(cfg.embedder) or nil
+  local ok, idx, msg, code = pcall(rag.index.open, url, { readonly = true, embedder = embedder })
+  if not ok then -- the embedder differs from the index's; a bad table name
+    stop(2, reason(idx))
+  end
+  if not idx and code == "format" then
+    stop(1, "'" .. mask_url(url) .. "': no index here (make one with 'rag index PATH --into "
+      .. mask_url(url) .. "')")
+  end
+  return must(idx, msg, code)
+end
+
 -- Opens the index in dir for reading, with the embedder it was built with.
 local function open_index(dir, cfg)
+  if is_url(dir) then
+    return open_url(dir, cfg)
+  end
   if not manifest_of(dir) then
     stop(1, "'" .. dir .. "': no index here (make one with 'rag index PATH --into " .. dir .. "')")
   end
@@ -491,28 +595,102 @@ local function failed_files(reports)
   return failed
 end
 
+-- The settings a PostgreSQL index at url recorded, as rag.json holds a
+-- folder's ({ embedder =, chunk_size =, overlap = }, the embedder when it
+-- can be named), and its embedder's dim; nil for a table not made yet.
+local function url_recorded(url)
+  local ok, idx, msg, code = pcall(rag.index.open, url, { readonly = true, embedder = false })
+  if not ok then
+    stop(2, reason(idx))
+  end
+  if not idx then
+    if code == "format" and tostring(msg):find("no rag index", 1, true) then
+      return nil
+    end
+    stop(1, tostring(msg), code)
+  end
+  local e, ch = idx.edesc, idx.o.chunk or {}
+  idx:close()
+  local spec
+  if not e then
+    spec = "none"
+  elseif e.name == "rag.hashing" then
+    spec = (e.dim or 512) == 512 and "hashing" or "hashing:" .. e.dim
+  end
+  return { embedder = spec, chunk_size = ch.size, overlap = ch.overlap or 0 }, e and e.dim
+end
+
+-- The dimension of an embedder without :dim() (a provider): one call.
+local function probe_dim(embedder)
+  local vs = must(embedder:embed({ "dimension" }, { packed = true }))
+  local v = vs[1]
+  return type(v) == "string" and math.floor(#v / 4) or #v
+end
+
+-- The index of `rag index ... --into URL`: the table's, or a new one with
+-- the settings; settings that differ from those the table was made with
+-- stop (a table holds one embedder's vectors and one chunking).
+local function url_index(o, url)
+  local shown = mask_url(url)
+  local dsn, name = split_url(url)
+  if not name:find("^[a-z_][a-z0-9_]*$") or #name > 40 then
+    stop(2, "'" .. shown .. "': the table name must be a lowercase SQL name ([a-z_][a-z0-9_]*,"
+      .. " at most 40 characters), got '" .. name .. "'")
+  end
+  local recorded, rdim = url_recorded(url)
+  local cfg = settings(o, nil, recorded)
+  if cfg.overlap >= cfg.chunk_size then
+    stop(2, format("the overlap (%d) must be smaller than the chunk size (%d)", cfg.overlap,
+      cfg.chunk_size))
+  end
+  if recorded and (recorded.chunk_size ~= cfg.chunk_size or recorded.overlap ~= cfg.overlap) then
+    stop(2, format("'%s': the table '%s' holds chunks %s/%s; this run asks for %d/%d (drop"
+      .. " the flags, or use another ?table=)", shown, name, tostring(recorded.chunk_size),
+      tostring(recorded.overlap), cfg.chunk_size, cfg.overlap))
+  end
+  local embedder = make_embedder(cfg.embedder)
+  local dim
+  if embedder and type(embedder.dim) ~= "function" then
+    dim = rdim or probe_dim(embedder)
+  end
+  local ok, idx, msg, code = pcall(function()
+    local store = rag.store.postgres({ dsn = dsn, table = name, dim = dim })
+    return rag.index.new({ store = store, embedder = embedder,
+      chunk = { size = cfg.chunk_size, overlap = cfg.overlap } })
+  end)
+  if not ok then -- another embedder than the table's
+    stop(2, "'" .. shown .. "': " .. reason(idx))
+  end
+  return must(idx, msg, code), cfg
+end
+
 local function cmd_index(o, args)
   local into = o.into
   if not into then
     stop(2, "option '--into DIR' is required (usage: rag index PATH... --into DIR)")
   end
   check_paths(args)
-  local cfg = index_settings(o, into)
+  local url = is_url(into)
   local t0 = now()
-  local embedder = make_embedder(cfg.embedder)
-  local idx
-  local changed = changed_settings(into, cfg)
-  if changed == nil or changed then
-    if changed then
-      say("rag index: settings changed (", changed, "): indexing everything again")
-    end
-    idx = rag.index.new(index_options(cfg, embedder))
+  local idx, cfg, changed
+  if url then
+    idx, cfg = url_index(o, into)
   else
-    local ok, opened, msg = pcall(rag.index.open, into, { embedder = embedder })
-    if not ok then
-      stop(2, tostring(opened):gsub("^rag%.index%.open: ", ""))
+    cfg = index_settings(o, into)
+    local embedder = make_embedder(cfg.embedder)
+    changed = changed_settings(into, cfg)
+    if changed == nil or changed then
+      if changed then
+        say("rag index: settings changed (", changed, "): indexing everything again")
+      end
+      idx = rag.index.new(index_options(cfg, embedder))
+    else
+      local ok, opened, msg = pcall(rag.index.open, into, { embedder = embedder })
+      if not ok then
+        stop(2, tostring(opened):gsub("^rag%.index%.open: ", ""))
+      end
+      idx = must(opened, msg)
     end
-    idx = must(opened, msg)
   end
   local bar = progress_bar()
   local docs, reports = load_paths(args, cfg, bar)
@@ -522,7 +700,8 @@ local function cmd_index(o, args)
       bar:update("indexing", done, total)
     end,
   }))
-  if changed ~= false or counts.added + counts.updated + counts.removed > 0 then
+  -- every change is in the database when sync returns: nothing to save there
+  if not url and (changed ~= false or counts.added + counts.updated + counts.removed > 0) then
     bar:update("saving", 1, 1, true)
     save_index(idx, into, cfg)
   end -- else the saved generation is this one already
@@ -537,10 +716,10 @@ local function cmd_index(o, args)
     local why = tostring(f.msg):gsub("\n.*", ""):gsub("^rag%.[%w%.]+: '[^']*': ", "")
     say("rag index: '", f.path, "': ", why)
   end
-  local st = idx:stats()
+  local st = must(idx:stats())
   print(format("%s: %d documents, %d chunks; %d added, %d updated, %d unchanged, %d removed,"
-    .. " %d failed (%d files, %.2f s)", into, st.documents, st.leaves, counts.added,
-    counts.updated, counts.unchanged, counts.removed, #failed, files, now() - t0))
+    .. " %d failed (%d files, %.2f s)", url and mask_url(into) or into, st.documents, st.leaves,
+    counts.added, counts.updated, counts.unchanged, counts.removed, #failed, files, now() - t0))
   idx:close()
 end
 
@@ -672,7 +851,12 @@ local function cmd_search(o, args)
     stop(2, "unknown mode '" .. mode .. "' (expected bm25, vector or hybrid)")
   end
   local k = cfg.k or 10
-  local hits = must(idx:search(query, { k = k, mode = mode, filter = parse_filter(o.filter) }))
+  local ok, hits, msg, code = pcall(idx.search, idx, query, { k = k, mode = mode,
+    filter = parse_filter(o.filter) })
+  if not ok then -- a mode the index cannot search (no embedder)
+    stop(2, reason(hits))
+  end
+  hits = must(hits, msg, code)
   local tty = isatty(1)
   for i, h in ipairs(hits) do
     local s, spans, cl, cr = snippet(h.text or "", query, 240)
@@ -869,6 +1053,7 @@ worker_processes @WORKERS@;
 pid @PREFIX@/nginx.pid;
 error_log stderr warn;
 env RAG_SERVE_TOKEN;
+env RAG_SERVE_DSN;
 env OPENAI_API_KEY;
 env OPENAI_BASE_URL;
 env OLLAMA_HOST;
@@ -950,14 +1135,22 @@ local function serve_conf(o, dir, prefix, mods, listen)
   if not rate or rate < 0 then
     stop(2, "option --rate: '" .. tostring(o.rate) .. "' must be a number >= 0")
   end
-  local adir = dir:sub(1, 1) == "/" and dir or join(os.getenv("PWD") or ".", tidy_path(dir))
+  local url = is_url(dir)
+  local adir = (url or dir:sub(1, 1) == "/") and dir
+    or join(os.getenv("PWD") or ".", tidy_path(dir))
   local timeout = tonumber(o.timeout or "60")
   if not timeout or timeout <= 0 then
     stop(2, "option --timeout: '" .. tostring(o.timeout) .. "' must be a number of seconds > 0")
   end
+  local embedder = cfg.embedder
+  if url then -- the recorded one, unless named (the URL itself goes by RAG_SERVE_DSN)
+    local e = os.getenv("RAG_EMBEDDER")
+    embedder = (e and e ~= "") and embedder or nil
+    adir = nil
+  end
   local init = { dir = adir, rate = rate, timeout_ms = timeout * 1000, llm = cfg.llm,
     model = cfg.model, pipeline = o.pipeline,
-    embedder = cfg.embedder, k = cfg.k, mode = cfg.mode }
+    embedder = embedder, k = cfg.k, mode = cfg.mode }
   local keys, parts = {}, {}
   for k in pairs(init) do
     keys[#keys + 1] = k
@@ -968,6 +1161,9 @@ local function serve_conf(o, dir, prefix, mods, listen)
     parts[#parts + 1] = k .. " = " .. (type(v) == "string" and format("%q", v) or tostring(v))
   end
   parts[#parts + 1] = 'token = os.getenv("RAG_SERVE_TOKEN")'
+  if url then -- kept out of the configuration file: it holds the password
+    parts[#parts + 1] = 'dir = os.getenv("RAG_SERVE_DSN")'
+  end
   local load = mods and format("load_module %s/ndk_http_module.so;\nload_module"
     .. " %s/ngx_http_lua_module.so;\n", mods, mods) or ""
   return (NGINX_CONF:gsub("@(%u+)@", {
@@ -978,9 +1174,27 @@ local function serve_conf(o, dir, prefix, mods, listen)
   }))
 end
 
+-- Stops unless the PostgreSQL index at url opens here (when LuaSocket is
+-- there to look: nginx's workers use cosockets and need no LuaSocket).
+local function check_url(url)
+  local ok, idx, msg, code = pcall(rag.index.open, url, { readonly = true, embedder = false })
+  if not ok and tostring(idx):find("LuaSocket is missing", 1, true) then
+    return
+  elseif not ok then
+    stop(2, reason(idx))
+  elseif not idx and code == "format" then
+    stop(1, "'" .. mask_url(url) .. "': no index here (make one with 'rag index PATH --into "
+      .. mask_url(url) .. "')")
+  end
+  must(idx, msg, code):close()
+end
+
 local function cmd_serve(o, args)
   local dir = args[1]
-  if not manifest_of(dir) then
+  local url = is_url(dir)
+  if url then
+    check_url(dir)
+  elseif not manifest_of(dir) then
     stop(1, "'" .. dir .. "': no index here (make one with 'rag index PATH --into " .. dir .. "')")
   end
   local port = int_option("port", o.port or "8080", 1, 65535)
@@ -1009,8 +1223,16 @@ local function cmd_serve(o, args)
     error(conf, 0)
   end
   local line = format("rag serve: http://%s/ (%d worker%s, index %s)", listen, o.nworkers,
-    o.nworkers == 1 and "" or "s", dir)
-  local env = o.token and "env RAG_SERVE_TOKEN=" .. shq(o.token) or "env -u RAG_SERVE_TOKEN"
+    o.nworkers == 1 and "" or "s", url and mask_url(dir) or dir)
+  local unset, set = {}, {}
+  for _, v in ipairs({ { "RAG_SERVE_TOKEN", o.token }, { "RAG_SERVE_DSN", url and dir } }) do
+    if v[2] then
+      set[#set + 1] = v[1] .. "=" .. shq(v[2])
+    else
+      unset[#unset + 1] = "-u " .. v[1]
+    end
+  end
+  local env = concat({ "env", concat(unset, " "), concat(set, " ") }, " ")
   io.stdout:flush()
   -- exec: the shell's parent is this process, which it watches
   local status = os.execute("exec " .. env .. " sh -c " .. shq(RUN_NGINX) .. " rag-serve "
@@ -1282,11 +1504,43 @@ local function human_size(bytes)
   return format("%.1f MB", bytes / 1e6)
 end
 
+-- `rag info URL`: what a PostgreSQL index holds and was made with.
+local function url_info(url)
+  local idx = open_index(url, settings({}, url))
+  local st = must(idx:stats())
+  local copts = idx.o.chunk or {}
+  local tok = copts.tokenizer
+  if type(tok) ~= "string" then
+    local ok, info = pcall(function() return tok:info() end)
+    tok = ok and info and info.name or copts.unit or ""
+  end
+  local rows = {
+    { "index", mask_url(url) },
+    { "store", format("postgres, tables %s_docs and %s_chunks", st.table, st.table) },
+    { "documents", tostring(st.documents) },
+    { "chunks", tostring(st.leaves) },
+    { "chunker", format("%s, size %s, overlap %s, %s", tostring(st.chunker),
+      tostring(copts.size), tostring(copts.overlap or 0), tostring(tok)) },
+    { "embedder", st.embedder and format("%s%s", st.embedder, st.dim and format(" (dim %d)",
+      st.dim) or "") or "none" },
+    { "vectors", tostring(st.vector) },
+    { "language", tostring(st.language) },
+    { "search mode", st.default_mode },
+  }
+  for _, r in ipairs(rows) do
+    print(format("%-12s %s", r[1], r[2]))
+  end
+  idx:close()
+end
+
 local function cmd_info(_, args)
   if #args < 1 then
     stop(2, "need an index folder (usage: rag info DIR)")
   end
   local dir = args[1]
+  if is_url(dir) then
+    return url_info(dir)
+  end
   local m = manifest_of(dir)
   if not m then
     stop(1, "'" .. dir .. "': no index here")
@@ -1521,7 +1775,9 @@ rag index PATH... --into DIR [options]
   lines). On a terminal a progress bar shows on standard error; the
   summary line goes to standard output.
 
-  --into DIR          the index folder (created when missing)
+  --into DIR          the index folder (created when missing), or a
+                      PostgreSQL table: postgres://USER:PASSWORD@HOST:PORT/
+                      DB?table=NAME (docs/cli.md)
   --chunk-size N      tokens per chunk (cl100k_base), default 512
   --overlap N         tokens shared by neighbouring chunks, default 64
   --embedder E        hashing (default, offline), hashing:DIM,
@@ -1602,8 +1858,10 @@ rag serve DIR [options]
   listens; nginx's errors go to standard error. Each worker maps the
   index's files (one copy in memory) and switches to a new generation
   within 0.5 s of `rag index` writing it, between requests. The LLM for
-  /ask comes from the same settings as for ask. docs/serving.md has the
-  endpoints and how to mount the handlers in your own nginx.
+  /ask comes from the same settings as for ask. DIR may be a postgres://
+  URL (as rag index --into): each worker opens it at its first request and
+  /admin/reload reopens it. docs/serving.md has the endpoints and how to
+  mount the handlers in your own nginx.
 
   --port P            the TCP port, default 8080
   --host H            the address to listen on, default 127.0.0.1
@@ -1844,9 +2102,11 @@ function M.main(args)
     return 0
   end
   if getmetatable(e) ~= Stop then
-    error(e, 0)
+    error(type(e) == "string" and mask_text(e, url_secrets(list)) or e, 0)
   end
-  io.stderr:write("rag", e.cmd and " " .. e.cmd or "", ": ", e.msg, "\n")
+  -- a URL's password is never shown, whoever wrote the message
+  io.stderr:write("rag", e.cmd and " " .. e.cmd or "", ": ", mask_text(e.msg, url_secrets(list)),
+    "\n")
   return e.status
 end
 

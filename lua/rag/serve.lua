@@ -1,7 +1,9 @@
 --- rag.serve: the HTTP handlers of `rag serve`, for nginx with ngx_lua
 -- (OpenResty, or Debian's nginx + libnginx-mod-http-lua). Each worker opens
 -- the index read-only (its files are mapped, so all workers share one copy)
--- and switches to a newer generation between requests. docs/serving.md has
+-- and switches to a newer generation between requests; a postgres:// URL's
+-- index is opened at a worker's first request (cosockets) and reopened by
+-- /admin/reload. docs/serving.md has
 -- the HTTP contract and the configuration to mount it in your own nginx:
 --
 --   lua_shared_dict rag_serve 10m;
@@ -21,7 +23,7 @@ local format, concat, sort = string.format, table.concat, table.sort
 local floor = math.floor
 
 local INIT = {
-  dir = { "string" },                         -- the index folder (required)
+  dir = { "string" },                         -- the index folder or postgres:// URL (required)
   token = { "string" },                       -- bearer token for /ask and /admin/reload
   rate = { "number", default = 50, min = 0 }, -- requests per second per client IP (0: off)
   burst = { "number", min = 1 },              -- default: max(rate, 1)
@@ -43,6 +45,22 @@ local INIT = {
 -- The worker's state: options, the index in use and the LLM.
 local S
 
+-- Whether dir is a PostgreSQL URL (as rag.index.open tells them).
+local function is_url(dir)
+  return dir:find("^postgres://") ~= nil or dir:find("^postgresql://") ~= nil
+end
+
+-- The index's name for messages: a URL without its password.
+local function shown(dir)
+  return (dir:gsub("^(postgres[ql]*://)([^?]*)", function(scheme, main)
+    local auth, host = main:match("^(.*)@([^@]*)$")
+    if auth and auth:find(":", 1, true) then
+      main = auth:match("^([^:]*)") .. ":***@" .. host
+    end
+    return scheme .. main
+  end):gsub("([?&]password=)[^&]*", "%1***"))
+end
+
 -- {====== The index and its generations ======}
 
 -- cur = { idx =, gen =, docs =, chunks =, busy =, retired = }
@@ -50,6 +68,14 @@ local function open_current(reason)
   local o = S.o
   local embedder = S.embedder
   local ok, idx, msg = pcall(rag.index.open, o.dir, { readonly = true, embedder = embedder })
+  local st
+  if ok and idx then
+    st, msg = idx:stats() -- a PostgreSQL store can fail here
+    if not st then
+      idx:close()
+      idx = nil
+    end
+  end
   if not ok or not idx then
     -- at start, an error; later, the old generation goes on serving (a
     -- still newer save may have removed these files: the next look retries)
@@ -57,7 +83,6 @@ local function open_current(reason)
       tostring(ok and msg or idx), S.cur and "; still serving generation " .. S.cur.gen or "")
     return false
   end
-  local st = idx:stats()
   local old = S.cur
   S.cur = { idx = idx, gen = st.generation, docs = st.documents, chunks = st.leaves, busy = 0 }
   if old then
@@ -75,10 +100,19 @@ local function open_current(reason)
 end
 
 -- Switches to a newer generation when one appeared: the manifest is read at
--- most every check_every seconds, or at once after an /admin/reload.
+-- most every check_every seconds, or at once after an /admin/reload. A
+-- PostgreSQL index has no generations: it is opened at the first request
+-- (cosockets exist from then on) and reopened after an /admin/reload.
 local function refresh(force)
   local now = ngx.now()
   local asked = S.dict:get("reload") or 0
+  if S.url then
+    if force or asked ~= S.reload_seen or not S.cur then
+      S.reload_seen = asked
+      open_current(S.cur and "reload" or "start")
+    end
+    return
+  end
   if not force and asked == S.reload_seen and now - S.checked < S.o.check_every then
     return
   end
@@ -404,6 +438,16 @@ end
 -- {====== Other endpoints ======}
 
 local function health(cur)
+  if S.url then -- other processes write to the tables: counted now
+    local st, msg = cur.idx:stats()
+    if not st then
+      bad("internal", "the store does not answer: " .. tostring(msg))
+    end
+    S.dict:set("documents", st.documents)
+    S.dict:set("chunks", st.leaves)
+    return send(200, encode({ status = "ok", store = "postgres", table = st.table,
+      generation = cur.gen, documents = st.documents, chunks = st.leaves }))
+  end
   send(200, encode({ status = "ok", generation = cur.gen, documents = cur.docs,
     chunks = cur.chunks }))
 end
@@ -453,7 +497,7 @@ local function reload()
   refresh(true)
   S.reload_seen = S.dict:get("reload")
   if not S.cur then
-    bad("internal", "no index could be opened in '" .. S.o.dir .. "'")
+    bad("internal", "no index could be opened in '" .. shown(S.o.dir) .. "'")
   end
   send(200, encode({ status = "ok", generation = S.cur.gen, previous = before,
     documents = S.cur.docs, chunks = S.cur.chunks }))
@@ -481,7 +525,9 @@ local LIMITED = { ["/search"] = true, ["/ask"] = true, ["/admin/reload"] = true 
 
 --- Sets the worker up: call it in `init_worker_by_lua_block`. Opens the
 -- index in `opts.dir` read-only; a failure is logged and retried at the
--- next request.
+-- next request. A postgres:// URL in `dir` is opened at the first request
+-- (init_worker has no cosockets), with the embedder it recorded unless
+-- `embedder` names one.
 -- @tparam table opts `dir` (required), `token`, `rate` (requests per second
 --   per client IP, default 50; 0 turns it off), `burst`, `k_max` (50),
 --   `query_max` (1000 bytes), `body_max` (65536 bytes), `history_max` (20),
@@ -505,15 +551,18 @@ function M.init(opts)
     embedder = type(o.embedder) == "string" and o.embedder or nil }
   local setup = require("rag.cli").ask_setup(o.dir, flags)
   local embedder = o.embedder
-  if embedder == nil or type(embedder) == "string" then
+  local url = is_url(o.dir)
+  if type(embedder) == "string" or (embedder == nil and not url) then
     embedder = setup.embedder
   end
   o.k, o.mode = o.k or setup.k, o.mode or setup.mode
   local ok, html = pcall(require, "rag.serve._page")
   S = { o = o, dict = dict, llm = llm or setup.llm, embedder = embedder, checked = 0,
     burst = o.burst or math.max(o.rate, 1), reload_seen = dict:get("reload") or 0,
-    page = ok and type(html) == "string" and html or PLACEHOLDER }
-  open_current("start")
+    page = ok and type(html) == "string" and html or PLACEHOLDER, url = url }
+  if not url then
+    open_current("start")
+  end
 end
 
 --- Answers the request: call it in `content_by_lua_block` of the location
@@ -541,7 +590,7 @@ function M.handle()
     if route[3] then
       refresh(false)
       if not S.cur then
-        bad("internal", "no index could be opened in '" .. S.o.dir .. "'")
+        bad("internal", "no index could be opened in '" .. shown(S.o.dir) .. "'")
       end
       cur = hold()
     end
