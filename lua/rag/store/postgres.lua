@@ -67,10 +67,27 @@ end
 -- Connects on first use.
 -- @tparam table opts
 -- @return store
-function M.new(opts)
+-- A connection URL without its `table` query parameter (the store's, not
+-- the server's), and that table name.
+local function split_table(dsn)
+  local base, query = dsn:match("^([^?]*)%??(.*)$")
+  local rest, tbl = {}, nil
+  for pair in query:gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=?(.*)$")
+    if k == "table" then
+      tbl = v
+    else
+      rest[#rest + 1] = pair
+    end
+  end
+  return base .. (#rest > 0 and ("?" .. concat(rest, "&")) or ""), tbl
+end
+
+function M.new(opts, level)
   local fname = "rag.store.postgres"
+  level = (level or 1) + 1
   if type(opts) ~= "table" then
-    error(fname .. ": options must be a table, got " .. type(opts), 2)
+    error(fname .. ": options must be a table, got " .. type(opts), level)
   end
   local mine, conn = {}, {}
   for k, v in pairs(opts) do
@@ -80,15 +97,24 @@ function M.new(opts)
       conn[k] = v
     end
   end
-  local o = opts_check(fname, mine, STORE, 2)
+  if type(conn.dsn) == "string" then
+    local tbl
+    conn.dsn, tbl = split_table(conn.dsn)
+    if tbl and mine.table and tbl ~= mine.table then
+      error(fname .. ": the URL's table '" .. tbl .. "' differs from option 'table' '"
+        .. tostring(mine.table) .. "'", level)
+    end
+    mine.table = mine.table or tbl
+  end
+  local o = opts_check(fname, mine, STORE, level)
   if not o.table:find("^[a-z_][a-z0-9_]*$") or #o.table > 40 then
     error(fname .. ": option 'table' must be a lowercase SQL name of at most 40 characters "
-      .. "([a-z_][a-z0-9_]*), got '" .. o.table .. "'", 2)
+      .. "([a-z_][a-z0-9_]*), got '" .. o.table .. "'", level)
   end
   if not o.language:find("^[%w_]+$") then
-    error(fname .. ": option 'language' must be a text search configuration name", 2)
+    error(fname .. ": option 'language' must be a text search configuration name", level)
   end
-  o.hnsw = opts_check(fname .. ": hnsw", o.hnsw or {}, HNSW, 2)
+  o.hnsw = opts_check(fname .. ": hnsw", o.hnsw or {}, HNSW, level)
   conn.params = conn.params or {}
   local params = {}
   for k, v in pairs(conn.params) do
@@ -116,7 +142,7 @@ function M.new(opts)
     name = t }, Store)
 end
 
-setmetatable(M, { __call = function(_, opts) return M.new(opts) end })
+setmetatable(M, { __call = function(_, opts) return M.new(opts, 2) end })
 
 -- Searches go to a replica when the store has them.
 function Store:read(sql, params)
@@ -163,10 +189,41 @@ local function schema_sql(self, s)
   return list
 end
 
+-- The settings row of an existing index, read without writing (a role
+-- that may only read, a standby): settings, version | nil, msg, code.
+local function read_schema(self, fname)
+  local rows, msg, code, state = self.db:query("SELECT version, settings FROM "
+    .. "rag_schema WHERE name = $1", { self.name })
+  if not rows then
+    if state == "42P01" then -- no rag_schema table: no index in this database
+      return fail("format", fname, "no rag index '%s' in this database", self.name)
+    end
+    return nil, msg, code
+  end
+  if not rows[1] then
+    return fail("format", fname, "no rag index '%s' in this database", self.name)
+  end
+  return rows[1].settings, rows[1].version
+end
+
 -- Creates or migrates the tables (under an advisory lock, so that two
 -- processes creating one store wait for each other); returns the settings
 -- row's settings (a table) or nil for a new store | nil, msg, code.
+-- Opening (no `want`) only reads, unless the tables need a migration.
 local function ensure_schema(self, fname, want)
+  if not want then
+    local s, version, code = read_schema(self, fname)
+    if not s then
+      return nil, version, code
+    end
+    if version > M.SCHEMA_VERSION then
+      return fail("version", fname, "index '%s' has schema version %d, newer than this "
+        .. "library's %d", self.name, version, M.SCHEMA_VERSION)
+    end
+    if version == M.SCHEMA_VERSION then
+      return s
+    end
+  end
   return self.db:transaction(function(c)
     local ok, msg, code = c:query("SELECT pg_advisory_xact_lock(7291, 1)")
     if not ok then
@@ -296,6 +353,15 @@ function Store:index(o, edesc, _)
   if not s then
     return nil, msg, code
   end
+  local function chunking(x)
+    local ch = x.chunker or {}
+    return json.encode({ ch.name or json.null, json.object(ch.options or {}) })
+  end
+  if chunking(s) ~= chunking(want) then
+    error(fname .. ": the store's index '" .. self.name .. "' was made with chunker "
+      .. chunking(s) .. "; this index asks for " .. chunking(want) .. " (open it with "
+      .. "rag.index.open(url) to use its own, or use another table)", 3)
+  end
   local got, wanted = s.embedder or false, want.embedder
   if (got and got.name) ~= (wanted and wanted.name) or num(s.dim) ~= num(want.dim)
       or s.metric ~= want.metric or s.language ~= want.language then
@@ -326,18 +392,7 @@ function M.open(dsn, opts, lib)
       so[k] = v
     end
   end
-  local base, query = dsn:match("^([^?]*)%??(.*)$")
-  local rest = {}
-  for pair in query:gmatch("[^&]+") do
-    local k, v = pair:match("^([^=]*)=?(.*)$")
-    if k == "table" then
-      so.table = v
-    else
-      rest[#rest + 1] = pair
-    end
-  end
-  so.dsn = base .. (#rest > 0 and ("?" .. concat(rest, "&")) or "")
-  local store = M.new(so)
+  local store = M.new(so, 3)
   local s, msg, code = ensure_schema(store, fname, nil)
   if not s then
     store:close()
