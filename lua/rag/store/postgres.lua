@@ -863,7 +863,7 @@ local function search_sql(self, mode, where)
   local lists = {}
   if mode ~= "vector" then
     lists[#lists + 1] = "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r "
-      .. "FROM (SELECT c.id, ts_rank(c.tsv, q.q)::float8 AS s FROM " .. st.chunks .. " c, "
+      .. "FROM (SELECT c.id, ts_rank(c.tsv, q.q, 1)::float8 AS s FROM " .. st.chunks .. " c, "
       .. "(SELECT " .. TSQUERY .. " AS q) q WHERE c.tsv @@ q.q AND " .. where
       .. " ORDER BY s DESC, c.id LIMIT :fetch) b0)"
   end
