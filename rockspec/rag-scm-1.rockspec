@@ -64,6 +64,7 @@ build = {
     ["rag.pipeline.adaptive"] = "lua/rag/pipeline/adaptive.lua",
     ["rag.pipeline.corrective"] = "lua/rag/pipeline/corrective.lua",
     ["rag.pipeline.router"] = "lua/rag/pipeline/router.lua",
+    ["rag.pipeline.agent"] = "lua/rag/pipeline/agent.lua",
     ["rag.pipeline._offline"] = "lua/rag/pipeline/_offline.lua",
     ["rag.transport"] = "lua/rag/transport/init.lua",
     ["rag.providers"] = "lua/rag/providers/init.lua",
