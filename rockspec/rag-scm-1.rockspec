@@ -71,6 +71,7 @@ build = {
     ["rag.providers._request"] = "lua/rag/providers/_request.lua",
     ["rag.providers._retry"] = "lua/rag/providers/_retry.lua",
     ["rag.providers._decode"] = "lua/rag/providers/_decode.lua",
+    ["rag.providers._tools"] = "lua/rag/providers/_tools.lua",
     ["rag.providers._embed"] = "lua/rag/providers/_embed.lua",
     ["rag.providers.openai"] = "lua/rag/providers/openai.lua",
     ["rag.providers.ollama"] = "lua/rag/providers/ollama.lua",
