@@ -587,7 +587,8 @@ local function request_of(messages, opts)
   return { messages = ms, opts = o }
 end
 
-local REPLY_FIELDS = { "text", "usage", "finish_reason", "model", "id", "task", "lang" }
+local REPLY_FIELDS = { "text", "usage", "finish_reason", "model", "id", "task", "lang",
+  "tool_calls" }
 
 local function reply_of(reply)
   local r = json.object()
@@ -620,7 +621,12 @@ function M.record(llm, path)
     return nil, "rag.llm.record: " .. tostring(err), "io"
   end
   f:close()
-  return setmetatable({ llm = llm, path = path, n = 0 }, Recorder)
+  -- function calling as the wrapped LLM has it (rag.pipeline.agent reads it)
+  local s = llm.supports_tools
+  if type(s) == "function" then
+    s = s(llm)
+  end
+  return setmetatable({ llm = llm, path = path, n = 0, supports_tools = s == true }, Recorder)
 end
 
 --- Calls the wrapped LLM and records the exchange.
@@ -729,7 +735,13 @@ function M.replay(path)
     end
     entries[n] = e
   end
-  return setmetatable({ path = path, entries = entries, n = 0 }, Replayer)
+  -- function calling when the recorded requests offered tools
+  local tools = false
+  for _, e in ipairs(entries) do
+    tools = tools or type(e.request.opts) == "table" and e.request.opts.tools ~= nil
+  end
+  return setmetatable({ path = path, entries = entries, n = 0, supports_tools = tools },
+    Replayer)
 end
 
 --- The recorded reply to the next request.

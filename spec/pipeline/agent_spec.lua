@@ -372,6 +372,31 @@ for _, protocol in ipairs({ "react", "tools" }) do
   end)
 end
 
+describe("rag.pipeline.agent with rag.llm.record and replay", function()
+  it("replays a function-calling run: the same calls and answer", function()
+    local path = os.tmpname()
+    local function run(llm)
+      local got = {}
+      local r = assert(rag.pipeline.agent({ index = fake_index(), llm = llm,
+        tools = { calc_tool(got) } }):answer(Q))
+      return r, got
+    end
+    local live = scripted("tools", { { "call", "search", { query = "k1" } },
+      { "call", "calc", { a = 1, b = 2 } }, { "final", "k1 [1], 3" } })
+    local rec = assert(rag.llm.record(live, path))
+    assert.is_true(rec.supports_tools)
+    local r1, got1 = run(rec)
+    local again = assert(rag.llm.replay(path))
+    assert.is_true(again.supports_tools)
+    local r2, got2 = run(again)
+    os.remove(path)
+    assert.equal("tools", r2.protocol)
+    assert.equal(r1.text, r2.text)
+    assert.same({ { a = 1, b = 2 } }, got1)
+    assert.same(got1, got2)
+  end)
+end)
+
 describe("rag.pipeline.agent (ReAct parsing)", function()
   it("reads an Action Input in a code fence and ignores a made-up observation", function()
     local idx = fake_index()
