@@ -161,8 +161,8 @@ function Provider:chat(messages, opts)
   local o = check(fname, opts, CHAT_OPTS, 2)
   local body = { model = o.model or self.model,
     messages = tools.messages(request.messages(fname, messages), "ollama"),
-    tools = o.tools and tools.wire(fname, o.tools), stream = o.stream ~= nil, format = o.format, keep_alive = self.keep_alive,
-    options = model_options(o) }
+    tools = o.tools and tools.wire(fname, o.tools), stream = o.stream ~= nil,
+    format = o.format, keep_alive = self.keep_alive, options = model_options(o) }
   local url = self.base_url .. "/api/chat"
   local how = o.timeout and { timeout = o.timeout } or nil
   if o.stream then
