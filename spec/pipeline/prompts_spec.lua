@@ -29,8 +29,8 @@ describe("rag.prompts", function()
     -- rag.eval.ragas's five judge prompts
     assert.same({ "agent", "agent_retry", "agent_tools", "answer", "answer_strict", "check",
       "classify", "compress", "condense", "decompose", "direct", "eval_context",
-      "eval_correctness", "eval_questions", "eval_statements", "eval_support", "grade", "hyde", "multi_query", "rewrite",
-      "stepback" }, sorted_names())
+      "eval_correctness", "eval_questions", "eval_statements", "eval_support", "grade",
+      "hyde", "multi_query", "rewrite", "stepback" }, sorted_names())
     for _, lang in ipairs({ "en", "zh" }) do
       local base = prompts[lang]
       assert.equal(lang, base.lang)
