@@ -489,6 +489,27 @@ describe("rag.pipeline.agent options", function()
     assert.truthy(llm.calls[1].messages[1].content:find("one of [calc]", 1, true))
   end)
 
+  it("lets a user tool show citable snippets through ctx.cite; read reports a missing id",
+    function()
+      local seen
+      local lookup = { name = "lookup", description = "Looks up a term.",
+        parameters = { type = "object", properties = { term = { type = "string" } } },
+        fn = function(args, ctx)
+          seen = ctx.question
+          return ctx.cite({ { id = "glossary#" .. args.term, source = "glossary",
+            text = args.term .. " is a parameter." } })
+        end }
+      local llm = support.scripted({ act("read", '{"id": "nope"}'),
+        act("lookup", '{"term": "k1"}'), final("k1 is a parameter [1].") })
+      local r = assert(rag.pipeline.agent({ index = fake_index(), llm = llm,
+        tools = { lookup } }):answer(Q))
+      assert.same({ "Error: rag.pipeline.agent: read: no document with id 'nope'",
+        "[1] glossary\nk1 is a parameter." }, observations(llm))
+      assert.equal(Q, seen)
+      assert.equal("glossary#k1", r.citations[1].id)
+      assert.is_true(r.grounded)
+    end)
+
   it("searches the web with the websearch option", function()
     local web = { search = function(_, q, o)
       return { { id = "https://example.org/mmr", source = "https://example.org/mmr",

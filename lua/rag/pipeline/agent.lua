@@ -182,7 +182,7 @@ local function builtin_tools(self)
       fn = function(args, ctx)
         local doc = o.index:get(args.id)
         if type(doc) ~= "table" or type(doc.text) ~= "string" then
-          return nil, format("%s: read: no document with id '%s'", FNAME, args.id), "io"
+          return nil, format("%s: read: no document with id '%s'", FNAME, args.id), "provider"
         end
         local text = doc.text
         if #text > o.read_chars then -- cut at a character boundary
@@ -353,7 +353,10 @@ local function call_tool(self, run, state, tool, args, question)
   local ran = false
   local ctx = { run = run, question = question, index = self.o.index,
     cite = function(hits)
-      return cite(state, hit_list("cite", hits))
+      if type(hits) ~= "table" then
+        error(format("%s: ctx.cite: hits must be a list, got %s", FNAME, type(hits)), 2)
+      end
+      return cite(state, hits)
     end }
   local out, msg, code = run:step("tool", function(inputs)
     ran = true
@@ -381,6 +384,8 @@ local function call_tool(self, run, state, tool, args, question)
   if out ~= nil then
     return out
   end
+  -- refused by a limit, or a step inside the tool was (run.stopped: the
+  -- run's own record that it stopped)
   if not ran or run.stopped then
     return nil, msg, code
   end
