@@ -477,6 +477,10 @@ describe("rag.pipeline.agent options", function()
       "tools[1] has an unknown field 'extra'")
     bad({ { name = "x", description = "d", fn = print, parameters = { type = "string" } } },
       "tools[1]: 'parameters' must be a JSON schema table")
+    bad({ { name = "x", description = "d", fn = print, parameters = { required = "a" } } },
+      "tools[1]: 'parameters.required' must be a list of strings")
+    bad({ { name = "x", description = "d", fn = print, parameters = { properties = 1 } } },
+      "tools[1]: 'parameters.properties' must be a table")
     bad(nil, "option 'answer' is not used", { answer = function() end })
     bad(nil, "'websearch' must have a :search", { websearch = {} })
     bad(nil, "'protocol' must be one of", { protocol = "xml" })

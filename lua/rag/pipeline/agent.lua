@@ -242,6 +242,19 @@ local function make_tools(self, user, level)
         and t.parameters.type ~= "object")) then
       error(where .. ": 'parameters' must be a JSON schema table of type \"object\"", level)
     end
+    local params = t.parameters or {}
+    if params.properties ~= nil and type(params.properties) ~= "table" then
+      error(where .. ": 'parameters.properties' must be a table", level)
+    end
+    if params.required ~= nil then
+      local ok = type(params.required) == "table"
+      for _, key in ipairs(ok and params.required or {}) do
+        ok = ok and type(key) == "string"
+      end
+      if not ok then
+        error(where .. ": 'parameters.required' must be a list of strings", level)
+      end
+    end
     if type(t.fn) ~= "function" then
       error(where .. ": 'fn' must be a function(args, ctx)", level)
     end
