@@ -20,7 +20,8 @@ local M = {}
 
 -- Slots that hold long text of any shape (matched greedily, so that they
 -- may contain the template's own separators); the others are short.
-local LONG = { context = true, document = true, history = true, answer = true }
+local LONG = { context = true, document = true, history = true, answer = true,
+  tools = true, scratchpad = true }
 
 local function escape(s)
   return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0"))
@@ -250,6 +251,51 @@ HANDLERS.multi_query = same_question
 HANDLERS.hyde = same_question
 HANDLERS.stepback = same_question
 HANDLERS.decompose = same_question
+
+-- The labels of the ReAct steps in rag.pipeline.agent's scratchpad.
+local REACT_LABELS = { "Thought:", "Action:", "Action Input:", "Final Answer:" }
+
+-- The text of every "Observation:" in a ReAct scratchpad, joined.
+local function observations(pad)
+  local out, inside = {}, false
+  for line in (pad .. "\n"):gmatch("([^\n]*)\n") do
+    if line:find("^Observation:") then
+      inside = true
+      line = line:gsub("^Observation:[ \t]*", "")
+    else
+      for _, label in ipairs(REACT_LABELS) do
+        if line:find(label, 1, true) == 1 then
+          inside = false
+        end
+      end
+    end
+    if inside then
+      out[#out + 1] = line
+    end
+  end
+  return concat(out, "\n")
+end
+
+-- rag.pipeline.agent's ReAct prompt: first search the question (with
+-- "search", else "websearch"), then answer from the observations as
+-- `answer` does.
+function HANDLERS.agent(self, slots, set)
+  local q = trim(slots.question or "")
+  if not (slots.scratchpad or ""):find("Observation:", 1, true) then
+    local names = {}
+    for name in (slots.tool_names or ""):gmatch("[^,%s]+") do
+      names[name] = true
+    end
+    local tool = names.search and "search" or names.websearch and "websearch"
+    if tool then
+      return "Thought: I should search for the question.\nAction: " .. tool
+        .. "\nAction Input: " .. json.encode({ query = q })
+    end
+    return "Thought: I have no tool to search with.\nFinal Answer: " .. set.refusal
+  end
+  return "Thought: I now know the final answer.\nFinal Answer: "
+    .. answer(self, { question = q, context = observations(slots.scratchpad) }, set)
+end
 
 function HANDLERS.grade(self, slots)
   local q, nq = question_terms(self, slots.question)
@@ -541,7 +587,8 @@ local function request_of(messages, opts)
   return { messages = ms, opts = o }
 end
 
-local REPLY_FIELDS = { "text", "usage", "finish_reason", "model", "id", "task", "lang" }
+local REPLY_FIELDS = { "text", "usage", "finish_reason", "model", "id", "task", "lang",
+  "tool_calls" }
 
 local function reply_of(reply)
   local r = json.object()
@@ -574,7 +621,12 @@ function M.record(llm, path)
     return nil, "rag.llm.record: " .. tostring(err), "io"
   end
   f:close()
-  return setmetatable({ llm = llm, path = path, n = 0 }, Recorder)
+  -- function calling as the wrapped LLM has it (rag.pipeline.agent reads it)
+  local s = llm.supports_tools
+  if type(s) == "function" then
+    s = s(llm)
+  end
+  return setmetatable({ llm = llm, path = path, n = 0, supports_tools = s == true }, Recorder)
 end
 
 --- Calls the wrapped LLM and records the exchange.
@@ -683,7 +735,13 @@ function M.replay(path)
     end
     entries[n] = e
   end
-  return setmetatable({ path = path, entries = entries, n = 0 }, Replayer)
+  -- function calling when the recorded requests offered tools
+  local tools = false
+  for _, e in ipairs(entries) do
+    tools = tools or type(e.request.opts) == "table" and e.request.opts.tools ~= nil
+  end
+  return setmetatable({ path = path, entries = entries, n = 0, supports_tools = tools },
+    Replayer)
 end
 
 --- The recorded reply to the next request.

@@ -24,12 +24,13 @@ local function values(name)
 end
 
 describe("rag.prompts", function()
-  it("has the eighteen prompts, the same in English and Chinese", function()
-    -- the pipelines' thirteen and rag.eval.ragas's five judge prompts
-    assert.same({ "answer", "answer_strict", "check", "classify", "compress", "condense",
-      "decompose", "direct", "eval_context", "eval_correctness", "eval_questions",
-      "eval_statements", "eval_support", "grade", "hyde", "multi_query", "rewrite",
-      "stepback" }, sorted_names())
+  it("has the twenty-one prompts, the same in English and Chinese", function()
+    -- the pipelines' thirteen, rag.pipeline.agent's three and
+    -- rag.eval.ragas's five judge prompts
+    assert.same({ "agent", "agent_retry", "agent_tools", "answer", "answer_strict", "check",
+      "classify", "compress", "condense", "decompose", "direct", "eval_context",
+      "eval_correctness", "eval_questions", "eval_statements", "eval_support", "grade",
+      "hyde", "multi_query", "rewrite", "stepback" }, sorted_names())
     for _, lang in ipairs({ "en", "zh" }) do
       local base = prompts[lang]
       assert.equal(lang, base.lang)

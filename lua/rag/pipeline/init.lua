@@ -20,5 +20,6 @@ M.multihop = require("rag.pipeline.multihop")
 M.adaptive = require("rag.pipeline.adaptive")
 M.corrective = require("rag.pipeline.corrective")
 M.router = require("rag.pipeline.router")
+M.agent = require("rag.pipeline.agent")
 
 return M

@@ -130,6 +130,58 @@ return {
     user = "Conversation:\n{history}\n\nFollow-up question: {question}",
   },
 
+  -- rag.pipeline.agent: `agent` is the ReAct text protocol (one system and
+  -- one user message, the steps so far in {scratchpad}); `agent_tools` is
+  -- for LLMs with function calling; the user part of `agent_retry` tells
+  -- the LLM why its last reply could not be used. The labels Thought,
+  -- Action, Action Input, Observation and Final Answer are machine-read.
+  agent = {
+    system = "You answer the user's question with the help of tools. The "
+      .. "tools are:\n{tools}\n\n"
+      .. "Use this format:\n"
+      .. "Thought: what to do next\n"
+      .. "Action: the tool to use, one of [{tool_names}]\n"
+      .. "Action Input: the tool's arguments as one JSON object\n"
+      .. "Observation: the tool's result (it is written for you; never write "
+      .. "it yourself)\n"
+      .. "... (Thought, Action, Action Input and Observation may repeat)\n"
+      .. "Thought: I now know the final answer\n"
+      .. "Final Answer: the answer to the question\n\n"
+      .. "Rules:\n"
+      .. "1. Answer only from what the tools returned; never make up anything.\n"
+      .. "2. The tools show passages numbered like [1]. After each statement "
+      .. "of the Final Answer, cite the passages that support it by their "
+      .. "numbers in square brackets, like [1] or [2][3].\n"
+      .. "3. Cite only numbers the tools showed.\n"
+      .. "4. If the tools do not find enough information, the Final Answer is "
+      .. "exactly: {refusal}\n"
+      .. "5. Answer in the language of the question.",
+    user = "Question: {question}\n{scratchpad}",
+  },
+
+  agent_tools = {
+    system = "You answer the user's question with the help of the tools you "
+      .. "are given: call them to find information, as often as you need, "
+      .. "then reply with the answer.\n"
+      .. "Rules:\n"
+      .. "1. Answer only from what the tools returned; never make up anything.\n"
+      .. "2. The tools show passages numbered like [1]. After each statement "
+      .. "of your answer, cite the passages that support it by their numbers "
+      .. "in square brackets, like [1] or [2][3].\n"
+      .. "3. Cite only numbers the tools showed.\n"
+      .. "4. If the tools do not find enough information, reply exactly: "
+      .. "{refusal}\n"
+      .. "5. Answer in the language of the question.",
+    user = "{question}",
+  },
+
+  agent_retry = {
+    system = "You answer a question with the help of tools.",
+    user = "Your last reply could not be used: {error}. Call one of the tools "
+      .. "({tool_names}) with arguments that match its parameters, or give "
+      .. "your final answer.",
+  },
+
   -- The judge prompts of rag.eval.ragas; each asks for one JSON object.
   eval_statements = {
     system = "Break the text into short, self-contained statements: one fact "

@@ -102,6 +102,48 @@ return {
     user = "对话：\n{history}\n\n追问：{question}",
   },
 
+  -- rag.pipeline.agent 的提示词：`agent` 是 ReAct 文本协议，`agent_tools`
+  -- 用于支持函数调用的模型，`agent_retry` 的用户部分说明上一条回复为何无法使用。
+  -- Thought、Action、Action Input、Observation、Final Answer 这些标签由程序读取，
+  -- 与英文相同。
+  agent = {
+    system = "你借助工具回答用户的问题。可用的工具有：\n{tools}\n\n"
+      .. "请使用以下格式（标签保持英文）：\n"
+      .. "Thought: 下一步要做什么\n"
+      .. "Action: 要用的工具，取自 [{tool_names}]\n"
+      .. "Action Input: 工具的参数，写成一个 JSON 对象\n"
+      .. "Observation: 工具的结果（由系统填写，你自己绝不要写）\n"
+      .. "……（Thought、Action、Action Input 和 Observation 可以重复多次）\n"
+      .. "Thought: 我现在知道最终答案了\n"
+      .. "Final Answer: 问题的答案\n\n"
+      .. "规则：\n"
+      .. "1. 只根据工具返回的内容回答，绝不编造。\n"
+      .. "2. 工具给出的段落带有编号，例如 [1]。Final Answer 中每个陈述后用方括号标注"
+      .. "支持它的段落编号，例如 [1] 或 [2][3]。\n"
+      .. "3. 只引用工具给出过的编号。\n"
+      .. "4. 如果工具找不到足够的信息，Final Answer 请原样写：{refusal}\n"
+      .. "5. 用提问所用的语言回答。",
+    user = "Question: {question}\n{scratchpad}",
+  },
+
+  agent_tools = {
+    system = "你借助给你的工具回答用户的问题：按需要多次调用工具查找信息，然后回复答案。\n"
+      .. "规则：\n"
+      .. "1. 只根据工具返回的内容回答，绝不编造。\n"
+      .. "2. 工具给出的段落带有编号，例如 [1]。回答中每个陈述后用方括号标注支持它的段落"
+      .. "编号，例如 [1] 或 [2][3]。\n"
+      .. "3. 只引用工具给出过的编号。\n"
+      .. "4. 如果工具找不到足够的信息，请原样回复：{refusal}\n"
+      .. "5. 用提问所用的语言回答。",
+    user = "{question}",
+  },
+
+  agent_retry = {
+    system = "你借助工具回答一个问题。",
+    user = "你上一条回复无法使用：{error}。请调用某个工具（{tool_names}），参数须符合它的"
+      .. "参数说明；或者给出最终答案。",
+  },
+
   -- rag.eval.ragas 的评判提示词；每个都要求回复一个 JSON 对象。
   eval_statements = {
     system = "把文本拆成简短、独立的陈述：每条只含一个事实，代词换成它所指的事物，"

@@ -6,8 +6,9 @@ local request = require("rag.providers._request")
 local decode = require("rag.providers._decode")
 local embedding = require("rag.providers._embed")
 local check = require("rag.opts").check
+local tools = require("rag.providers._tools")
 
-local type, tostring, tonumber, next = type, tostring, tonumber, next
+local type, tostring, tonumber, next, ipairs = type, tostring, tonumber, next, ipairs
 local str = decode.str
 
 local M = {}
@@ -15,6 +16,9 @@ local M = {}
 local FNAME = "rag.providers.ollama"
 
 local Provider = request.class(FNAME)
+
+--- Chat takes `tools` (function calling); rag.pipeline.agent reads this.
+Provider.supports_tools = true
 
 local SCHEMA = request.schema(embedding.SCHEMA, {
   keep_alive = { "string|number" },
@@ -83,6 +87,8 @@ local CHAT_OPTS = {
   options = { "table" },
   stream = { "function" },
   timeout = { "number", above = 0 },
+  tools = { "table" },
+  tool_choice = { "string|table" },
 }
 
 -- The reply to a chat, `text` aside.
@@ -108,7 +114,7 @@ end
 
 -- A streamed chat: the deltas of newline-delimited JSON to `on_delta`.
 local function stream_chat(self, fname, url, body, on_delta, how)
-  local parts, info = {}, nil
+  local parts, info, calls = {}, nil, {}
   local raw, msg, code = request.stream(self.client, fname, url, body, decode.lines,
     function(line)
       local v, derr = json.decode(line)
@@ -116,6 +122,11 @@ local function stream_chat(self, fname, url, body, on_delta, how)
         return "bad JSON in the reply stream: " .. tostring(derr), "decode"
       elseif v.error ~= nil then
         return "the server reported: " .. tostring(v.error), "provider"
+      end
+      if type(v.message) == "table" and type(v.message.tool_calls) == "table" then
+        for _, c in ipairs(v.message.tool_calls) do
+          calls[#calls + 1] = c
+        end
       end
       local delta = type(v.message) == "table" and str(v.message.content)
       if delta and delta ~= "" then
@@ -133,6 +144,7 @@ local function stream_chat(self, fname, url, body, on_delta, how)
     return nil, fname .. ": the reply stream ended before 'done'", "decode"
   end
   info.text = table.concat(parts)
+  info.tool_calls = tools.calls(calls)
   return info
 end
 
@@ -141,14 +153,16 @@ end
 -- @tparam[opt] table opts `temperature`, `max_tokens` (num_predict), `top_p`,
 --   `stop`, `seed`, `format`, `options` (more model options), `model`,
 --   `stream = function(delta)`, `timeout` (seconds for this call, retries
---   included, at most the provider's own)
--- @return reply `{ text=, usage=, finish_reason=, model= }` | nil, msg, code
+--   included, at most the provider's own), `tools` as rag.providers.openai
+--   (`tool_choice` is accepted and not sent: Ollama has none)
+-- @return reply `{ text=, usage=, finish_reason=, model=, tool_calls= }` | nil, msg, code
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
   local o = check(fname, opts, CHAT_OPTS, 2)
-  local body = { model = o.model or self.model, messages = request.messages(fname, messages),
-    stream = o.stream ~= nil, format = o.format, keep_alive = self.keep_alive,
-    options = model_options(o) }
+  local body = { model = o.model or self.model,
+    messages = tools.messages(request.messages(fname, messages), "ollama"),
+    tools = o.tools and tools.wire(fname, o.tools), stream = o.stream ~= nil,
+    format = o.format, keep_alive = self.keep_alive, options = model_options(o) }
   local url = self.base_url .. "/api/chat"
   local how = o.timeout and { timeout = o.timeout } or nil
   if o.stream then
@@ -160,6 +174,7 @@ function Provider:chat(messages, opts)
     end
     local reply = info_of(v)
     reply.text = str(v.message.content) or ""
+    reply.tool_calls = tools.calls(v.message.tool_calls)
     return reply
   end, how)
 end

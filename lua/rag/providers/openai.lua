@@ -6,6 +6,7 @@ local request = require("rag.providers._request")
 local decode = require("rag.providers._decode")
 local embedding = require("rag.providers._embed")
 local check = require("rag.opts").check
+local tools = require("rag.providers._tools")
 
 local type, tostring, tonumber, pairs, ipairs = type, tostring, tonumber, pairs, ipairs
 local str = decode.str
@@ -15,6 +16,9 @@ local M = {}
 local FNAME = "rag.providers.openai"
 
 local Provider = request.class(FNAME)
+
+--- Chat takes `tools` (function calling); rag.pipeline.agent reads this.
+Provider.supports_tools = true
 
 local SCHEMA = request.schema(embedding.SCHEMA, {
   organization = { "string" },
@@ -81,6 +85,8 @@ local CHAT_OPTS = {
   stream = { "function" },
   extra = { "table" },
   timeout = { "number", above = 0 },
+  tools = { "table" },
+  tool_choice = { "string|table" },
 }
 
 local function usage_of(u)
@@ -98,14 +104,15 @@ local function completion(v)
     return nil
   end
   return { text = str(choice.message.content) or "", usage = usage_of(v.usage),
-    finish_reason = str(choice.finish_reason), model = str(v.model), id = str(v.id) }
+    finish_reason = str(choice.finish_reason), model = str(v.model), id = str(v.id),
+    tool_calls = tools.calls(choice.message.tool_calls) }
 end
 
 -- A streamed chat: the deltas of server-sent events to `on_delta`.
 local function stream_chat(self, fname, url, body, on_delta, how)
   body.stream = true
   body.stream_options = { include_usage = true }
-  local parts, info, events = {}, {}, 0
+  local parts, info, events, calls = {}, {}, 0, {}
   local raw, msg, code = request.stream(self.client, fname, url, body, decode.sse,
     function(data)
       if data == "[DONE]" then
@@ -125,6 +132,7 @@ local function stream_chat(self, fname, url, body, on_delta, how)
       local choice = type(ev.choices) == "table" and ev.choices[1]
       if type(choice) == "table" then
         info.finish_reason = str(choice.finish_reason) or info.finish_reason
+        tools.add_delta(calls, type(choice.delta) == "table" and choice.delta.tool_calls)
         local delta = type(choice.delta) == "table" and str(choice.delta.content)
         if delta and delta ~= "" then
           parts[#parts + 1] = delta
@@ -146,6 +154,7 @@ local function stream_chat(self, fname, url, body, on_delta, how)
     return whole
   end
   info.text = table.concat(parts)
+  info.tool_calls = tools.calls(calls)
   return info
 end
 
@@ -154,16 +163,25 @@ end
 -- @tparam[opt] table opts `temperature`, `max_tokens`, `top_p`, `stop`,
 --   `seed`, `response_format`, `model`, `extra` (more body fields),
 --   `stream = function(delta)` to receive the text as it is generated (SSE),
---   and `timeout` (seconds for this call, retries included, at most the
---   provider's own)
--- @return reply `{ text=, usage=, finish_reason=, model=, id= }` | nil, msg, code
+--   `timeout` (seconds for this call, retries included, at most the
+--   provider's own), `tools` (`{ { name =, description =, parameters = },
+--   ... }`, function calling) and `tool_choice` ("auto", "none",
+--   "required" or a tool's name). Messages may hold `{ role = "assistant",
+--   tool_calls = { { id =, name =, arguments = table }, ... } }` and
+--   `{ role = "tool", tool_call_id =, content = }`.
+-- @return reply `{ text=, usage=, finish_reason=, model=, id=, tool_calls= }`
+--   (`tool_calls = { { id =, name =, arguments = table | nil, raw = } }`
+--   when the model called tools; `arguments` nil when not a JSON object)
+--   | nil, msg, code
 function Provider:chat(messages, opts)
   local fname = FNAME .. ".chat"
   local o = check(fname, opts, CHAT_OPTS, 2)
   local body = {
-    model = o.model or self.model, messages = request.messages(fname, messages),
+    model = o.model or self.model,
+    messages = tools.messages(request.messages(fname, messages), "openai"),
     temperature = o.temperature, top_p = o.top_p, max_tokens = o.max_tokens,
     stop = o.stop, seed = o.seed, response_format = o.response_format,
+    tools = o.tools and tools.wire(fname, o.tools), tool_choice = tools.choice(o.tool_choice),
   }
   for k, v in pairs(o.extra or {}) do
     body[k] = v
