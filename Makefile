@@ -125,11 +125,13 @@ bench-pg: all
 # hashing embedder (ingest docs/s, top-10 overlap, nDCG@10 per mode), then
 # 20,046 chunks x 384 with HNSW searched by 8 client processes (vector,
 # hybrid q/s) and by wrk through nginx's cosockets. RUNS=3 runs each
-# (medians), SECS=10 s per wrk run, PARTS="B C ngx". About 6 minutes.
+# (medians), SECS=10 s per wrk run, PARTS="B C ngx". About 13 minutes.
+# MAKEFLAGS is emptied for run.sh: its `make install` of pgvector would
+# otherwise take this DATA= as PGXS's DATA (the extension's data files).
 bench-pg-store: all
 	@sh .ci/deps $(SERVE_PKGS)
 	@$(MAKE) --no-print-directory all LUA_VERSION=jit
-	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh -- env LUA_PATH='$(LPATH);;' \
+	@MAKEFLAGS= PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh -- env LUA_PATH='$(LPATH);;' \
 	  LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/pg_store.lua $(DATA)/scifact
 
 # rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
