@@ -48,7 +48,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
-  test-serve test-pg bench-pg asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
+  test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
   check-exports clean host host-bench test-host
@@ -119,6 +119,20 @@ test-pg: deps
 bench-pg: all
 	@PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh -- env LUA_PATH='$(LPATH);;' \
 	  LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/pg.lua
+
+# rag.store.postgres against the local rag.index (bench/pg_store.lua, issue
+# 26's acceptance B and C) on test-pg's cluster: SciFact in DATA with the
+# hashing embedder (ingest docs/s, top-10 overlap, nDCG@10 per mode), then
+# 20,046 chunks x 384 with HNSW searched by 8 client processes (vector,
+# hybrid q/s) and by wrk through nginx's cosockets. RUNS=3 runs each
+# (medians), SECS=10 s per wrk run, PARTS="B C ngx". About 13 minutes.
+# MAKEFLAGS is emptied for run.sh: its `make install` of pgvector would
+# otherwise take this DATA= as PGXS's DATA (the extension's data files).
+bench-pg-store: all
+	@sh .ci/deps $(SERVE_PKGS)
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	@MAKEFLAGS= PG_PKGS="$(PG_PKGS)" bash spec/pg/run.sh -- env LUA_PATH='$(LPATH);;' \
+	  LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/pg_store.lua $(DATA)/scifact
 
 # rag.report's page in headless Chromium (acceptance C of issue 24): a sweep
 # over three chunk sizes opens with no console message and no network request,
