@@ -32,88 +32,39 @@ static uint32_t edge_hash(uint32_t src, uint32_t dst, uint32_t rel) {
   return mix64(((uint64_t)src << 32 | dst) ^ ((uint64_t)rel * UINT64_C(0xD6E8FEB86659FD93)));
 }
 
-/* {====== The reference set ======} */
+/* {====== References ======} */
 
-static size_t set_pos(const rag_graph *g, uint64_t key) {
-  size_t i = mix64(key) & g->smask;
-  while (g->set[i] != SET_EMPTY && g->set[i] != key) i = (i + 1) & g->smask;
-  return i;
-}
-
-static int set_has(const rag_graph *g, uint32_t ref, uint32_t c) {
-  uint64_t key = (uint64_t)ref << 32 | c;
-  return g->set != NULL && g->set[set_pos(g, key)] == key;
-}
-
-static void set_put(rag_graph *g, uint64_t key) {
-  g->set[set_pos(g, key)] = key;
-  g->nrefs++;
-}
-
-/* Room for `more` references. RAG_ENOMEM. */
-static int set_reserve(rag_graph *g, size_t more) {
-  size_t cap = g->set ? g->smask + 1 : 0, need = g->nrefs + more, i, n;
-  uint64_t *old = g->set, *t;
-  if (need <= cap / 2) return RAG_OK;
-  n = cap ? cap : 64;
-  while (need > n / 2) {
-    if (n > ((size_t)-1) / 16) return RAG_ENOMEM;
-    n *= 2;
-  }
-  if ((t = (uint64_t *)rag_malloc(n * sizeof *t)) == NULL) return RAG_ENOMEM;
-  memset(t, 0xff, n * sizeof *t);
-  g->set = t;
-  g->smask = n - 1;
-  for (i = 0; i < cap; i++)
-    if (old[i] != SET_EMPTY) g->set[set_pos(g, old[i])] = old[i];
-  rag_free(old);
-  return RAG_OK;
-}
-
-/* Removes key (present), moving later keys of its run back. */
-static void set_erase(rag_graph *g, uint64_t key) {
-  size_t i = set_pos(g, key), j = i;
-  for (;;) {
-    size_t k;
-    j = (j + 1) & g->smask;
-    if (g->set[j] == SET_EMPTY) break;
-    k = mix64(g->set[j]) & g->smask;
-    if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
-    g->set[i] = g->set[j];
-    i = j;
-  }
-  g->set[i] = SET_EMPTY;
-  g->nrefs--;
-}
-
-/* Refills the set from the chunks' lists (after slots were renumbered). */
-static void set_rebuild(rag_graph *g) {
-  size_t c, i;
-  if (g->set == NULL) return;
-  memset(g->set, 0xff, (g->smask + 1) * sizeof *g->set);
-  g->nrefs = 0;
-  for (c = 0; c < g->chunks.n; c++)
-    for (i = 0; i < g->chunk[c].n; i++) set_put(g, (uint64_t)g->chunk[c].refs[i] << 32 | c);
+/* Whether chunk c has the reference ref: a walk of its list (single changes, checks). */
+static int chunk_has(const rag_graph *g, uint32_t c, uint32_t ref) {
+  const chunkrefs *cr = &g->chunk[c];
+  uint32_t i;
+  for (i = 0; i < cr->n; i++)
+    if (cr->refs[i] == ref) return 1;
+  return 0;
 }
 
 /* {====== The edge table ======} */
 
+/* Cells hold hash << 32 | (edge + 1), 0 when empty: a probe reads no edge it does not match. */
+#define CELL(h, x) ((uint64_t)(h) << 32 | ((uint64_t)(x) + 1))
+
 static size_t etab_pos(const rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel, uint32_t h) {
   size_t i = h & g->emask;
   for (;; i = (i + 1) & g->emask) {
-    uint32_t v = g->etab[i];
+    uint64_t v = g->etab[i];
     const edge *x;
     if (v == 0) return i;
-    x = &g->edge[v - 1];
-    if (x->hash == h && x->src == src && x->dst == dst && x->rel == rel) return i;
+    if ((uint32_t)(v >> 32) != h) continue;
+    x = &g->edge[(uint32_t)v - 1];
+    if (x->src == src && x->dst == dst && x->rel == rel) return i;
   }
 }
 
 static uint32_t edge_find(const rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel) {
-  uint32_t v;
+  uint64_t v;
   if (g->etab == NULL || rel == NONE) return NONE;
   v = g->etab[etab_pos(g, src, dst, rel, edge_hash(src, dst, rel))];
-  return v == 0 ? NONE : v - 1;
+  return v == 0 ? NONE : (uint32_t)v - 1;
 }
 
 static void etab_rebuild(rag_graph *g) {
@@ -121,9 +72,11 @@ static void etab_rebuild(rag_graph *g) {
   memset(g->etab, 0, (g->emask + 1) * sizeof *g->etab);
   for (x = 0; x < g->nedge; x++) {
     edge *e = &g->edge[x];
+    size_t i;
     if (e->nchunks == 0) continue;
     e->hash = edge_hash(e->src, e->dst, e->rel);
-    g->etab[rag_probe_holding(g->etab, g->emask, e->hash, 0)] = (uint32_t)x + 1;
+    for (i = e->hash & g->emask; g->etab[i] != 0; i = (i + 1) & g->emask) {}
+    g->etab[i] = CELL(e->hash, x);
   }
 }
 
@@ -138,10 +91,10 @@ static int edges_reserve(rag_graph *g, size_t more) {
     g->edge = p;
   }
   if (need > cap / 2) {
-    uint32_t *t;
+    uint64_t *t;
     n = cap ? cap : 64;
     while (need > n / 2) n *= 2;
-    if ((t = (uint32_t *)rag_malloc(n * sizeof *t)) == NULL) return RAG_ENOMEM;
+    if ((t = (uint64_t *)rag_malloc(n * sizeof *t)) == NULL) return RAG_ENOMEM;
     rag_free(g->etab);
     g->etab = t;
     g->emask = n - 1;
@@ -166,7 +119,7 @@ static uint32_t edge_push(rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel
   e->rel = rel;
   e->nchunks = 0;
   e->hash = edge_hash(src, dst, rel);
-  g->etab[etab_pos(g, src, dst, rel, e->hash)] = x + 1;
+  g->etab[etab_pos(g, src, dst, rel, e->hash)] = CELL(e->hash, x);
   g->ent[src].nedge++;
   if (dst != src) g->ent[dst].nedge++;
   g->live_edges++;
@@ -209,7 +162,6 @@ void rag_graph_free(rag_graph *g) {
   rag_free(g->chunk);
   rag_free(g->edge);
   rag_free(g->etab);
-  rag_free(g->set);
   rag_free(g->mark);
   rag_free(g->v.eorder);
   rag_free(g->v.erank);
@@ -358,7 +310,11 @@ typedef struct batch {
   size_t stampcap;
   uint32_t *seen; /* by existing entity slot: the batch stamp */
   size_t seencap;
-  uint32_t now;   /* the batch stamp (seen) */
+  uint32_t *ein; /* by entity slot: now when the chunk mentions it */
+  size_t eincap;
+  uint32_t *xin; /* by edge slot: now when the edge has the chunk */
+  size_t xincap;
+  uint32_t now;   /* the batch stamp (seen, ein, xin) */
   uint32_t tick;  /* the sentence stamp (stamp, newent.stamp) */
   uint32_t chunk; /* the chunk's slot, or NONE */
   size_t tags;    /* new edge tags (batch_reserve) */
@@ -384,10 +340,46 @@ static void batch_free(batch *b) {
   rag_free(b->betab);
   rag_free(b->stamp);
   rag_free(b->seen);
+  rag_free(b->ein);
+  rag_free(b->xin);
 }
 
-/* Starts a batch over g with room for `mentions` mentions. RAG_ENOMEM. */
-static int batch_begin(rag_graph *g, batch *b, size_t mentions) {
+/* A stamp array by slot with room for n cells, the new ones 0. */
+static int grow_stamps(uint32_t **p, size_t *cap, size_t n) {
+  size_t old = *cap;
+  uint32_t *q;
+  if (*p != NULL && n <= *cap) return RAG_OK;
+  if ((q = (uint32_t *)rag_grow(*p, cap, n, sizeof *q)) == NULL) return RAG_ENOMEM;
+  if (*p == NULL) old = 0;
+  memset(q + old, 0, (*cap - old) * sizeof *q);
+  *p = q;
+  return RAG_OK;
+}
+
+/* Stamps what chunk c (an existing one) references, so lookups need no walk. */
+static int stamp_chunk(rag_graph *g, batch *b, uint32_t c) {
+  const chunkrefs *cr = &g->chunk[c];
+  uint32_t i;
+  if (grow_stamps(&b->ein, &b->eincap, g->ents.n + 1) != RAG_OK ||
+      grow_stamps(&b->xin, &b->xincap, g->nedge + 1) != RAG_OK)
+    return RAG_ENOMEM;
+  for (i = 0; i < cr->n; i++) {
+    uint32_t r = cr->refs[i];
+    if (r & REF_EDGE) b->xin[r & ~REF_EDGE] = b->now;
+    else b->ein[r] = b->now;
+  }
+  return RAG_OK;
+}
+
+/* Whether b's chunk has the reference ref (after stamp_chunk). */
+static int chunk_stamped(const batch *b, uint32_t ref) {
+  if (b->chunk == NONE) return 0;
+  if (ref & REF_EDGE) return b->xin[ref & ~REF_EDGE] == b->now;
+  return b->ein[ref] == b->now;
+}
+
+/* Starts a batch over g for chunk c (NONE: new) with room for `mentions` mentions. RAG_ENOMEM. */
+static int batch_begin(rag_graph *g, batch *b, uint32_t c, size_t mentions) {
   size_t n = g->ents.n + 1, cells = 16;
   b->nne = b->nment = b->nbe = 0;
   if (n > b->stampcap) {
@@ -423,8 +415,12 @@ static int batch_begin(rag_graph *g, batch *b, size_t mentions) {
   memset(b->betab, 0, (b->bemask + 1) * sizeof *b->betab);
   if (++b->now == 0) { /* the stamps wrapped: start over */
     memset(b->seen, 0, b->seencap * sizeof *b->seen);
+    if (b->ein != NULL) memset(b->ein, 0, b->eincap * sizeof *b->ein);
+    if (b->xin != NULL) memset(b->xin, 0, b->xincap * sizeof *b->xin);
     b->now = 1;
   }
+  b->chunk = c;
+  if (c != NONE && stamp_chunk(g, b, c) != RAG_OK) return RAG_ENOMEM;
   if (b->tick > UINT32_MAX - mentions - 2) {
     memset(b->stamp, 0, b->stampcap * sizeof *b->stamp);
     b->tick = 0;
@@ -466,7 +462,7 @@ static int batch_entity(rag_graph *g, batch *b, const char *key, size_t klen, co
   if (e != NONE) {
     if (b->seen[e] != b->now) {
       b->seen[e] = b->now;
-      if (b->chunk == NONE || !set_has(g, e, b->chunk))
+      if (!chunk_stamped(b, e))
         if (push_u32(&b->ment, &b->nment, &b->mentcap, e) != RAG_OK) return RAG_ENOMEM;
     }
     *slot = e;
@@ -517,7 +513,7 @@ static int batch_edge(rag_graph *g, batch *b, uint32_t src, uint32_t dst, uint32
   x->src = src;
   x->dst = dst;
   x->slot = src < g->ents.n && dst < g->ents.n ? edge_find(g, src, dst, rel) : NONE;
-  x->newtag = x->slot == NONE || c == NONE || !set_has(g, x->slot | REF_EDGE, c);
+  x->newtag = x->slot == NONE || c == NONE || !chunk_stamped(b, x->slot | REF_EDGE);
   b->betab[i] = (uint32_t)++b->nbe;
   return RAG_OK;
 }
@@ -542,7 +538,6 @@ static int batch_reserve(rag_graph *g, batch *b, const char *chunk, size_t clen,
   if (newedges > 0 && relslot == NONE && (rc = rag_ids_reserve(&g->rels, 1, rlen)) != RAG_OK)
     return rc;
   if ((rc = edges_reserve(g, newedges)) != RAG_OK) return rc;
-  if ((rc = set_reserve(g, b->nment + tags)) != RAG_OK) return rc;
   if (b->nment + tags > UINT32_MAX / 2) return RAG_ETOOBIG;
   if (c == NONE) {
     if ((rc = rag_ids_reserve(&g->chunks, 1, clen)) != RAG_OK) return rc;
@@ -572,7 +567,7 @@ static int batch_reserve(rag_graph *g, batch *b, const char *chunk, size_t clen,
 
 static void add_ref(rag_graph *g, uint32_t c, uint32_t ref) {
   chunkrefs *cr = &g->chunk[c];
-  set_put(g, (uint64_t)ref << 32 | c);
+  g->nrefs++;
   cr->refs[cr->n++] = ref;
   if (ref & REF_EDGE) g->edge[ref & ~REF_EDGE].nchunks++;
   else {
@@ -635,9 +630,8 @@ int rag_graph_mention(rag_graph *g, const char *key, size_t klen, const char *ch
   int rc;
   *added = 0;
   if (e == NONE) return RAG_EINVAL;
-  if (c != NONE && set_has(g, e, c)) return RAG_OK;
-  if (b == NULL || (rc = batch_begin(g, b, 1)) != RAG_OK) return RAG_ENOMEM;
-  b->chunk = c;
+  if (c != NONE && chunk_has(g, c, e)) return RAG_OK;
+  if (b == NULL || (rc = batch_begin(g, b, c, 1)) != RAG_OK) return RAG_ENOMEM;
   if ((rc = push_u32(&b->ment, &b->nment, &b->mentcap, e)) != RAG_OK) return rc;
   if ((rc = batch_run(g, b, chunk, clen, c, NULL, 0, &ne)) != RAG_OK) return rc;
   *added = 1;
@@ -655,8 +649,7 @@ int rag_graph_relate(rag_graph *g, const char *src, size_t slen, const char *dst
   *added = 0;
   *bad = s == NONE ? 1 : d == NONE ? 2 : 0;
   if (*bad) return RAG_EINVAL;
-  if (b == NULL || (rc = batch_begin(g, b, 1)) != RAG_OK) return RAG_ENOMEM;
-  b->chunk = c;
+  if (b == NULL || (rc = batch_begin(g, b, c, 1)) != RAG_OK) return RAG_ENOMEM;
   if ((rc = batch_edge(g, b, s, d, r, c)) != RAG_OK) return rc;
   if ((rc = batch_run(g, b, chunk, clen, c, rel, rlen, &ne)) != RAG_OK) return rc;
   *added = ne > 0;
@@ -692,9 +685,8 @@ int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t c
   int rc = rag_mentions_run(m, text, len, o, &ms, &n, errpos);
   *count = 0;
   if (rc != RAG_OK) return rc;
-  if (b == NULL || (rc = batch_begin(g, b, n)) != RAG_OK) return RAG_ENOMEM;
+  if (b == NULL || (rc = batch_begin(g, b, c, n)) != RAG_OK) return RAG_ENOMEM;
   keys = rag_mentions_keys(m);
-  b->chunk = c;
   for (i = 0; i < n; i++) {
     uint32_t e;
     int fresh;
@@ -752,7 +744,7 @@ static void edge_delete(rag_graph *g, uint32_t x) {
     size_t k;
     j = (j + 1) & g->emask;
     if (g->etab[j] == 0) break;
-    k = g->edge[g->etab[j] - 1].hash & g->emask;
+    k = (uint32_t)(g->etab[j] >> 32) & g->emask;
     if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
     g->etab[i] = g->etab[j];
     i = j;
@@ -772,7 +764,7 @@ static size_t remove_slot(rag_graph *g, uint32_t c) {
   size_t i, n = cr->n;
   for (i = 0; i < n; i++) {
     uint32_t ref = cr->refs[i];
-    set_erase(g, (uint64_t)ref << 32 | c);
+    g->nrefs--;
     if (ref & REF_EDGE) {
       uint32_t x = ref & ~REF_EDGE;
       if (--g->edge[x].nchunks == 0) edge_delete(g, x);
@@ -825,7 +817,6 @@ static void compact(rag_graph *g) {
       if (!(cr.refs[j] & REF_EDGE)) cr.refs[j] = emap[cr.refs[j]];
     g->chunk[cmap[i]] = cr;
   }
-  set_rebuild(g);
   rag_free(emap);
   rag_free(cmap);
   if (g->nameswaste * 2 > g->nameslen) { /* the names without the dead ones' */
@@ -937,11 +928,7 @@ void rag_graph_mark_at(const rag_graph *g, size_t i, const char **doc, size_t *d
 /* {====== For the loader ======} */
 
 int rag_graph_has_ref(const rag_graph *g, uint32_t ref, uint32_t c) {
-  return set_has(g, ref, c);
-}
-
-int rag_graph_reserve_refs(rag_graph *g, size_t n) {
-  return set_reserve(g, n);
+  return chunk_has(g, c, ref);
 }
 
 void rag_graph_put_ref(rag_graph *g, uint32_t c, uint32_t ref) {

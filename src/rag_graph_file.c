@@ -260,7 +260,6 @@ static int read_chunks(rag_graph *g, rag_reader r, const char **why) {
       return rag_corrupt(why, "chunks out of order");
     if ((rc = rag_graph_put_chunk(g, id, len, (size_t)m, &c)) != RAG_OK)
       return rc == RAG_ETOOBIG ? rag_corrupt(why, "bad chunk") : rc;
-    if ((rc = rag_graph_reserve_refs(g, (size_t)m)) != RAG_OK) return rc;
     for (j = 0; j < m; j++) {
       if (!rag_r_varint(&r, &e) || e >= g->ents.n || (j > 0 && e <= last))
         return rag_corrupt(why, "bad mention");
@@ -286,7 +285,7 @@ static int chunk_room(rag_graph *g, uint32_t c) {
     cr->refs = p;
     cr->cap = (uint32_t)cap;
   }
-  return rag_graph_reserve_refs(g, 1);
+  return RAG_OK;
 }
 
 static int read_edges(rag_graph *g, rag_reader r, const char **why) {

@@ -2,7 +2,8 @@
 ** rag_graph_internal.h: the graph's representation, shared by rag_graph.c
 ** (changes, views, queries) and rag_graph_file.c (saving and loading).
 ** A reference is a mention (entity e in chunk c) or an edge tag (edge x
-** from chunk c); each lives in its chunk's list and in one hash set.
+** from chunk c); each lives in its chunk's list, which a change checks
+** through stamps by entity and edge slot.
 */
 #ifndef RAG_GRAPH_INTERNAL_H
 #define RAG_GRAPH_INTERNAL_H
@@ -12,7 +13,6 @@
 
 #define REF_EDGE 0x80000000u      /* a reference to an edge, not an entity */
 #define MAX_SLOTS 0x7ffffff0u     /* entities or edges at most */
-#define SET_EMPTY UINT64_MAX
 #define NSCRATCH 10
 #define BATCH (NSCRATCH - 1)
 
@@ -69,10 +69,9 @@ struct rag_graph {
   edge *edge;
   size_t nedge, edgecap, live_edges;
   uint32_t freeedge; /* the first free edge slot, or RAG_GRAPH_NONE */
-  uint32_t *etab;    /* edge + 1, 0: empty; at most half full */
+  uint64_t *etab;    /* hash << 32 | (edge + 1), 0: empty; at most half full */
   size_t emask;
-  uint64_t *set; /* ref << 32 | chunk, SET_EMPTY: empty; at most half full */
-  size_t smask, nrefs, nmentions;
+  size_t nrefs, nmentions; /* references, mentions among them */
   rag_ids docs;
   markv *mark;
   size_t markcap, live_marks;
@@ -84,8 +83,6 @@ struct rag_graph {
 /* The entity slot for a loader: a new entity (the key new) named name. */
 int rag_graph_put_entity(rag_graph *g, const char *key, size_t klen, const char *name,
                          size_t nlen);
-/* Reserves room for the references a loader adds; then rag_graph_put_ref cannot fail. */
-int rag_graph_reserve_refs(rag_graph *g, size_t n);
 /* A new reference ref of chunk c (a loader's; c's list has room). */
 void rag_graph_put_ref(rag_graph *g, uint32_t c, uint32_t ref);
 /* A new chunk with room for n references; its slot. */

@@ -459,8 +459,8 @@ int rag_graph_check(const rag_graph *g) {
          rag_ids_linked(&g->ents, x->src) && rag_ids_linked(&g->ents, x->dst);
     if (ok) {
       size_t p = x->hash & g->emask;
-      while (g->etab[p] != 0 && g->etab[p] != i + 1) p = (p + 1) & g->emask;
-      ok = g->etab[p] == i + 1;
+      while (g->etab[p] != 0 && (uint32_t)g->etab[p] != i + 1) p = (p + 1) & g->emask;
+      ok = g->etab[p] != 0 && (uint32_t)(g->etab[p] >> 32) == x->hash;
       deg[x->src]++;
       if (x->dst != x->src) deg[x->dst]++;
     }

@@ -75,6 +75,8 @@ typedef struct tok {
 
 struct rag_mentions {
   uint16_t stop[STOP_CELLS]; /* stopword number + 1, 0: empty */
+  uint8_t stoplen[NSTOP];    /* each stopword's length */
+  unsigned char kind[128];   /* the kind of each ASCII character */
   tok *toks;
   size_t ntoks, tokcap;
   rag_mention *out;
@@ -82,6 +84,8 @@ struct rag_mentions {
   char *keys;
   size_t keylen, keycap;
 };
+
+static int kind_of(int32_t cp);
 
 /* {====== Stopwords ======} */
 
@@ -95,8 +99,10 @@ int rag_mentions_new(rag_mentions **out) {
   *out = NULL;
   if (m == NULL) return RAG_ENOMEM;
   memset(m, 0, sizeof *m);
+  for (i = 0; i < 128; i++) m->kind[i] = (unsigned char)kind_of((int32_t)i);
   for (i = 0; i < NSTOP; i++) {
     size_t c = stop_hash(stopwords[i], strlen(stopwords[i])) & (STOP_CELLS - 1);
+    m->stoplen[i] = (uint8_t)strlen(stopwords[i]);
     while (m->stop[c] != 0) c = (c + 1) & (STOP_CELLS - 1);
     m->stop[c] = (uint16_t)(i + 1);
   }
@@ -134,7 +140,7 @@ int rag_mentions_is_stopword(const rag_mentions *m, const char *w, size_t len) {
   c = stop_hash(low, len) & (STOP_CELLS - 1);
   while (m->stop[c] != 0) {
     const char *s = stopwords[m->stop[c] - 1];
-    if (strlen(s) == len && memcmp(s, low, len) == 0) return 1;
+    if (m->stoplen[m->stop[c] - 1] == len && memcmp(s, low, len) == 0) return 1;
     c = (c + 1) & (STOP_CELLS - 1);
   }
   return 0;
@@ -301,7 +307,7 @@ static int kind_of(int32_t cp) {
   }
 }
 
-static int kind_at(const unsigned char *s, size_t i, size_t e, size_t *k) {
+static int kind_at(const rag_mentions *m, const unsigned char *s, size_t i, size_t e, size_t *k) {
   int32_t cp;
   if (i >= e) {
     *k = 0;
@@ -309,7 +315,7 @@ static int kind_at(const unsigned char *s, size_t i, size_t e, size_t *k) {
   }
   if (s[i] < 0x80) {
     *k = 1;
-    return kind_of(s[i]);
+    return m->kind[s[i]];
   }
   *k = rag_utf8_decode_valid(s + i, &cp);
   return kind_of(cp);
@@ -344,7 +350,7 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
   int adjacent = 0;
   m->ntoks = 0;
   while (i < e) {
-    int kd = kind_at(s, i, e, &k);
+    int kd = kind_at(m, s, i, e, &k);
     if (WORDISH(kd)) {
       size_t start = i, upper = 0, lower = 0, digit = 0, other = 0;
       int first = kd;
@@ -357,13 +363,13 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
         else if (kd == K_DIGIT) digit++;
         else if (kd == K_LETTER) other++;
         i += k;
-        kd = kind_at(s, i, e, &k);
+        kd = kind_at(m, s, i, e, &k);
         if (WORDISH(kd)) continue;
         if (kd != K_JOIN) break;
-        n2 = kind_at(s, i + k, e, &k2);
+        n2 = kind_at(m, s, i + k, e, &k2);
         if (!WORDISH(n2)) break;
         if (s[i] != '-' && (s[i + k] == 's' || s[i + k] == 'S') &&
-            !WORDISH(kind_at(s, i + k + 1, e, &k3)))
+            !WORDISH(kind_at(m, s, i + k + 1, e, &k3)))
           break; /* a possessive 's */
         i += k;
         kd = n2;
@@ -423,20 +429,20 @@ static int walk(rag_mentions *m, const unsigned char *s, uint32_t sentence,
   size_t j = 0, n = m->ntoks;
   int rc = RAG_OK;
   while (j < n && rc == RAG_OK) {
-    size_t k = j + 1, first = j;
+    size_t k = j + 1, first = j, last;
     if (t[j].flags & T_NAME) {
       for (;;) {
         if (k < n && ADJ(t[k]) && (t[k].flags & T_NAME)) k++;
         else if (k + 1 < n && (t[k].flags & T_CONN) && ADJ(t[k]) && ADJ(t[k + 1]) &&
-                 (t[k + 1].flags & T_NAME))
+                 (t[k - 1].flags & (T_CAP | T_ACRO)) == T_CAP &&
+                 (t[k + 1].flags & (T_CAP | T_ACRO)) == T_CAP)
           k += 2;
         else break;
       }
-      if (j == 0 && (t[0].flags & (T_STOP | T_ACRO)) == T_STOP) {
-        first = 1;
-        if (first < k && (t[first].flags & T_CONN)) first++;
-      }
-      if (first < k) rc = emit(m, s, t[first].start, t[k - 1].stop, sentence, o->min_len);
+      last = k;
+      while (first < last && (t[first].flags & T_STOP)) first++; /* The, In, We, However */
+      while (last > first && (t[last - 1].flags & T_STOP)) last--;
+      if (first < last) rc = emit(m, s, t[first].start, t[last - 1].stop, sentence, o->min_len);
     } else if (o->phrases && (t[j].flags & (T_LOWER | T_STOP)) == T_LOWER) {
       while (k < n && ADJ(t[k]) && (t[k].flags & (T_LOWER | T_STOP)) == T_LOWER) k++;
       if (k - j >= 2 && k - j <= o->max_words)

@@ -46,9 +46,10 @@ void rag_mentions_free(rag_mentions *m); /* NULL is a harmless no-op */
 ** letter, or has two uppercase letters, or an uppercase letter and a digit
 ** (TNF, IL-6, BRCA1, mRNA, COVID-19; not p53). A name is a maximal run of
 ** adjacent name tokens, where "of", "de", "van", "von", "der" and "and"
-** may join two of them (University of Oxford); a run that starts a
-** sentence loses its first token when that token is a capitalised stopword
-** and no acronym (The, In, We, However). A noun phrase is a maximal run of
+** may join two capitalised words that are no acronyms (University of
+** Oxford, but TNF and IL-6 stay two names); a name loses the stopwords at
+** its ends (The, In, We, However at the start of a sentence or after a
+** line break; "Methods We" is "Methods"). A noun phrase is a maximal run of
 ** adjacent tokens made of lowercase letters only (hyphens allowed) that are
 ** not stopwords, kept when it has 2 to max_words words. A mention whose key
 ** has fewer than min_len bytes is dropped.
