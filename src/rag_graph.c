@@ -60,10 +60,14 @@ static size_t etab_pos(const rag_graph *g, uint32_t src, uint32_t dst, uint32_t 
   }
 }
 
-static uint32_t edge_find(const rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel) {
+/* The edge (src, dst, rel) or NONE; *pos: its cell, or the empty one where it would go. */
+static uint32_t edge_find(const rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel,
+                          size_t *pos) {
   uint64_t v;
+  *pos = (size_t)-1;
   if (g->etab == NULL || rel == NONE) return NONE;
-  v = g->etab[etab_pos(g, src, dst, rel, edge_hash(src, dst, rel))];
+  *pos = etab_pos(g, src, dst, rel, edge_hash(src, dst, rel));
+  v = g->etab[*pos];
   return v == 0 ? NONE : (uint32_t)v - 1;
 }
 
@@ -98,13 +102,19 @@ static int edges_reserve(rag_graph *g, size_t more) {
     rag_free(g->etab);
     g->etab = t;
     g->emask = n - 1;
+    g->etabgen++;
     etab_rebuild(g);
   }
   return RAG_OK;
 }
 
-/* A new edge in reserved room; its slot. */
-static uint32_t edge_push(rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel) {
+/*
+** A new edge in reserved room; its slot. `hint`: the cell a lookup found
+** empty at table generation `gen`; while the table only gained edges since,
+** that cell, if still empty, is still the first empty one on the probe path.
+*/
+static uint32_t edge_push(rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel, size_t hint,
+                          uint32_t gen) {
   uint32_t x;
   edge *e;
   if (g->freeedge != NONE) {
@@ -119,7 +129,9 @@ static uint32_t edge_push(rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel
   e->rel = rel;
   e->nchunks = 0;
   e->hash = edge_hash(src, dst, rel);
-  g->etab[etab_pos(g, src, dst, rel, e->hash)] = CELL(e->hash, x);
+  if (hint == (size_t)-1 || gen != g->etabgen || g->etab[hint] != 0)
+    hint = etab_pos(g, src, dst, rel, e->hash);
+  g->etab[hint] = CELL(e->hash, x);
   g->ent[src].nedge++;
   if (dst != src) g->ent[dst].nedge++;
   g->live_edges++;
@@ -291,6 +303,8 @@ typedef struct newent {
 
 /* An edge of a batch: ends (slots, new ones included), its slot or NONE, whether its tag is new. */
 typedef struct bedge {
+  size_t pos;   /* edge_find's cell */
+  uint32_t gen; /* the table generation of pos */
   uint32_t src, dst, slot;
   int newtag;
 } bedge;
@@ -314,6 +328,10 @@ typedef struct batch {
   size_t eincap;
   uint32_t *xin; /* by edge slot: now when the edge has the chunk */
   size_t xincap;
+  uint32_t *pairs; /* co-occurrence pairs (src, dst), before their lookup */
+  size_t npairs, paircap;
+  uint32_t *hs; /* per mention: its key's hash */
+  size_t hscap;
   uint32_t now;   /* the batch stamp (seen, ein, xin) */
   uint32_t tick;  /* the sentence stamp (stamp, newent.stamp) */
   uint32_t chunk; /* the chunk's slot, or NONE */
@@ -342,6 +360,8 @@ static void batch_free(batch *b) {
   rag_free(b->seen);
   rag_free(b->ein);
   rag_free(b->xin);
+  rag_free(b->pairs);
+  rag_free(b->hs);
 }
 
 /* A stamp array by slot with room for n cells, the new ones 0. */
@@ -512,7 +532,10 @@ static int batch_edge(rag_graph *g, batch *b, uint32_t src, uint32_t dst, uint32
   x = &b->be[b->nbe];
   x->src = src;
   x->dst = dst;
-  x->slot = src < g->ents.n && dst < g->ents.n ? edge_find(g, src, dst, rel) : NONE;
+  x->pos = (size_t)-1;
+  x->gen = g->etabgen;
+  x->slot = edge_find(g, src, dst, rel, &x->pos); /* a new end's slot is final: a hint */
+  if (src >= g->ents.n || dst >= g->ents.n) x->slot = NONE;
   x->newtag = x->slot == NONE || c == NONE || !chunk_stamped(b, x->slot | REF_EDGE);
   b->betab[i] = (uint32_t)++b->nbe;
   return RAG_OK;
@@ -598,7 +621,7 @@ static void batch_commit(rag_graph *g, batch *b, const char *chunk, size_t clen,
     bedge *x = &b->be[i];
     if (x->slot == NONE) {
       if (relslot == NONE) relslot = rag_ids_push(&g->rels, rel, rlen);
-      x->slot = edge_push(g, x->src, x->dst, relslot);
+      x->slot = edge_push(g, x->src, x->dst, relslot, x->pos, x->gen);
       ++*newedges;
     }
     if (x->newtag) add_ref(g, c, x->slot | REF_EDGE);
@@ -656,19 +679,62 @@ int rag_graph_relate(rag_graph *g, const char *src, size_t slen, const char *dst
   return RAG_OK;
 }
 
-/* The co-occurrence edges of one sentence's entities list[0, n). */
-static int sentence_edges(rag_graph *g, batch *b, const uint32_t *list, size_t n, uint32_t rel,
-                          uint32_t c) {
+/* The co-occurrence pairs of one sentence's entities list[0, n), into b->pairs. */
+static int sentence_pairs(rag_graph *g, batch *b, const uint32_t *list, size_t n) {
   size_t i, j;
   for (i = 0; i < n; i++)
     for (j = i + 1; j < n; j++) {
       size_t la, lb;
       const char *ka = slot_key(g, b, list[i], &la), *kb = slot_key(g, b, list[j], &lb);
       int lt = key_cmp(ka, la, kb, lb) < 0;
-      int rc = batch_edge(g, b, lt ? list[i] : list[j], lt ? list[j] : list[i], rel, c);
-      if (rc != RAG_OK) return rc;
+      if (push_u32(&b->pairs, &b->npairs, &b->paircap, lt ? list[i] : list[j]) != RAG_OK ||
+          push_u32(&b->pairs, &b->npairs, &b->paircap, lt ? list[j] : list[i]) != RAG_OK)
+        return RAG_ENOMEM;
     }
   return RAG_OK;
+}
+
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+/*
+** The lookups of a chunk's keys and pairs miss the caches of a large graph
+** one after another; issuing every load of a stage before the next stage
+** reads them lets the misses overlap. Only hints: nothing here changes g.
+*/
+static int prefetch_keys(const rag_graph *g, batch *b, const char *keys, const rag_mention *ms,
+                         size_t n) {
+  const rag_ids *t = &g->ents;
+  size_t i;
+  if (t->table == NULL || n == 0) return RAG_OK;
+  if (n > b->hscap) {
+    uint32_t *p = (uint32_t *)rag_grow(b->hs, &b->hscap, n, sizeof *p);
+    if (p == NULL) return RAG_ENOMEM;
+    b->hs = p;
+  }
+  for (i = 0; i < n; i++) {
+    b->hs[i] = rag_fnv32(keys + ms[i].key, ms[i].keylen);
+    PREFETCH(&t->table[b->hs[i] & t->mask]);
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t v = t->table[b->hs[i] & t->mask];
+    if (v != 0) PREFETCH(&t->e[v - 1]);
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t v = t->table[b->hs[i] & t->mask];
+    if (v != 0 && t->e[v - 1].hash == b->hs[i]) PREFETCH(t->pool + t->e[v - 1].off);
+  }
+  return RAG_OK;
+}
+
+static void prefetch_pairs(const rag_graph *g, const batch *b, uint32_t rel) {
+  size_t i;
+  if (g->etab == NULL || rel == NONE) return;
+  for (i = 0; i < b->npairs; i += 2)
+    PREFETCH(&g->etab[edge_hash(b->pairs[i], b->pairs[i + 1], rel) & g->emask]);
 }
 
 int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t clen,
@@ -687,6 +753,8 @@ int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t c
   if (rc != RAG_OK) return rc;
   if (b == NULL || (rc = batch_begin(g, b, c, n)) != RAG_OK) return RAG_ENOMEM;
   keys = rag_mentions_keys(m);
+  b->npairs = 0;
+  if (prefetch_keys(g, b, keys, ms, n) != RAG_OK) return RAG_ENOMEM;
   for (i = 0; i < n; i++) {
     uint32_t e;
     int fresh;
@@ -694,7 +762,7 @@ int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t c
                       ms[i].stop - ms[i].start, &e);
     if (rc != RAG_OK) return rc;
     if (ms[i].sentence != sent || i == 0) {
-      if ((rc = sentence_edges(g, b, list, nlist, rel, c)) != RAG_OK) return rc;
+      if ((rc = sentence_pairs(g, b, list, nlist)) != RAG_OK) return rc;
       sent = ms[i].sentence;
       nlist = 0;
       b->tick++; /* batch_begin left room for one per mention */
@@ -708,7 +776,10 @@ int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t c
     }
     if (fresh && nlist < MAX_PER_SENTENCE) list[nlist++] = e;
   }
-  if ((rc = sentence_edges(g, b, list, nlist, rel, c)) != RAG_OK) return rc;
+  if ((rc = sentence_pairs(g, b, list, nlist)) != RAG_OK) return rc;
+  prefetch_pairs(g, b, rel);
+  for (i = 0; i < b->npairs; i += 2)
+    if ((rc = batch_edge(g, b, b->pairs[i], b->pairs[i + 1], rel, c)) != RAG_OK) return rc;
   if ((rc = batch_run(g, b, chunk, clen, c, COOCCURS, sizeof COOCCURS - 1, &ne)) != RAG_OK)
     return rc;
   *count = n;
@@ -806,6 +877,7 @@ static void compact(rag_graph *g) {
       g->edge[i].dst = emap[g->edge[i].dst];
     }
   if (g->etab != NULL) etab_rebuild(g);
+  g->etabgen++;
   for (i = 0; i < g->aliases.n; i++)
     if (rag_ids_linked(&g->aliases, (uint32_t)i)) g->atarget[i] = emap[g->atarget[i]];
   rag_ids_compact(&g->chunks, cmap);
@@ -957,6 +1029,6 @@ int rag_graph_put_chunk(rag_graph *g, const char *id, size_t len, size_t n, uint
 int rag_graph_put_edge(rag_graph *g, uint32_t src, uint32_t dst, uint32_t rel, uint32_t *slot) {
   int rc = edges_reserve(g, 1);
   if (rc != RAG_OK) return rc;
-  *slot = edge_push(g, src, dst, rel);
+  *slot = edge_push(g, src, dst, rel, (size_t)-1, 0);
   return RAG_OK;
 }

@@ -71,6 +71,7 @@ struct rag_graph {
   uint32_t freeedge; /* the first free edge slot, or RAG_GRAPH_NONE */
   uint64_t *etab;    /* hash << 32 | (edge + 1), 0: empty; at most half full */
   size_t emask;
+  uint32_t etabgen; /* changes when cells move (growth, compaction) */
   size_t nrefs, nmentions; /* references, mentions among them */
   rag_ids docs;
   markv *mark;

@@ -76,6 +76,7 @@ typedef struct tok {
 struct rag_mentions {
   uint16_t stop[STOP_CELLS]; /* stopword number + 1, 0: empty */
   uint8_t stoplen[NSTOP];    /* each stopword's length */
+  uint32_t stophash[NSTOP];  /* and hash */
   unsigned char kind[128];   /* the kind of each ASCII character */
   tok *toks;
   size_t ntoks, tokcap;
@@ -103,6 +104,7 @@ int rag_mentions_new(rag_mentions **out) {
   for (i = 0; i < NSTOP; i++) {
     size_t c = stop_hash(stopwords[i], strlen(stopwords[i])) & (STOP_CELLS - 1);
     m->stoplen[i] = (uint8_t)strlen(stopwords[i]);
+    m->stophash[i] = stop_hash(stopwords[i], m->stoplen[i]);
     while (m->stop[c] != 0) c = (c + 1) & (STOP_CELLS - 1);
     m->stop[c] = (uint16_t)(i + 1);
   }
@@ -131,26 +133,36 @@ const char *rag_mentions_keys(const rag_mentions *m) {
 int rag_mentions_is_stopword(const rag_mentions *m, const char *w, size_t len) {
   char low[STOP_MAXLEN];
   size_t i, c;
+  uint32_t h = RAG_FNV32_BASIS;
   if (len == 0 || len > STOP_MAXLEN) return 0;
   for (i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)w[i];
     if (ch >= 0x80) return 0;
     low[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    h = rag_fnv32_byte(h, (unsigned char)low[i]);
   }
-  c = stop_hash(low, len) & (STOP_CELLS - 1);
-  while (m->stop[c] != 0) {
-    const char *s = stopwords[m->stop[c] - 1];
-    if (m->stoplen[m->stop[c] - 1] == len && memcmp(s, low, len) == 0) return 1;
-    c = (c + 1) & (STOP_CELLS - 1);
+  for (c = h & (STOP_CELLS - 1); m->stop[c] != 0; c = (c + 1) & (STOP_CELLS - 1)) {
+    size_t k = m->stop[c] - 1u, j;
+    if (m->stophash[k] != h || m->stoplen[k] != len) continue;
+    for (j = 0; j < len && stopwords[k][j] == low[j]; j++) {}
+    if (j == len) return 1;
   }
   return 0;
 }
 
 /* {====== Keys ======} */
 
+/* ASCII classes of keys: 1 whitespace, 2 punctuation (Unicode P*: !"#%&'()*,-./:;?@[\]_{}) */
+static const unsigned char ascii_key[128] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  1, 2, 2, 2, 0, 2, 2, 2, 2, 2, 2, 0, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 2,
+  2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 0, 2,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0,
+};
+
 static int is_space(int32_t cp) {
   utf8proc_category_t c;
-  if (cp < 0x80) return cp == ' ' || (cp >= '\t' && cp <= '\r');
+  if (cp < 0x80) return ascii_key[cp] == 1;
   if (cp == 0x85) return 1;
   c = utf8proc_category(cp);
   return c == UTF8PROC_CATEGORY_ZS || c == UTF8PROC_CATEGORY_ZL || c == UTF8PROC_CATEGORY_ZP;
@@ -158,8 +170,7 @@ static int is_space(int32_t cp) {
 
 static int is_punct(int32_t cp) {
   utf8proc_category_t c;
-  if (cp < 0x80) /* ASCII P*: all of !"#%&'()*,-./:;?@[\]_{} */
-    return cp < 0x7f && strchr("!\"#%&'()*,-./:;?@[\\]_{}", (int)cp) != NULL && cp != 0;
+  if (cp < 0x80) return ascii_key[cp] == 2;
   c = utf8proc_category(cp);
   return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
 }
@@ -193,6 +204,7 @@ static void strip(const unsigned char *p, size_t *b, size_t *e) {
 static int append_key(const unsigned char *s, size_t len, char **buf, size_t *blen,
                       size_t *bcap, size_t *key, size_t *keylen) {
   static const char *const articles[] = {"the ", "a ", "an "};
+  static const size_t artlen[] = {4, 2, 3};
   const unsigned char *src = s;
   utf8proc_uint8_t *mapped = NULL;
   unsigned char *p;
@@ -214,6 +226,19 @@ static int append_key(const unsigned char *s, size_t len, char **buf, size_t *bl
     *buf = q;
   }
   p = (unsigned char *)*buf + *blen;
+  if (mapped == NULL) { /* ASCII: lowercase, whitespace runs made one space */
+    for (i = 0; i < len; i++) {
+      unsigned char ch = src[i];
+      if (ascii_key[ch] == 1) {
+        space = n > 0;
+        continue;
+      }
+      if (space) p[n++] = ' ';
+      space = 0;
+      p[n++] = (unsigned char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    len = 0;
+  }
   for (i = 0; i < len;) { /* folded, whitespace runs made one space */
     int32_t cp;
     size_t k = rag_utf8_decode_valid(src + i, &cp);
@@ -222,11 +247,8 @@ static int append_key(const unsigned char *s, size_t len, char **buf, size_t *bl
     } else {
       if (space) p[n++] = ' ';
       space = 0;
-      if (mapped == NULL && cp >= 'A' && cp <= 'Z') p[n++] = (unsigned char)(cp + 32);
-      else {
-        memcpy(p + n, src + i, k);
-        n += k;
-      }
+      memcpy(p + n, src + i, k);
+      n += k;
     }
     i += k;
   }
@@ -235,7 +257,7 @@ static int append_key(const unsigned char *s, size_t len, char **buf, size_t *bl
   e = n;
   strip(p, &b, &e);
   for (a = 0; a < 3; a++) {
-    size_t al = strlen(articles[a]);
+    size_t al = artlen[a];
     if (e - b > al && memcmp(p + b, articles[a], al) == 0) {
       b += al;
       strip(p, &b, &e);
@@ -335,9 +357,9 @@ static unsigned classify(const rag_mentions *m, const unsigned char *s, size_t a
   if (i == b) {
     f |= T_ASCII;
     if (rag_mentions_is_stopword(m, (const char *)s + a, b - a)) f |= T_STOP;
-    if (f & T_LOWER) {
+    if ((f & T_LOWER) && b - a <= 3) {
       for (i = 0; i < sizeof connectors / sizeof connectors[0]; i++)
-        if (strlen(connectors[i]) == b - a && memcmp(connectors[i], s + a, b - a) == 0)
+        if ((connectors[i][2] == '\0' ? 2u : 3u) == b - a && memcmp(connectors[i], s + a, b - a) == 0)
           f |= T_CONN;
     }
   }
