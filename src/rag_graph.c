@@ -97,7 +97,7 @@ static int edges_reserve(rag_graph *g, size_t more) {
   if (need > cap / 2) {
     uint64_t *t;
     n = cap ? cap : 64;
-    while (need > n / 2) n *= 2;
+    while (need > n / 2) n *= n >= 65536 ? 4 : 2; /* fewer rebuilds of a large table */
     if ((t = (uint64_t *)rag_malloc(n * sizeof *t)) == NULL) return RAG_ENOMEM;
     rag_free(g->etab);
     g->etab = t;
@@ -469,8 +469,11 @@ static const char *slot_key(const rag_graph *g, const batch *b, uint32_t e, size
 }
 
 static int key_cmp(const char *x, size_t nx, const char *y, size_t ny) {
-  int c = memcmp(x, y, nx < ny ? nx : ny);
-  if (c != 0) return c;
+  size_t i, n = nx < ny ? nx : ny;
+  int c;
+  for (i = 0; i < n && i < 8; i++) /* keys mostly differ early: no call */
+    if (x[i] != y[i]) return (unsigned char)x[i] < (unsigned char)y[i] ? -1 : 1;
+  if (n > 8 && (c = memcmp(x + 8, y + 8, n - 8)) != 0) return c;
   return nx < ny ? -1 : nx > ny;
 }
 

@@ -77,6 +77,7 @@ struct rag_mentions {
   uint16_t stop[STOP_CELLS]; /* stopword number + 1, 0: empty */
   uint8_t stoplen[NSTOP];    /* each stopword's length */
   uint32_t stophash[NSTOP];  /* and hash */
+  uint32_t starts[STOP_MAXLEN + 1]; /* by length: bit c - 'a' when a stopword starts with c */
   unsigned char kind[128];   /* the kind of each ASCII character */
   tok *toks;
   size_t ntoks, tokcap;
@@ -105,6 +106,7 @@ int rag_mentions_new(rag_mentions **out) {
     size_t c = stop_hash(stopwords[i], strlen(stopwords[i])) & (STOP_CELLS - 1);
     m->stoplen[i] = (uint8_t)strlen(stopwords[i]);
     m->stophash[i] = stop_hash(stopwords[i], m->stoplen[i]);
+    m->starts[m->stoplen[i]] |= 1u << (stopwords[i][0] - 'a');
     while (m->stop[c] != 0) c = (c + 1) & (STOP_CELLS - 1);
     m->stop[c] = (uint16_t)(i + 1);
   }
@@ -134,7 +136,10 @@ int rag_mentions_is_stopword(const rag_mentions *m, const char *w, size_t len) {
   char low[STOP_MAXLEN];
   size_t i, c;
   uint32_t h = RAG_FNV32_BASIS;
+  unsigned first;
   if (len == 0 || len > STOP_MAXLEN) return 0;
+  first = (unsigned char)w[0] | 0x20u; /* a quick no for most words */
+  if (first < 'a' || first > 'z' || !(m->starts[len] >> (first - 'a') & 1)) return 0;
   for (i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)w[i];
     if (ch >= 0x80) return 0;
@@ -356,7 +361,8 @@ static unsigned classify(const rag_mentions *m, const unsigned char *s, size_t a
   for (i = a; i < b && s[i] < 0x80; i++) {}
   if (i == b) {
     f |= T_ASCII;
-    if (rag_mentions_is_stopword(m, (const char *)s + a, b - a)) f |= T_STOP;
+    if ((f & (T_LOWER | T_CAP | T_ACRO)) && rag_mentions_is_stopword(m, (const char *)s + a, b - a))
+      f |= T_STOP;
     if ((f & T_LOWER) && b - a <= 3) {
       for (i = 0; i < sizeof connectors / sizeof connectors[0]; i++)
         if ((connectors[i][2] == '\0' ? 2u : 3u) == b - a && memcmp(connectors[i], s + a, b - a) == 0)
@@ -385,6 +391,10 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
         else if (kd == K_DIGIT) digit++;
         else if (kd == K_LETTER) other++;
         i += k;
+        while (i < e && s[i] >= 'a' && s[i] <= 'z') { /* the common case, at once */
+          lower++;
+          i++;
+        }
         kd = kind_at(m, s, i, e, &k);
         if (WORDISH(kd)) continue;
         if (kd != K_JOIN) break;
