@@ -25,26 +25,26 @@
 ** Stopwords: what ends a noun phrase and what a sentence may start with
 ** without being a name. English function words (NLTK's list), the verbs,
 ** adverbs and connectives of academic prose that RAKE's lists add, and
-** single letters that a possessive or a contraction leaves.
+** the letters a possessive or a contraction leaves ("s", "t").
 */
 static const char *const stopwords[] = {
   "a", "about", "above", "across", "after", "again", "against", "all", "almost", "along",
   "also", "although", "always", "among", "an", "and", "another", "any", "are", "around", "as",
   "at", "based", "be", "became", "because", "been", "before", "being", "below", "between",
-  "both", "but", "by", "can", "could", "d", "despite", "did", "do", "does", "doing", "done",
+  "both", "but", "by", "can", "could", "despite", "did", "do", "does", "doing", "done",
   "down", "due", "during", "each", "either", "else", "especially", "even", "ever", "every",
   "few", "for", "found", "from", "further", "furthermore", "had", "has", "have", "having",
   "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "however", "i",
   "if", "in", "including", "indeed", "into", "is", "it", "its", "itself", "just", "least",
-  "less", "like", "ll", "m", "made", "many", "may", "might", "more", "moreover", "most",
+  "less", "like", "made", "many", "may", "might", "more", "moreover", "most",
   "much", "must", "my", "myself", "neither", "never", "nevertheless", "no", "nor", "not",
-  "now", "o", "of", "off", "often", "on", "once", "only", "or", "other", "others",
+  "now", "of", "off", "often", "on", "once", "only", "or", "other", "others",
   "otherwise", "our", "ours", "ourselves", "out", "over", "own", "per", "perhaps", "rather",
-  "re", "s", "same", "several", "shall", "she", "should", "show", "showed", "shown", "shows",
+  "s", "same", "several", "shall", "she", "should", "show", "showed", "shown", "shows",
   "since", "so", "some", "still", "such", "t", "than", "that", "the", "their", "theirs",
   "them", "themselves", "then", "there", "therefore", "these", "they", "this", "those",
   "though", "through", "thus", "to", "together", "too", "toward", "towards", "under",
-  "unless", "until", "up", "upon", "us", "use", "used", "using", "usually", "ve", "very",
+  "unless", "until", "up", "upon", "us", "use", "used", "using", "usually", "very",
   "via", "was", "we", "well", "were", "what", "whatever", "when", "whereas", "where",
   "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "within",
   "without", "would", "yet", "you", "your", "yours", "yourself",
