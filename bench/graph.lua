@@ -7,7 +7,8 @@
 -- rag.core.graph.new() then g:extract(chunk, text) for every document; a
 -- BM25 run is rag.bm25.new() (defaults: lucene, the english analyzer) then
 -- b:add(chunk, text) for the same texts. Single thread; times are os.clock
--- (CPU time), each the median of ROUNDS (default 5) runs. Also reports the
+-- (CPU time), each the median of ROUNDS (default 5) runs, the two kinds of
+-- run alternating. Also reports the
 -- graph's stats, its save and load times, and whether a reload gives the
 -- same neighbourhoods.
 --   make bench-graph DATA=../shared/data
@@ -44,25 +45,22 @@ local function build_bm25()
   return b
 end
 
-local function time(fn)
-  local t = {}
-  local last
-  for r = 1, ROUNDS do
-    collectgarbage()
-    local t0 = clock()
-    local obj = fn()
-    t[r] = clock() - t0
-    if last then
-      last:close()
-    end
-    last = obj
+-- The two builds alternate, so that a busy machine slows both alike.
+local tbs, tgs, g, mentions = {}, {}, nil, 0
+for r = 1, ROUNDS do
+  collectgarbage()
+  local t0 = clock()
+  build_bm25():close()
+  tbs[r] = clock() - t0
+  if g then
+    g:close()
   end
-  return util.median(t), last
+  collectgarbage()
+  t0 = clock()
+  g, mentions = build_graph()
+  tgs[r] = clock() - t0
 end
-
-local tb = time(build_bm25)
-local tg, g = time(build_graph)
-local _, mentions = build_graph()
+local tb, tg = util.median(tbs), util.median(tgs)
 local s = g:stats()
 print(string.format("SciFact: %d documents, %.1f MB", #ids, bytes / 1e6))
 print(string.format("bm25 build:  %.3f s (%.0f docs/s)", tb, #ids / tb))

@@ -738,6 +738,13 @@ static void prefetch_pairs(const rag_graph *g, const batch *b, uint32_t rel) {
   if (g->etab == NULL || rel == NONE) return;
   for (i = 0; i < b->npairs; i += 2)
     PREFETCH(&g->etab[edge_hash(b->pairs[i], b->pairs[i + 1], rel) & g->emask]);
+  for (i = 0; i < b->npairs; i++) /* the ends whose edge counts a new edge bumps */
+    if (b->pairs[i] < g->ents.n) PREFETCH(&g->ent[b->pairs[i]]);
+  for (i = 0; i < b->npairs; i += 2) { /* the edges whose hash a cell holds */
+    uint32_t h = edge_hash(b->pairs[i], b->pairs[i + 1], rel);
+    uint64_t v = g->etab[h & g->emask];
+    if (v != 0 && (uint32_t)(v >> 32) == h) PREFETCH(&g->edge[(uint32_t)v - 1]);
+  }
 }
 
 int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t clen,
