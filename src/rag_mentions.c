@@ -132,13 +132,15 @@ const char *rag_mentions_keys(const rag_mentions *m) {
   return m->keys;
 }
 
-/* Whether the ASCII word w (len bytes, any case) whose lowercase FNV hash is h is a stopword. */
-static int stop_hashed(const rag_mentions *m, const unsigned char *w, size_t len, uint32_t h) {
-  size_t c;
+/* Whether the ASCII word w (len bytes, any case) is a stopword. */
+static int stop_ascii(const rag_mentions *m, const unsigned char *w, size_t len) {
+  size_t c, i;
   unsigned first;
+  uint32_t h = RAG_FNV32_BASIS;
   if (len == 0 || len > STOP_MAXLEN) return 0;
   first = w[0] | 0x20u; /* a quick no for most words */
   if (first < 'a' || first > 'z' || !(m->starts[len] >> (first - 'a') & 1)) return 0;
+  for (i = 0; i < len; i++) h = rag_fnv32_byte(h, w[i] | (w[i] >= 'A' && w[i] <= 'Z' ? 0x20u : 0u));
   for (c = h & (STOP_CELLS - 1); m->stop[c] != 0; c = (c + 1) & (STOP_CELLS - 1)) {
     size_t k = m->stop[c] - 1u, j;
     if (m->stophash[k] != h || m->stoplen[k] != len) continue;
@@ -369,7 +371,7 @@ static int kind_at(const rag_mentions *m, const unsigned char *s, size_t i, size
 /* The classes of the token s[a, b) whose letters were counted. */
 static unsigned classify(const rag_mentions *m, const unsigned char *s, size_t a, size_t b,
                          int first, size_t upper, size_t lower, size_t digit, size_t other,
-                         int ascii, uint32_t h) {
+                         int ascii) {
   unsigned f = 0;
   size_t i;
   if (first == K_UPPER) f |= T_CAP;
@@ -377,7 +379,7 @@ static unsigned classify(const rag_mentions *m, const unsigned char *s, size_t a
   if (upper == 0 && digit == 0 && other == 0 && lower > 0) f |= T_LOWER;
   if (ascii) {
     f |= T_ASCII;
-    if ((f & (T_LOWER | T_CAP | T_ACRO)) && stop_hashed(m, s + a, b - a, h)) f |= T_STOP;
+    if ((f & (T_LOWER | T_CAP | T_ACRO)) && stop_ascii(m, s + a, b - a)) f |= T_STOP;
     if ((f & T_LOWER) && b - a <= 3) {
       for (i = 0; i < sizeof connectors / sizeof connectors[0]; i++)
         if ((connectors[i][2] == '\0' ? 2u : 3u) == b - a && memcmp(connectors[i], s + a, b - a) == 0)
@@ -397,7 +399,6 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
     if (WORDISH(kd)) {
       size_t start = i, upper = 0, lower = 0, digit = 0, other = 0;
       int first = kd, ascii = 1;
-      uint32_t h = RAG_FNV32_BASIS; /* of the lowercased bytes, for the stopwords */
       tok *t;
       for (;;) {
         size_t k2, k3;
@@ -406,11 +407,9 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
         else if (kd == K_LOWER) lower++;
         else if (kd == K_DIGIT) digit++;
         else if (kd == K_LETTER) other++;
-        if (k == 1) h = rag_fnv32_byte(h, s[i] | (kd == K_UPPER ? 0x20u : 0u));
-        else ascii = 0;
+        if (k > 1) ascii = 0;
         i += k;
         while (i < e && s[i] >= 'a' && s[i] <= 'z') { /* the common case, at once */
-          h = rag_fnv32_byte(h, s[i]);
           lower++;
           i++;
         }
@@ -422,8 +421,7 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
         if (s[i] != '-' && (s[i + k] == 's' || s[i + k] == 'S') &&
             !WORDISH(kind_at(m, s, i + k + 1, e, &k3)))
           break; /* a possessive 's */
-        if (k == 1) h = rag_fnv32_byte(h, s[i]);
-        else ascii = 0;
+        if (k > 1) ascii = 0;
         i += k;
         kd = n2;
         k = k2;
@@ -436,7 +434,7 @@ static int tokenize(rag_mentions *m, const unsigned char *s, size_t a, size_t e)
       t = &m->toks[m->ntoks++];
       t->start = start;
       t->stop = i;
-      t->flags = classify(m, s, start, i, first, upper, lower, digit, other, ascii, h) |
+      t->flags = classify(m, s, start, i, first, upper, lower, digit, other, ascii) |
                  (adjacent ? 0u : (unsigned)T_BREAK);
       adjacent = 1;
       continue;
