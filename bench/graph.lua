@@ -89,7 +89,8 @@ table.sort(keys, function(a, b)
 end)
 local same = true
 for i = 1, math.min(200, #keys) do
-  local a, b = g:neighbours({ keys[i] }, 2, { limit = 200 }), h:neighbours({ keys[i] }, 2, { limit = 200 })
+  local a = g:neighbours({ keys[i] }, 2, { limit = 200 })
+  local b = h:neighbours({ keys[i] }, 2, { limit = 200 })
   same = same and rag.json.encode(a) == rag.json.encode(b)
 end
 print("reloaded neighbourhoods identical: " .. tostring(same))

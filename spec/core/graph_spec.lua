@@ -74,7 +74,8 @@ describe("rag.core.graph.mentions", function()
     local cases = {
       -- a phrase longer than max_words is no phrase; max_words raises the bound
       { "the big red fox barked", nil, {} },
-      { "the big red fox barked", { max_words = 4 }, { m("big red fox barked", "big red fox barked", 5, 22, 1) } },
+      { "the big red fox barked", { max_words = 4 },
+        { m("big red fox barked", "big red fox barked", 5, 22, 1) } },
       { "gene expression in Paris", nil,
         { m("gene expression", "gene expression", 1, 15, 1), m("Paris", "paris", 20, 24, 1) } },
       { "gene expression in Paris", { phrases = false }, { m("Paris", "paris", 20, 24, 1) } },
@@ -85,7 +86,8 @@ describe("rag.core.graph.mentions", function()
       { "anti-inflammatory drugs", nil,
         { m("anti-inflammatory drugs", "anti-inflammatory drugs", 1, 23, 1) } },
       -- a line break ends a name; one line break does not end a sentence
-      { "Oxford\nCambridge", nil, { m("Oxford", "oxford", 1, 6, 1), m("Cambridge", "cambridge", 8, 16, 1) } },
+      { "Oxford\nCambridge", nil,
+        { m("Oxford", "oxford", 1, 6, 1), m("Cambridge", "cambridge", 8, 16, 1) } },
       { "levels of mRNA rose", nil, { m("mRNA", "mrna", 11, 14, 1) } },
       { "However, Smith agreed.", nil, { m("Smith", "smith", 10, 14, 1) } },
       { "Methods We asked. In Rome it rained.", nil,
@@ -104,7 +106,9 @@ describe("rag.core.graph.mentions", function()
     assert.equal("rag.graph.mentions: invalid utf-8 at byte 7", msg)
     assert.equal("encoding", code)
     raises("unknown option 'words'", function() G.mentions("x", { words = 2 }) end)
-    raises("option 'max_words' must be an integer in [2, 64]", function() G.mentions("x", { max_words = 1 }) end)
+    raises("option 'max_words' must be an integer in [2, 64]", function()
+      G.mentions("x", { max_words = 1 })
+    end)
     raises("text must be a string", function() G.mentions(nil) end)
   end)
 end)
@@ -153,7 +157,8 @@ describe("rag.graph extract and neighbours", function()
     }, g:edges())
     assert.same({ entities = 7, edges = 6, aliases = 0, mentions = 9, docs = 0 }, g:stats())
     assert.equal(7, #g)
-    assert.same({ key = "berlin", name = "Berlin", aliases = {}, chunks = { "d2#1", "d3#1" }, degree = 2 },
+    assert.same(
+      { key = "berlin", name = "Berlin", aliases = {}, chunks = { "d2#1", "d3#1" }, degree = 2 },
       g:get("berlin"))
     assert.is_true(g:_check())
   end)
@@ -163,8 +168,8 @@ describe("rag.graph extract and neighbours", function()
     assert.same({ entities = { ent("bob jones", "Bob Jones", 0) }, edges = {} },
       g:neighbours({ "bob jones" }, 0))
     local one = {
-      ent("bob jones", "Bob Jones", 0), ent("acme", "Acme", 1), ent("alice smith", "Alice Smith", 1),
-      ent("paris", "Paris", 1),
+      ent("bob jones", "Bob Jones", 0), ent("acme", "Acme", 1),
+      ent("alice smith", "Alice Smith", 1), ent("paris", "Paris", 1),
     }
     local one_edges = {
       edge("acme", "bob jones", { "d2#1" }), edge("alice smith", "bob jones", { "d1#1" }),
@@ -178,11 +183,17 @@ describe("rag.graph extract and neighbours", function()
     assert.same(edge("acme", "berlin", { "d2#1" }), two.edges[1])
     assert.equal(5, #two.edges)
     assert.same({
-      entities = { ent("bob jones", "Bob Jones", 0), ent("acme", "Acme", 1), ent("alice smith", "Alice Smith", 1) },
-      edges = { edge("acme", "bob jones", { "d2#1" }), edge("alice smith", "bob jones", { "d1#1" }) },
+      entities = {
+        ent("bob jones", "Bob Jones", 0), ent("acme", "Acme", 1),
+        ent("alice smith", "Alice Smith", 1),
+      },
+      edges = {
+        edge("acme", "bob jones", { "d2#1" }), edge("alice smith", "bob jones", { "d1#1" }),
+      },
     }, g:neighbours({ "bob jones" }, 2, { limit = 3 }))
     -- unknown seeds are ignored; repeated seeds count once
-    assert.same({ entities = { ent("zed", "Zed", 0) }, edges = {} }, g:neighbours({ "nobody", "zed", "zed" }, 1))
+    assert.same({ entities = { ent("zed", "Zed", 0) }, edges = {} },
+      g:neighbours({ "nobody", "zed", "zed" }, 1))
     assert.same({ entities = {}, edges = {} }, g:neighbours({}, 3))
     -- aliases
     assert.is_true(g:alias("robert jones", "bob jones"))
@@ -190,7 +201,8 @@ describe("rag.graph extract and neighbours", function()
     assert.equal("bob jones", g:resolve("robert jones"))
     assert.equal("bob jones", g:resolve("bob jones"))
     assert.is_nil(g:resolve("nobody"))
-    assert.same({ entities = { ent("bob jones", "Bob Jones", 0) }, edges = {} }, g:neighbours({ "robert jones" }, 0))
+    assert.same({ entities = { ent("bob jones", "Bob Jones", 0) }, edges = {} },
+      g:neighbours({ "robert jones" }, 0))
     assert.equal(3, g:extract("d5#1", "Robert Jones visited Rome. Bob Jones left."))
     assert.same({ key = "bob jones", name = "Bob Jones", aliases = { "robert jones" },
       chunks = { "d1#1", "d2#1", "d5#1" }, degree = 4 }, g:get("robert jones"))
@@ -221,8 +233,10 @@ describe("rag.graph extract and neighbours", function()
       local t = g:edges()
       return { t[2], t[1], t[3] }
     end)())
-    assert.same({ key = "tnf", name = "TNF", aliases = { "tumor necrosis factor" }, chunks = { "c1" }, degree = 3 },
-      g:get("tnf"))
+    assert.same({
+      key = "tnf", name = "TNF", aliases = { "tumor necrosis factor" }, chunks = { "c1" },
+      degree = 3,
+    }, g:get("tnf"))
     assert.same({ { "il-6", "tnf" } }, g:communities({ method = "components" }))
     raises("rag.graph.relate: unknown entity 'x'", function() g:relate("x", "tnf", "r", "c") end)
     raises("rag.graph.relate: unknown entity 'y'", function() g:relate("tnf", "y", "r", "c") end)
@@ -249,7 +263,8 @@ end)
 describe("rag.graph removal", function()
   -- Everything observable, for comparing two graphs.
   local function snapshot(g)
-    local s = { entities = g:entities(), edges = g:edges(), stats = g:stats(), get = {}, marks = g:marks() }
+    local s = { entities = g:entities(), edges = g:edges(), stats = g:stats(), get = {} }
+    s.marks = g:marks()
     for _, k in ipairs(s.entities) do
       s.get[k] = g:get(k)
     end
@@ -333,7 +348,8 @@ describe("rag.graph communities", function()
 
   it("finds connected components, largest first, ties by first key", function()
     local g = graph_of({ { "d", "e" }, { "a", "b" }, { "b", "c" } }, { "f" })
-    assert.same({ { "a", "b", "c" }, { "d", "e" }, { "f" } }, g:communities({ method = "components" }))
+    assert.same({ { "a", "b", "c" }, { "d", "e" }, { "f" } },
+      g:communities({ method = "components" }))
   end)
 
   it("separates two cliques joined by one edge with label propagation", function()
@@ -346,12 +362,18 @@ describe("rag.graph communities", function()
       end
     end
     local g = graph_of(pairs)
-    assert.same({ { "a", "b", "c", "d", "e", "f", "g", "h" } }, g:communities({ method = "components" }))
+    assert.same({ { "a", "b", "c", "d", "e", "f", "g", "h" } },
+      g:communities({ method = "components" }))
     assert.same({ { "a", "b", "c", "d" }, { "e", "f", "g", "h" } }, g:communities())
-    assert.same({ { "a", "b", "c", "d" }, { "e", "f", "g", "h" } }, g:communities({ method = "labels", iterations = 3 }))
+    assert.same({ { "a", "b", "c", "d" }, { "e", "f", "g", "h" } },
+      g:communities({ method = "labels", iterations = 3 }))
     -- one round: a-d take a's label, e takes d's, f-h take e's
-    assert.same({ { "a", "b", "c", "d" }, { "f", "g", "h" }, { "e" } }, g:communities({ iterations = 1 }))
-    local three = graph_of({ { "a", "b" }, { "a", "c" }, { "b", "c" }, { "c", "d" }, { "d", "e" }, { "d", "f" }, { "e", "f" } })
+    assert.same({ { "a", "b", "c", "d" }, { "f", "g", "h" }, { "e" } },
+      g:communities({ iterations = 1 }))
+    local three = graph_of({
+      { "a", "b" }, { "a", "c" }, { "b", "c" }, { "c", "d" },
+      { "d", "e" }, { "d", "f" }, { "e", "f" },
+    })
     assert.same({ { "a", "b", "c" }, { "d", "e", "f" } }, three:communities())
     raises("option 'method' must be", function() g:communities({ method = "louvain" }) end)
   end)
@@ -359,7 +381,8 @@ end)
 
 describe("rag.graph persistence", function()
   local function full(g)
-    local s = { entities = g:entities(), edges = g:edges(), stats = g:stats(), marks = g:marks(), nb = {} }
+    local s = { entities = g:entities(), edges = g:edges(), stats = g:stats(), nb = {} }
+    s.marks = g:marks()
     for _, k in ipairs(s.entities) do
       s.nb[k] = g:neighbours({ k }, 2)
       s[k] = g:get(k)
@@ -413,9 +436,11 @@ describe("rag.graph persistence", function()
     assert.equal("format", code)
     helpers.write(bad, helpers.with_version(s, 2))
     ok, msg, code = G.load(bad)
+    assert.equal("string", type(msg))
     assert.is_nil(ok)
     assert.equal("version", code)
     ok, msg, code = G.load(bad .. ".missing")
+    assert.equal("string", type(msg))
     assert.is_nil(ok)
     assert.equal("io", code)
     helpers.rejects_irregular(G.load, "rag.graph.load")
@@ -453,9 +478,12 @@ describe("rag.graph life cycle", function()
 
   it("raises on bad arguments naming the function", function()
     local g = G.new()
-    raises("rag.graph.neighbours: hops must be an integer >= 0", function() g:neighbours({ "a" }, -1) end)
-    raises("rag.graph.neighbours: keys must be a list of keys or a key", function() g:neighbours(nil, 1) end)
-    raises("rag.graph.neighbours: option 'limit' must be an integer >= 1", function() g:neighbours({}, 1, { limit = 0 }) end)
+    local nb = "rag.graph.neighbours: "
+    raises(nb .. "hops must be an integer >= 0", function() g:neighbours({ "a" }, -1) end)
+    raises(nb .. "keys must be a list of keys or a key", function() g:neighbours(nil, 1) end)
+    raises(nb .. "option 'limit' must be an integer >= 1", function()
+      g:neighbours({}, 1, { limit = 0 })
+    end)
     raises("rag.graph.extract: text must be a string", function() g:extract("c", nil) end)
     raises("rag.graph.load: unknown option 'mapped'", function() G.load("x", { mapped = true }) end)
     raises("rag.graph.mark: hash must be a string", function() g:mark("d", nil) end)
@@ -489,8 +517,10 @@ describe("rag.graph out of memory", function()
         assert.is_true(g:_check())
       end)
     end
-    assert.is_true(walk(function() g:extract("d6#1", "Eve Adams met Frank Ocean in Lima. Lima is big.") end) >= 3)
-    walk(function() g:extract("d3#1", "Carol Diaz met Gina Hart in Berlin.") end) -- an existing chunk
+    local text = "Eve Adams met Frank Ocean in Lima. Lima is big."
+    assert.is_true(walk(function() g:extract("d6#1", text) end) >= 3)
+    -- an existing chunk
+    walk(function() g:extract("d3#1", "Carol Diaz met Gina Hart in Berlin.") end)
     walk(function() g:entity("new one", "New One") end)
     walk(function() g:alias("eve", "eve adams") end)
     walk(function() g:mention("zed", "d7#1") end)
