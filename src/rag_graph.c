@@ -545,8 +545,8 @@ static int batch_edge(rag_graph *g, batch *b, uint32_t src, uint32_t dst, uint32
 }
 
 /* Reserves all that committing b for chunk (slot c or NONE) and rel needs. */
-static int batch_reserve(rag_graph *g, batch *b, const char *chunk, size_t clen, uint32_t c,
-                         const char *rel, size_t rlen, uint32_t relslot, uint32_t **fresh) {
+static int batch_reserve(rag_graph *g, batch *b, size_t clen, uint32_t c, size_t rlen,
+                         uint32_t relslot, uint32_t **fresh) {
   size_t i, kbytes = 0, nbytes = 0, newedges = 0, tags = 0;
   int rc;
   *fresh = NULL;
@@ -585,8 +585,6 @@ static int batch_reserve(rag_graph *g, batch *b, const char *chunk, size_t clen,
       cr->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
     }
   }
-  (void)chunk;
-  (void)rel;
   b->tags = tags;
   return RAG_OK;
 }
@@ -638,7 +636,7 @@ static int batch_run(rag_graph *g, batch *b, const char *chunk, size_t clen, uin
                      const char *rel, size_t rlen, size_t *newedges) {
   uint32_t relslot = rlen > 0 || rel != NULL ? rag_ids_find(&g->rels, rel, rlen) : NONE;
   uint32_t *fresh;
-  int rc = batch_reserve(g, b, chunk, clen, c, rel, rlen, relslot, &fresh);
+  int rc = batch_reserve(g, b, clen, c, rlen, relslot, &fresh);
   *newedges = 0;
   if (rc != RAG_OK) {
     rag_free(fresh);
