@@ -92,6 +92,7 @@ static int edges_reserve(rag_graph *g, size_t more) {
   if (g->nedge + more > g->edgecap) {
     edge *p = (edge *)rag_grow(g->edge, &g->edgecap, g->nedge + more, sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
+    rag_advise_huge(p, g->edgecap * sizeof *p);
     g->edge = p;
   }
   if (need > cap / 2) {
@@ -99,6 +100,7 @@ static int edges_reserve(rag_graph *g, size_t more) {
     n = cap ? cap : 64;
     while (need > n / 2) n *= n >= 65536 ? 4 : 2; /* fewer rebuilds of a large table */
     if ((t = (uint64_t *)rag_malloc(n * sizeof *t)) == NULL) return RAG_ENOMEM;
+    rag_advise_huge(t, n * sizeof *t); /* read at random: fewer TLB misses */
     rag_free(g->etab);
     g->etab = t;
     g->emask = n - 1;
@@ -211,6 +213,7 @@ static int ents_reserve(rag_graph *g, size_t n, size_t kbytes, size_t nbytes) {
   if (g->ents.n + n > g->entcap) {
     ent *p = (ent *)rag_grow(g->ent, &g->entcap, g->ents.n + n, sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
+    rag_advise_huge(p, g->entcap * sizeof *p);
     g->ent = p;
   }
   if (g->nameslen + nbytes + 1 > g->namescap) {
@@ -313,13 +316,13 @@ typedef struct batch {
   newent *ne;
   size_t nne, necap;
   uint32_t *netab; /* newent + 1 by key hash */
-  size_t nemask;
+  size_t nemask, necells;
   uint32_t *ment; /* entities (slots) whose mention is new */
   size_t nment, mentcap;
   bedge *be;
   size_t nbe, becap;
   uint32_t *betab; /* bedge + 1 by ends */
-  size_t bemask;
+  size_t bemask, becells;
   uint32_t *stamp; /* by existing entity slot: the sentence stamp */
   size_t stampcap;
   uint32_t *seen; /* by existing entity slot: the batch stamp */
@@ -414,25 +417,29 @@ static int batch_begin(rag_graph *g, batch *b, uint32_t c, size_t mentions) {
     memset(p, 0, b->seencap * sizeof *p);
     b->seen = p;
   }
+  /* the two tables are sized for this batch (a large one before must not
+  ** make every later batch clear its cells) within what was allocated */
   while (cells < 2 * mentions + 2) cells *= 2;
-  if (cells > b->nemask + 1 || b->netab == NULL) {
+  if (cells > b->necells || b->netab == NULL) {
     uint32_t *p = (uint32_t *)rag_malloc(cells * sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
     rag_free(b->netab);
     b->netab = p;
-    b->nemask = cells - 1;
+    b->necells = cells;
   }
-  memset(b->netab, 0, (b->nemask + 1) * sizeof *b->netab);
+  b->nemask = cells - 1;
+  memset(b->netab, 0, cells * sizeof *b->netab);
   cells = 16;
   while (cells < 2 * (mentions / 2 + 1) * (MAX_PER_SENTENCE - 1) + 2) cells *= 2;
-  if (cells > b->bemask + 1 || b->betab == NULL) {
+  if (cells > b->becells || b->betab == NULL) {
     uint32_t *p = (uint32_t *)rag_malloc(cells * sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
     rag_free(b->betab);
     b->betab = p;
-    b->bemask = cells - 1;
+    b->becells = cells;
   }
-  memset(b->betab, 0, (b->bemask + 1) * sizeof *b->betab);
+  b->bemask = cells - 1;
+  memset(b->betab, 0, cells * sizeof *b->betab);
   if (++b->now == 0) { /* the stamps wrapped: start over */
     memset(b->seen, 0, b->seencap * sizeof *b->seen);
     if (b->ein != NULL) memset(b->ein, 0, b->eincap * sizeof *b->ein);
@@ -477,10 +484,10 @@ static int key_cmp(const char *x, size_t nx, const char *y, size_t ny) {
   return nx < ny ? -1 : nx > ny;
 }
 
-/* The entity of a mention's key: existing (through aliases), new in b, or made new. */
-static int batch_entity(rag_graph *g, batch *b, const char *key, size_t klen, const char *name,
-                        size_t nlen, uint32_t *slot) {
-  uint32_t e = rag_graph_resolve(g, key, klen), h;
+/* The entity of a mention's key (of hash h): existing (through aliases), new in b, or made new. */
+static int batch_entity(rag_graph *g, batch *b, const char *key, size_t klen, uint32_t h,
+                        const char *name, size_t nlen, uint32_t *slot) {
+  uint32_t e = rag_graph_resolve(g, key, klen);
   size_t i;
   if (e != NONE) {
     if (b->seen[e] != b->now) {
@@ -491,7 +498,6 @@ static int batch_entity(rag_graph *g, batch *b, const char *key, size_t klen, co
     *slot = e;
     return RAG_OK;
   }
-  h = rag_fnv32(key, klen);
   for (i = h & b->nemask; b->netab[i] != 0; i = (i + 1) & b->nemask) {
     const newent *x = &b->ne[b->netab[i] - 1];
     if (x->hash == h && x->klen == klen && memcmp(x->key, key, klen) == 0) {
@@ -702,24 +708,24 @@ static int sentence_pairs(rag_graph *g, batch *b, const uint32_t *list, size_t n
 #endif
 
 /*
-** The lookups of a chunk's keys and pairs miss the caches of a large graph
-** one after another; issuing every load of a stage before the next stage
-** reads them lets the misses overlap. Only hints: nothing here changes g.
+** Hashes the mentions' keys into b->hs (batch_entity's table of new
+** entities uses them). The lookups of a chunk's keys and pairs miss the
+** caches of a large graph one after another; issuing every load of a stage
+** before the next stage reads them lets the misses overlap. The prefetches
+** are hints only: nothing here changes g.
 */
 static int prefetch_keys(const rag_graph *g, batch *b, const char *keys, const rag_mention *ms,
                          size_t n) {
   const rag_ids *t = &g->ents;
   size_t i;
-  if (t->table == NULL || n == 0) return RAG_OK;
   if (n > b->hscap) {
     uint32_t *p = (uint32_t *)rag_grow(b->hs, &b->hscap, n, sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
     b->hs = p;
   }
-  for (i = 0; i < n; i++) {
-    b->hs[i] = rag_fnv32(keys + ms[i].key, ms[i].keylen);
-    PREFETCH(&t->table[b->hs[i] & t->mask]);
-  }
+  for (i = 0; i < n; i++) b->hs[i] = rag_fnv32(keys + ms[i].key, ms[i].keylen);
+  if (t->table == NULL) return RAG_OK;
+  for (i = 0; i < n; i++) PREFETCH(&t->table[b->hs[i] & t->mask]);
   for (i = 0; i < n; i++) {
     uint32_t v = t->table[b->hs[i] & t->mask];
     if (v != 0) PREFETCH(&t->e[v - 1]);
@@ -738,11 +744,6 @@ static void prefetch_pairs(const rag_graph *g, const batch *b, uint32_t rel) {
     PREFETCH(&g->etab[edge_hash(b->pairs[i], b->pairs[i + 1], rel) & g->emask]);
   for (i = 0; i < b->npairs; i++) /* the ends whose edge counts a new edge bumps */
     if (b->pairs[i] < g->ents.n) PREFETCH(&g->ent[b->pairs[i]]);
-  for (i = 0; i < b->npairs; i += 2) { /* the edges whose hash a cell holds */
-    uint32_t h = edge_hash(b->pairs[i], b->pairs[i + 1], rel);
-    uint64_t v = g->etab[h & g->emask];
-    if (v != 0 && (uint32_t)(v >> 32) == h) PREFETCH(&g->edge[(uint32_t)v - 1]);
-  }
 }
 
 int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t clen,
@@ -766,7 +767,7 @@ int rag_graph_extract(rag_graph *g, rag_mentions *m, const char *chunk, size_t c
   for (i = 0; i < n; i++) {
     uint32_t e;
     int fresh;
-    rc = batch_entity(g, b, keys + ms[i].key, ms[i].keylen, text + ms[i].start,
+    rc = batch_entity(g, b, keys + ms[i].key, ms[i].keylen, b->hs[i], text + ms[i].start,
                       ms[i].stop - ms[i].start, &e);
     if (rc != RAG_OK) return rc;
     if (ms[i].sentence != sent || i == 0) {

@@ -78,6 +78,7 @@ struct rag_mentions {
   uint8_t stoplen[NSTOP];    /* each stopword's length */
   uint32_t stophash[NSTOP];  /* and hash */
   uint32_t starts[STOP_MAXLEN + 1]; /* by length: bit c - 'a' when a stopword starts with c */
+  uint32_t seconds[STOP_MAXLEN + 1][26]; /* by length and first letter: its second letters */
   unsigned char kind[128];   /* the kind of each ASCII character */
   tok *toks;
   size_t ntoks, tokcap;
@@ -107,6 +108,8 @@ int rag_mentions_new(rag_mentions **out) {
     m->stoplen[i] = (uint8_t)strlen(stopwords[i]);
     m->stophash[i] = stop_hash(stopwords[i], m->stoplen[i]);
     m->starts[m->stoplen[i]] |= 1u << (stopwords[i][0] - 'a');
+    if (m->stoplen[i] > 1)
+      m->seconds[m->stoplen[i]][stopwords[i][0] - 'a'] |= 1u << (stopwords[i][1] - 'a');
     while (m->stop[c] != 0) c = (c + 1) & (STOP_CELLS - 1);
     m->stop[c] = (uint16_t)(i + 1);
   }
@@ -140,6 +143,11 @@ static int stop_ascii(const rag_mentions *m, const unsigned char *w, size_t len)
   if (len == 0 || len > STOP_MAXLEN) return 0;
   first = w[0] | 0x20u; /* a quick no for most words */
   if (first < 'a' || first > 'z' || !(m->starts[len] >> (first - 'a') & 1)) return 0;
+  if (len > 1) {
+    unsigned second = w[1] | 0x20u;
+    if (second < 'a' || second > 'z' || !(m->seconds[len][first - 'a'] >> (second - 'a') & 1))
+      return 0;
+  }
   for (i = 0; i < len; i++) h = rag_fnv32_byte(h, w[i] | (w[i] >= 'A' && w[i] <= 'Z' ? 0x20u : 0u));
   for (c = h & (STOP_CELLS - 1); m->stop[c] != 0; c = (c + 1) & (STOP_CELLS - 1)) {
     size_t k = m->stop[c] - 1u, j;
@@ -211,6 +219,9 @@ static int strips_back(const unsigned char *p, size_t lo, size_t e, size_t *b) {
 /* Strips whitespace and punctuation from both ends of p[*b, *e). */
 static void strip(const unsigned char *p, size_t *b, size_t *e) {
   size_t i;
+  if (*b < *e && p[*b] < 0x80 && ascii_key[p[*b]] == 0 && p[*e - 1] < 0x80 &&
+      ascii_key[p[*e - 1]] == 0)
+    return; /* the common case: a letter or digit at both ends */
   while (*b < *e) {
     int32_t cp;
     size_t k = rag_utf8_decode_valid(p + *b, &cp);
@@ -228,60 +239,61 @@ static int append_key(const unsigned char *s, size_t len, char **buf, size_t *bl
                       size_t *bcap, size_t *key, size_t *keylen) {
   static const char *const articles[] = {"the ", "a ", "an "};
   static const size_t artlen[] = {4, 2, 3};
-  const unsigned char *src = s;
   utf8proc_uint8_t *mapped = NULL;
   unsigned char *p;
   size_t i, n = 0, b, e, a;
   int space = 0;
-  for (i = 0; i < len && s[i] < 0x80; i++) {}
-  if (i < len) { /* non-ASCII: utf8proc folds */
-    utf8proc_ssize_t r = utf8proc_map(s, (utf8proc_ssize_t)len, &mapped, FOLD_OPTS);
-    if (r < 0) return RAG_ENOMEM; /* the input is valid: only allocation fails */
-    src = mapped;
-    len = (size_t)r;
-  }
   if (len + 1 > *bcap - *blen) {
     char *q = (char *)rag_grow(*buf, bcap, *blen + len + 1, 1);
-    if (q == NULL) {
-      free(mapped);
-      return RAG_ENOMEM;
-    }
+    if (q == NULL) return RAG_ENOMEM;
     *buf = q;
   }
   p = (unsigned char *)*buf + *blen;
-  if (mapped == NULL) { /* ASCII: lowercase, whitespace runs made one space */
-    for (i = 0; i < len; i++) {
-      unsigned char ch = src[i];
-      if (ascii_key[ch] == 1) {
-        space = n > 0;
-        continue;
-      }
-      if (space) p[n++] = ' ';
-      space = 0;
-      p[n++] = (unsigned char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-    }
-    len = 0;
-  }
-  for (i = 0; i < len;) { /* folded, whitespace runs made one space */
-    int32_t cp;
-    size_t k = rag_utf8_decode_valid(src + i, &cp);
-    if (is_space(cp)) {
+  for (i = 0; i < len && s[i] < 0x80; i++) { /* ASCII: lowercase, whitespace runs made one space */
+    unsigned char ch = s[i];
+    if (ascii_key[ch] == 1) {
       space = n > 0;
-    } else {
-      if (space) p[n++] = ' ';
-      space = 0;
-      memcpy(p + n, src + i, k);
-      n += k;
+      continue;
     }
-    i += k;
+    if (space) p[n++] = ' ';
+    space = 0;
+    p[n++] = (unsigned char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
   }
-  free(mapped);
+  if (i < len) { /* not ASCII: utf8proc folds the whole name */
+    utf8proc_ssize_t r = utf8proc_map(s, (utf8proc_ssize_t)len, &mapped, FOLD_OPTS);
+    if (r < 0) return RAG_ENOMEM; /* the input is valid: only allocation fails */
+    len = (size_t)r;
+    if (len + 1 > *bcap - *blen) {
+      char *q = (char *)rag_grow(*buf, bcap, *blen + len + 1, 1);
+      if (q == NULL) {
+        free(mapped);
+        return RAG_ENOMEM;
+      }
+      *buf = q;
+    }
+    p = (unsigned char *)*buf + *blen;
+    for (i = n = 0, space = 0; i < len;) {
+      int32_t cp;
+      size_t k = rag_utf8_decode_valid(mapped + i, &cp);
+      if (is_space(cp)) {
+        space = n > 0;
+      } else {
+        if (space) p[n++] = ' ';
+        space = 0;
+        memcpy(p + n, mapped + i, k);
+        n += k;
+      }
+      i += k;
+    }
+    free(mapped);
+  }
   b = 0;
   e = n;
   strip(p, &b, &e);
-  for (a = 0; a < 3; a++) {
-    size_t al = artlen[a];
-    if (e - b > al && memcmp(p + b, articles[a], al) == 0) {
+  for (a = 0; a < 3 && e - b > 2 && (p[b] == 't' || p[b] == 'a'); a++) {
+    size_t al = artlen[a], j;
+    for (j = 0; j < al && e - b > al && p[b + j] == (unsigned char)articles[a][j]; j++) {}
+    if (j == al) {
       b += al;
       strip(p, &b, &e);
       break;
@@ -380,10 +392,13 @@ static unsigned classify(const rag_mentions *m, const unsigned char *s, size_t a
   if (ascii) {
     f |= T_ASCII;
     if ((f & (T_LOWER | T_CAP | T_ACRO)) && stop_ascii(m, s + a, b - a)) f |= T_STOP;
-    if ((f & T_LOWER) && b - a <= 3) {
-      for (i = 0; i < sizeof connectors / sizeof connectors[0]; i++)
-        if ((connectors[i][2] == '\0' ? 2u : 3u) == b - a && memcmp(connectors[i], s + a, b - a) == 0)
+    if ((f & T_LOWER) && b - a <= 3 && b - a >= 2) {
+      for (i = 0; i < sizeof connectors / sizeof connectors[0]; i++) {
+        const char *c = connectors[i];
+        if (c[0] == s[a] && c[1] == s[a + 1] &&
+            (b - a == 2 ? c[2] == '\0' : c[2] != '\0' && c[2] == s[a + 2]))
           f |= T_CONN;
+      }
     }
   }
   return f;
