@@ -2,7 +2,7 @@
 ** rag_graph.c: the entity graph (see rag_graph.h): changes and removal.
 ** Every change is planned first (what is new), then everything it needs is
 ** reserved, then it is committed with steps that cannot fail, so a failed
-** call leaves the graph unchanged. Removal only frees. Dead entity and
+** call leaves the graph unchanged. Removal never fails. Dead entity and
 ** chunk slots are compacted away once they outnumber the live ones.
 */
 #include "rag_graph.h"
@@ -11,7 +11,6 @@
 
 #include "rag_fnv.h"
 #include "rag_graph_internal.h"
-#include "rag_probe.h"
 
 #define NONE RAG_GRAPH_NONE
 #define COOCCURS "co-occurs"
