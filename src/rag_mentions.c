@@ -50,7 +50,6 @@ static const char *const stopwords[] = {
   "without", "would", "yet", "you", "your", "yours", "yourself",
 };
 #define NSTOP (sizeof stopwords / sizeof stopwords[0])
-#define STOP_CELLS 1024u /* a power of two, over twice NSTOP */
 #define STOP_MAXLEN 12u  /* the longest stopword ("nevertheless") */
 
 /* Words that join two name tokens into one name. */
@@ -74,9 +73,9 @@ typedef struct tok {
 } tok;
 
 struct rag_mentions {
-  uint16_t stop[STOP_CELLS]; /* stopword number + 1, 0: empty */
-  uint8_t stoplen[NSTOP];    /* each stopword's length */
-  uint32_t stophash[NSTOP];  /* and hash */
+  uint64_t packed[NSTOP][2]; /* each stopword's bytes, zero-padded to 16 */
+  uint16_t order[NSTOP];     /* the stopwords by length, then first letter */
+  uint16_t bucket[(STOP_MAXLEN + 1) * 26 + 1]; /* length l, letter c: order[b[l*26+c], next) */
   uint32_t starts[STOP_MAXLEN + 1]; /* by length: bit c - 'a' when a stopword starts with c */
   uint32_t seconds[STOP_MAXLEN + 1][26]; /* by length and first letter: its second letters */
   unsigned char kind[128];   /* the kind of each ASCII character */
@@ -92,8 +91,14 @@ static int kind_of(int32_t cp);
 
 /* {====== Stopwords ======} */
 
-static uint32_t stop_hash(const char *w, size_t n) {
-  return rag_fnv32_more(RAG_FNV32_BASIS, w, n);
+/* w's first 16 bytes, letters lowercased, zero-padded: a stopword's form. */
+static void pack(const unsigned char *w, size_t len, uint64_t out[2]) {
+  unsigned char b[16];
+  size_t i;
+  memset(b, 0, sizeof b);
+  for (i = 0; i < len && i < 16; i++) b[i] = (unsigned char)(w[i] | 0x20u); /* no other byte */
+  memcpy(&out[0], b, 8); /* becomes a lowercase letter */
+  memcpy(&out[1], b + 8, 8);
 }
 
 int rag_mentions_new(rag_mentions **out) {
@@ -103,15 +108,21 @@ int rag_mentions_new(rag_mentions **out) {
   if (m == NULL) return RAG_ENOMEM;
   memset(m, 0, sizeof *m);
   for (i = 0; i < 128; i++) m->kind[i] = (unsigned char)kind_of((int32_t)i);
-  for (i = 0; i < NSTOP; i++) {
-    size_t c = stop_hash(stopwords[i], strlen(stopwords[i])) & (STOP_CELLS - 1);
-    m->stoplen[i] = (uint8_t)strlen(stopwords[i]);
-    m->stophash[i] = stop_hash(stopwords[i], m->stoplen[i]);
-    m->starts[m->stoplen[i]] |= 1u << (stopwords[i][0] - 'a');
-    if (m->stoplen[i] > 1)
-      m->seconds[m->stoplen[i]][stopwords[i][0] - 'a'] |= 1u << (stopwords[i][1] - 'a');
-    while (m->stop[c] != 0) c = (c + 1) & (STOP_CELLS - 1);
-    m->stop[c] = (uint16_t)(i + 1);
+  for (i = 0; i < NSTOP; i++) { /* bucket sizes, then starts, then the order */
+    size_t len = strlen(stopwords[i]), f = (size_t)(stopwords[i][0] - 'a');
+    pack((const unsigned char *)stopwords[i], len, m->packed[i]);
+    m->bucket[len * 26 + f + 1]++;
+    m->starts[len] |= 1u << f;
+    if (len > 1) m->seconds[len][f] |= 1u << (stopwords[i][1] - 'a');
+  }
+  for (i = 1; i < sizeof m->bucket / sizeof m->bucket[0]; i++) m->bucket[i] += m->bucket[i - 1];
+  {
+    uint16_t fill[(STOP_MAXLEN + 1) * 26];
+    memcpy(fill, m->bucket, sizeof fill);
+    for (i = 0; i < NSTOP; i++) {
+      size_t len = strlen(stopwords[i]), f = (size_t)(stopwords[i][0] - 'a');
+      m->order[fill[len * 26 + f]++] = (uint16_t)i;
+    }
   }
   *out = m;
   return RAG_OK;
@@ -137,48 +148,30 @@ const char *rag_mentions_keys(const rag_mentions *m) {
 
 /* Whether the ASCII word w (len bytes, any case) is a stopword. */
 static int stop_ascii(const rag_mentions *m, const unsigned char *w, size_t len) {
-  size_t c, i;
+  size_t b, f;
   unsigned first;
-  uint32_t h = RAG_FNV32_BASIS;
+  uint64_t x[2];
   if (len == 0 || len > STOP_MAXLEN) return 0;
   first = w[0] | 0x20u; /* a quick no for most words */
   if (first < 'a' || first > 'z' || !(m->starts[len] >> (first - 'a') & 1)) return 0;
+  f = first - 'a';
   if (len > 1) {
     unsigned second = w[1] | 0x20u;
-    if (second < 'a' || second > 'z' || !(m->seconds[len][first - 'a'] >> (second - 'a') & 1))
-      return 0;
+    if (second < 'a' || second > 'z' || !(m->seconds[len][f] >> (second - 'a') & 1)) return 0;
   }
-  for (i = 0; i < len; i++) h = rag_fnv32_byte(h, w[i] | (w[i] >= 'A' && w[i] <= 'Z' ? 0x20u : 0u));
-  for (c = h & (STOP_CELLS - 1); m->stop[c] != 0; c = (c + 1) & (STOP_CELLS - 1)) {
-    size_t k = m->stop[c] - 1u, j;
-    if (m->stophash[k] != h || m->stoplen[k] != len) continue;
-    for (j = 0; j < len && (unsigned char)stopwords[k][j] == (w[j] | (w[j] >= 'A' && w[j] <= 'Z' ? 0x20u : 0u)); j++) {}
-    if (j == len) return 1;
+  pack(w, len, x);
+  for (b = m->bucket[len * 26 + f]; b < m->bucket[len * 26 + f + 1]; b++) {
+    const uint64_t *y = m->packed[m->order[b]];
+    if (y[0] == x[0] && y[1] == x[1]) return 1;
   }
   return 0;
 }
 
 int rag_mentions_is_stopword(const rag_mentions *m, const char *w, size_t len) {
-  char low[STOP_MAXLEN];
-  size_t i, c;
-  uint32_t h = RAG_FNV32_BASIS;
-  unsigned first;
-  if (len == 0 || len > STOP_MAXLEN) return 0;
-  first = (unsigned char)w[0] | 0x20u; /* a quick no for most words */
-  if (first < 'a' || first > 'z' || !(m->starts[len] >> (first - 'a') & 1)) return 0;
-  for (i = 0; i < len; i++) {
-    unsigned char ch = (unsigned char)w[i];
-    if (ch >= 0x80) return 0;
-    low[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-    h = rag_fnv32_byte(h, (unsigned char)low[i]);
-  }
-  for (c = h & (STOP_CELLS - 1); m->stop[c] != 0; c = (c + 1) & (STOP_CELLS - 1)) {
-    size_t k = m->stop[c] - 1u, j;
-    if (m->stophash[k] != h || m->stoplen[k] != len) continue;
-    for (j = 0; j < len && stopwords[k][j] == low[j]; j++) {}
-    if (j == len) return 1;
-  }
-  return 0;
+  size_t i;
+  for (i = 0; i < len; i++)
+    if ((unsigned char)w[i] >= 0x80) return 0;
+  return stop_ascii(m, (const unsigned char *)w, len);
 }
 
 /* {====== Keys ======} */
