@@ -24,8 +24,9 @@
 /*
 ** Stopwords: what ends a noun phrase and what a sentence may start with
 ** without being a name. English function words (NLTK's list), the verbs,
-** adverbs and connectives of academic prose that RAKE's lists add, and
-** the letters a possessive or a contraction leaves ("s", "t").
+** adverbs and connectives of academic prose that RAKE's lists add, the
+** section labels of structured abstracts (Background, Methods, Results),
+** and the letters a possessive or a contraction leaves ("s", "t").
 */
 static const char *const stopwords[] = {
   "a", "about", "above", "across", "after", "again", "against", "all", "almost", "along",
@@ -48,6 +49,9 @@ static const char *const stopwords[] = {
   "via", "was", "we", "well", "were", "what", "whatever", "when", "whereas", "where",
   "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "within",
   "without", "would", "yet", "you", "your", "yours", "yourself",
+  /* the section labels of structured abstracts, which start sentences capitalised */
+  "abstract", "background", "conclusion", "conclusions", "finally", "introduction", "methods",
+  "objective", "objectives", "purpose", "results",
 };
 #define NSTOP (sizeof stopwords / sizeof stopwords[0])
 #define STOP_MAXLEN 12u  /* the longest stopword ("nevertheless") */

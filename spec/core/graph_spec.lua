@@ -90,8 +90,9 @@ describe("rag.core.graph.mentions", function()
         { m("Oxford", "oxford", 1, 6, 1), m("Cambridge", "cambridge", 8, 16, 1) } },
       { "levels of mRNA rose", nil, { m("mRNA", "mrna", 11, 14, 1) } },
       { "However, Smith agreed.", nil, { m("Smith", "smith", 10, 14, 1) } },
-      { "Methods We asked. In Rome it rained.", nil,
-        { m("Methods", "methods", 1, 7, 1), m("Rome", "rome", 22, 25, 2) } },
+      { "Oxford We asked. In Rome it rained.", nil,
+        { m("Oxford", "oxford", 1, 6, 1), m("Rome", "rome", 21, 24, 2) } },
+      { "Results Patients improved.", nil, { m("Patients", "patients", 9, 16, 1) } },
       { "Stra\195\159e Berlin", nil, { m("Stra\195\159e Berlin", "strasse berlin", 1, 14, 1) } },
       { "", nil, {} },
     }
