@@ -50,7 +50,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
-  bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map fuzz \
+  bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
   check-exports clean host host-bench test-host
 
 all: $(SO)
@@ -256,6 +256,11 @@ bench-pipeline: all
 # docs/s, queries/s, nDCG@10 and Recall@100 of rag.bm25 on SciFact
 bench-bm25: all
 	@$(RUN) $(LUA) bench/bm25.lua $(DATA)
+
+# The entity graph of SciFact with the heuristic extractor against its BM25
+# index: build times (issue 27 wants <= 2x), the graph's size, save and load.
+bench-graph: all
+	@$(RUN) $(LUA) bench/graph.lua $(DATA)
 
 # rag.index on SciFact: ingest docs/s (BM25 only, default, HNSW), queries/s
 # and document-level nDCG@10 / Recall@100 per mode, RSS, size on disk, and

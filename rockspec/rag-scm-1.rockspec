@@ -108,6 +108,8 @@ build = {
         "src/rag_digest.c", "src/rag_http.c", "src/rag_markdown.c", "src/rag_sentences.c",
         "src/rag_termcache.c", "src/rag_text.c", "src/rag_tokenizer.c",
         "src/rag_html.c", "src/lrag_html.c",
+        "src/rag_graph.c", "src/rag_graph_file.c", "src/rag_graph_views.c", "src/rag_mentions.c",
+        "src/lrag_graph.c",
       },
       defines = { "_POSIX_C_SOURCE=200809L" },
       incdirs = { "src", "$(CJSON_INCDIR)", "$(UTF8PROC_INCDIR)", "$(STEMMER_INCDIR)",

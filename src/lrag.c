@@ -39,6 +39,7 @@ static const luaL_Reg opens[] = {
   {"chunk", lrag_open_chunk},
   {"eval", lrag_open_eval},
   {"fuse", lrag_open_fuse},
+  {"graph", lrag_open_graph},
   {"hashing", lrag_open_hashing},
   {"html", lrag_open_html},
   {"http", lrag_open_http},

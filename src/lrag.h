@@ -32,6 +32,7 @@ int lrag_open_model2vec(lua_State *L); /* rag.core.model2vec (rag.embed.model2ve
 int lrag_open_index(lua_State *L);     /* rag.core.index (rag.index) */
 int lrag_open_fs(lua_State *L);        /* rag.core.fs: what rag.index's saves need of files */
 int lrag_open_html(lua_State *L);      /* rag.core.html (rag.load.html) */
+int lrag_open_graph(lua_State *L);     /* rag.core.graph (rag.graph) */
 
 
 /*
