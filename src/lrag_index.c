@@ -859,6 +859,18 @@ static int index_chunk_get(lua_State *L) {
   return 1;
 }
 
+/* ix:hash(doc_id) -> the content hash add compares (hex), or nil. */
+static int index_hash_of(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.hash");
+  size_t len;
+  const char *id = lrag_checkid(L, 2, "rag.index.hash", &len);
+  rag_store *s = rag_index_store(x->ix);
+  uint32_t slot = rag_store_find(s, id, len);
+  if (slot == RAG_IDS_NONE) return 0;
+  lrag_pushhex(L, rag_store_doc_at(s, slot)->hash, RAG_STORE_HASH);
+  return 1;
+}
+
 /* ix:chunks(doc_id) -> the document's chunks in order (as ix:chunk gives them) | nil. */
 static int index_chunks(lua_State *L) {
   lindex *x = check_open(L, "rag.index.chunks");
@@ -1406,7 +1418,7 @@ static const luaL_Reg index_methods[] = {
     {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
     {"vectors", index_vectors}, {"staged", index_staged},
-    {"chunk_at", index_chunk_get}, {"chunks", index_chunks},
+    {"chunk_at", index_chunk_get}, {"chunks", index_chunks}, {"hash", index_hash_of},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
     {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {NULL, NULL},

@@ -10,6 +10,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lrag_vec.h"
@@ -458,6 +460,53 @@ static int vec_unpack(lua_State *L) {
   return 1;
 }
 
+/*
+** rag.vec.text(v) -> "[x,y,...]": a vector (packed or a list of numbers)
+** as JSON's and pgvector's text, each component the shortest %g that reads
+** back to the same float32 (at most 9 significant digits).
+*/
+static int vec_text(lua_State *L) {
+  luaL_Buffer b;
+  size_t i, n;
+  int packed = lua_type(L, 1) == LUA_TSTRING;
+  const char *s = NULL;
+  if (packed) {
+    s = lua_tolstring(L, 1, &n);
+    if (n % 4 != 0) luaL_error(L, "rag.vec.text: length %d is not a multiple of 4", (int)n);
+    n /= 4;
+  } else {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    n = lua_rawlen(L, 1);
+  }
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '[');
+  for (i = 0; i < n; i++) {
+    char num[32];
+    float f;
+    int p;
+    if (packed) {
+      memcpy(&f, s + 4 * i, 4);
+    } else {
+      lua_rawgeti(L, 1, (int)i + 1);
+      if (lua_type(L, -1) != LUA_TNUMBER)
+        luaL_error(L, "rag.vec.text: element %d must be a number, got %s", (int)i + 1,
+                   luaL_typename(L, -1));
+      f = (float)lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+    if (!isfinite(f)) luaL_error(L, "rag.vec.text: element %d is not finite", (int)i + 1);
+    for (p = 6; p <= 9; p++) { /* the shortest that reads back */
+      snprintf(num, sizeof num, "%.*g", p, (double)f);
+      if (strtof(num, NULL) == f) break;
+    }
+    if (i > 0) luaL_addchar(&b, ',');
+    luaL_addstring(&b, num);
+  }
+  luaL_addchar(&b, ']');
+  luaL_pushresult(&b);
+  return 1;
+}
+
 static const luaL_Reg vec_methods[] = {
     {"add", vec_add},       {"get", vec_get},       {"remove", vec_remove},
     {"save", vec_save},     {"search", vec_search}, {"search_batch", vec_search_batch},
@@ -473,7 +522,8 @@ static const luaL_Reg vec_metamethods[] = {
 static const lrag_class vec_class = {MT, "index", vec_methods, vec_metamethods, vec_fin};
 
 static const luaL_Reg vec_funcs[] = {
-    {"load", vec_load}, {"new", vec_new}, {"pack", vec_pack}, {"unpack", vec_unpack}, {NULL, NULL},
+    {"load", vec_load},     {"new", vec_new}, {"pack", vec_pack},
+    {"unpack", vec_unpack}, {"text", vec_text}, {NULL, NULL},
 };
 
 int lrag_open_vec(lua_State *L) {

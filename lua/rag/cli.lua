@@ -700,8 +700,17 @@ local function cmd_index(o, args)
       bar:update("indexing", done, total)
     end,
   }))
+  -- the entity graph (rag.graph): made with --graph, kept in step once there
+  local graph_changed = false
+  if o.graph or idx.graph then
+    local gc = must(rag.graph.build(idx, { progress = function(done, total)
+      bar:update("graph", done, total)
+    end }))
+    graph_changed = gc.extracted + gc.removed > 0
+  end
   -- every change is in the database when sync returns: nothing to save there
-  if not url and (changed ~= false or counts.added + counts.updated + counts.removed > 0) then
+  if not url and (changed ~= false or graph_changed
+      or counts.added + counts.updated + counts.removed > 0) then
     bar:update("saving", 1, 1, true)
     save_index(idx, into, cfg)
   end -- else the saved generation is this one already
@@ -905,7 +914,8 @@ local function wrap(text, width)
 end
 
 local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
-  window = true, multihop = true, adaptive = true, corrective = true }
+  window = true, multihop = true, adaptive = true, corrective = true, graph = true,
+  agent = true }
 
 -- The settings of `rag ask` and `rag serve` for the index in dir (flags
 -- in o): the effective settings, with the pipeline name checked, and the LLM.
@@ -1622,10 +1632,10 @@ local ENCODINGS = { cl100k_base = true, o200k_base = true, approx = true }
 local COMMANDS = {
   index = {
     synopsis = "rag index PATH... --into DIR [--chunk-size N] [--overlap N] [--embedder E]"
-      .. " [--include GLOB]... [--exclude GLOB]...",
+      .. " [--include GLOB]... [--exclude GLOB]... [--graph]",
     options = { into = "into", ["chunk-size"] = "chunk_size", overlap = "overlap",
       embedder = "embedder", include = { "include", many = true },
-      exclude = { "exclude", many = true } },
+      exclude = { "exclude", many = true }, graph = { "graph", flag = true } },
     min = 1, nargs = math.huge,
     run = cmd_index,
   },
@@ -1785,6 +1795,9 @@ rag index PATH... --into DIR [options]
   --include GLOB      only files matching GLOB (relative paths; *, **, ?,
                       [abc]); may be repeated
   --exclude GLOB      skip files matching GLOB; may be repeated
+  --graph             also build the entity graph (rag.graph, offline
+                      extractor) for `rag ask --pipeline graph`; once an
+                      index has one, every run keeps it in step
 
   Changing the embedder or the chunk settings indexes everything again.
 ]],
@@ -1814,7 +1827,9 @@ rag ask DIR QUESTION [options]
   The time taken and the LLM calls made go to standard error.
 
   --pipeline NAME     naive (default), hybrid, fusion, hyde, stepback,
-                      window, multihop, adaptive, corrective
+                      window, multihop, adaptive, corrective, graph
+                      (an entity graph, built on first use when the index
+                      has none), agent (the LLM calls search and read)
   --llm LLM           extractive (default), openai, ollama
   --model M           the model for openai or ollama
   --k N               passages to answer from, default 5

@@ -515,6 +515,9 @@ function Index:sync(docs, opts)
   else
     for _, id in ipairs(gone) do
       self.c:remove(id)
+      if self.graph then
+        self.graph:remove_doc(id)
+      end
     end
   end
   counts.removed = #gone
@@ -524,7 +527,11 @@ end
 --- Removes a document and all its chunks. @treturn boolean whether it was there
 function Index:remove(id)
   check_open(self, "rag.index.remove", true)
-  return self.c:remove(id)
+  local removed = self.c:remove(id)
+  if removed and self.graph then -- the graph's edges from it go too
+    self.graph:remove_doc(type(id) == "number" and tostring(id) or id)
+  end
+  return removed
 end
 
 --- The ids of the documents, sorted bytewise. @treturn table
@@ -559,6 +566,13 @@ end
 function Index:chunks(id)
   check_open(self, "rag.index.chunks")
   return self.c:chunks(id)
+end
+
+--- The content hash of document `id` (hex SHA-256 of its text, title and
+-- meta: what `add` compares), or nil when it is not there.
+function Index:hash(id)
+  check_open(self, "rag.index.hash")
+  return self.c:hash(id)
 end
 
 --- The document `id` as `{ id, text, source, title, meta, chunks }`, or nil.
@@ -699,7 +713,7 @@ function M.generation(dir)
   return current_gen(dir)
 end
 
-local PARTS = { store = true, bm25 = true, vectors = true, manifest = true }
+local PARTS = { store = true, bm25 = true, vectors = true, graph = true, manifest = true }
 
 -- Removes the files of other generations and stale temporary files.
 local function tidy(dir, keep)
@@ -734,10 +748,23 @@ function Index:save(dir)
   for part, name in pairs(names) do
     paths[part] = join(dir, name)
   end
+  local gpath
+  if self.graph then -- rag.graph's entity graph, kept with the index
+    names.graph = "graph-" .. gen .. ".rag"
+    gpath = join(dir, names.graph)
+  end
   local sums
   sums, msg, code = self.c:save(paths)
   if not sums then
     return nil, msg, code
+  end
+  if gpath then
+    local gs
+    gs, msg, code = self.graph:save(gpath)
+    if not gs then
+      return nil, msg, code
+    end
+    sums.graph = gs
   end
   local files, keep = {}, { [MANIFEST] = true }
   for part, name in pairs(names) do
@@ -845,6 +872,15 @@ function M.open(dir, opts)
   s.chunk = copts -- a tokenizer by name, loaded on the first add (a search needs none)
   local idx = wrap(c, s, edesc, o.readonly)
   idx.gen = m.generation
+  if paths.graph then
+    local g
+    g, msg, code = core.graph.load(paths.graph, { map = o.readonly })
+    if not g then
+      c:close()
+      return nil, msg, code
+    end
+    idx.graph = g
+  end
   return idx
 end
 
@@ -853,6 +889,10 @@ function Index:close()
   if self.c then
     self.c:close()
     self.c = nil
+  end
+  if self.graph then
+    self.graph:close()
+    self.graph = nil
   end
 end
 

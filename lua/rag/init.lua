@@ -81,6 +81,10 @@ M.tokenizer = require("rag.tokenizer")
 -- `#idx`. See docs/index.md.
 M.index = require("rag.index")
 
+--- Entity graphs kept with an index (Graph RAG): `build(idx [, opts])`,
+-- `new`, `normalize`, `mentions`, `llm_extractor`, ... See docs/pipelines.md.
+M.graph = require("rag.graph")
+
 --- LLMs without a server: `extractive(opts)`, `record(llm, path)`,
 -- `replay(path)`. See docs/api.md.
 M.llm = require("rag.llm")

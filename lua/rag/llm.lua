@@ -417,6 +417,10 @@ end
 
 local Extractive = {}
 Extractive.__index = Extractive
+Extractive.__name = "rag.llm.extractive"
+--- True: this LLM is the offline extractive one (pipelines that need a
+-- model's free text, such as a graph extractor, take their offline path).
+Extractive.extractive = true
 
 local EXTRACTIVE = {
   max_sentences = { "number", default = 3, int = true, min = 1, max = 100 },

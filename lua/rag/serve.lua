@@ -332,7 +332,8 @@ end
 -- {====== /ask ======}
 
 local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
-  window = true, multihop = true, adaptive = true, corrective = true }
+  window = true, multihop = true, adaptive = true, corrective = true, graph = true,
+  agent = true }
 local ASK_KEYS = { question = true, pipeline = true, history = true, k = true }
 local ROLES = { user = true, assistant = true }
 

@@ -307,3 +307,53 @@ describe("make demo's script", function()
     assert.equal(3, select(2, err:gsub("rag ask: ", "")), err)
   end)
 end)
+
+describe("rag index --graph and rag ask --pipeline graph|agent", function()
+  if os.getenv("RAG_ASAN") then
+    pending("runs a second interpreter; covered by the plain runs")
+    return
+  end
+  local lua = helpers.lua_command()
+  local function rag_cmd(args)
+    return helpers.spawn("RAG_TTY=0 " .. lua .. " bin/rag " .. args .. " < /dev/null")
+  end
+
+  it("builds the graph with the index, keeps it in step, and answers from two documents",
+    function()
+      local root = helpers.tmpname()
+      local docs, into = root .. "/docs", root .. "/kb"
+      os.execute("mkdir -p '" .. docs .. "' && cp spec/fixtures/multihop/*.txt '" .. docs .. "'")
+      local out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. into .. "' --graph")
+      assert.equal(0, status, err)
+      assert.truthy(out:find("6 added", 1, true), out)
+      local m = rag.json.decode(helpers.read(into .. "/manifest.json"))
+      assert.is_table(m.files.graph)
+      local q = "'Where was the founder of Acme Robotics born?'"
+      local trace = root .. "/trace.jsonl"
+      out, err, status = rag_cmd("ask '" .. into .. "' " .. q .. " --pipeline graph --k 3 --trace '"
+        .. trace .. "'")
+      assert.equal(0, status, err)
+      assert.truthy(out:find("acme.txt", 1, true), out)
+      -- the walk reached the founder's birthplace in the other document (the
+      -- extractive LLM quotes sentences; it does not join facts)
+      local expand = helpers.read(trace):match('[^\n]*"name":"expand"[^\n]*')
+      assert.truthy(expand and expand:find("lopez.txt#1", 1, true), expand)
+      -- a removed document leaves the graph at the next run, without --graph
+      os.remove(docs .. "/lopez.txt")
+      out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. into .. "'")
+      assert.equal(0, status, err)
+      assert.truthy(out:find("1 removed", 1, true), out)
+      local idx = assert(rag.index.open(into))
+      assert.is_truthy(idx.graph)
+      assert.is_nil(idx.graph:get("madrid")) -- only lopez.txt named it
+      assert.is_truthy(idx.graph:get("acme robotics"))
+      idx:close()
+      out, err, status = rag_cmd("ask '" .. into .. "' " .. q .. " --pipeline agent --k 3")
+      assert.equal(0, status, err)
+      assert.truthy(out:find("acme.txt", 1, true), out)
+      local _, err2, status2 = rag_cmd("ask '" .. into .. "' " .. q .. " --pipeline nope")
+      assert.equal(2, status2)
+      assert.truthy(err2:find("graph", 1, true), err2)
+      os.execute("rm -rf '" .. root .. "'")
+    end)
+end)

@@ -49,6 +49,29 @@ describe("rag.vec pack and unpack", function()
       "rag.vec.unpack: length 3 is not a multiple of 4")
   end)
 
+  it("write vectors as text that reads back to the same float32 values", function()
+    assert.equal("[1,-2.5,0,0.001,3.4e+38]", vec.text({ 1, -2.5, 0, 1e-3, 3.4e38 }))
+    assert.equal("[0.1,-2.5e-08]", vec.text(vec.pack({ 0.1, -2.5e-8 })))
+    assert.equal("[]", vec.text(""))
+    local r = helpers.rng(5)
+    local t = {}
+    for i = 1, 2000 do
+      t[i] = (r(2000001) - 1000001) / (r(1000) * 997) * (i % 7 == 0 and 1e-20 or 1)
+    end
+    local packed = vec.pack(t)
+    local back = {}
+    for x in vec.text(packed):sub(2, -2):gmatch("[^,]+") do
+      back[#back + 1] = tonumber(x)
+      assert.is_true(#x <= 15, x) -- at most 9 significant digits, sign and exponent
+    end
+    assert.equal(packed, vec.pack(back))
+    assert.has_error(function() vec.text("abc") end,
+      "rag.vec.text: length 3 is not a multiple of 4")
+    assert.has_error(function() vec.text({ 1, "x" }) end,
+      "rag.vec.text: element 2 must be a number, got string")
+    assert.has_error(function() vec.text({ 0 / 0 }) end, "rag.vec.text: element 1 is not finite")
+  end)
+
   it("refuse NaN, infinities and numbers beyond float32, naming the element", function()
     assert.has_error(function() vec.pack({ 1, 2, 0 / 0 }) end, "rag.vec.pack: element 3 is NaN")
     assert.has_error(function() vec.pack({ math.huge }) end, "rag.vec.pack: element 1 is infinite")

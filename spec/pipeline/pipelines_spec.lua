@@ -122,7 +122,7 @@ describe("rag.pipeline", function()
           chunk()
         end
       end
-      assert.equal(12, n)
+      assert.equal(13, n)
       assert.same(want, out)
     end)
   end)

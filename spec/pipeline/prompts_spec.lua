@@ -24,13 +24,14 @@ local function values(name)
 end
 
 describe("rag.prompts", function()
-  it("has the twenty-one prompts, the same in English and Chinese", function()
-    -- the pipelines' thirteen, rag.pipeline.agent's three and
-    -- rag.eval.ragas's five judge prompts
+  it("has the twenty-three prompts, the same in English and Chinese", function()
+    -- the pipelines' thirteen, rag.pipeline.agent's three, rag.graph's two
+    -- and rag.eval.ragas's five judge prompts
     assert.same({ "agent", "agent_retry", "agent_tools", "answer", "answer_strict", "check",
       "classify", "compress", "condense", "decompose", "direct", "eval_context",
       "eval_correctness", "eval_questions", "eval_statements", "eval_support", "grade",
-      "hyde", "multi_query", "rewrite", "stepback" }, sorted_names())
+      "graph_community", "graph_extract", "hyde", "multi_query", "rewrite", "stepback" },
+      sorted_names())
     for _, lang in ipairs({ "en", "zh" }) do
       local base = prompts[lang]
       assert.equal(lang, base.lang)

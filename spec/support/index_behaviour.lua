@@ -233,6 +233,12 @@ function M.run(name, make, env)
         assert.is_nil(idx:chunk(d.id))
       end
       assert.is_nil(idx:chunks("nope"))
+      -- the content hash add compares: text, title and meta, as rag.core.index.hash gives it
+      for _, d in ipairs({ docs[1], docs[2] }) do
+        assert.are.equal(rag.core.index.hash(d, "spec"), idx:hash(d.id))
+        assert.are.equal(64, #idx:hash(d.id))
+      end
+      assert.is_nil(idx:hash("nope"))
       assert.is_nil(idx:chunk("nope#1"))
       idx:close()
     end)

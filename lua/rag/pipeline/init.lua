@@ -21,5 +21,6 @@ M.adaptive = require("rag.pipeline.adaptive")
 M.corrective = require("rag.pipeline.corrective")
 M.router = require("rag.pipeline.router")
 M.agent = require("rag.pipeline.agent")
+M.graph = require("rag.pipeline.graph")
 
 return M

@@ -182,6 +182,25 @@ return {
       .. "your final answer.",
   },
 
+  -- rag.graph: the entities and relations of a passage, as JSON.
+  graph_extract = {
+    system = "You extract a knowledge graph from a passage. List the named entities "
+      .. "(people, organisations, places, products, diseases, genes, chemicals, methods, "
+      .. "events) and the relations between them that the passage states. Use each "
+      .. "entity's name as the passage writes it; give other names it uses for the same "
+      .. "entity as aliases. A relation is a short verb phrase. Reply with JSON only: "
+      .. "{\"entities\": [{\"name\": \"...\", \"type\": \"...\", \"aliases\": [\"...\"]}], "
+      .. "\"relations\": [{\"source\": \"...\", \"relation\": \"...\", \"target\": \"...\"}]}",
+    user = "Passage:\n{text}",
+  },
+
+  graph_community = {
+    system = "You summarise a group of related entities for someone exploring a "
+      .. "document collection: in two or three sentences, say what the group is about "
+      .. "and how its main entities are connected, using only the relations given.",
+    user = "Entities: {entities}\n\nRelations:\n{relations}",
+  },
+
   -- The judge prompts of rag.eval.ragas; each asks for one JSON object.
   eval_statements = {
     system = "Break the text into short, self-contained statements: one fact "
