@@ -320,6 +320,12 @@ function Index:add(doc)
     return "unchanged"
   end
   maybe_switch(self, "rag.index.add")
+  if self.finish then
+    local ok, msg, code = self:finish()
+    if not ok then
+      return nil, msg, code
+    end
+  end
   return added > 0 and "added" or "updated"
 end
 
@@ -432,6 +438,12 @@ local function stepper(self, fname, list, o)
     until pos > total or not deadline or now() >= deadline
     if pos > total and total >= TRIM_FROM then
       cindex.trim() -- the batches' garbage back to the system, not kept as RSS
+    end
+    if pos > total and self.finish then -- a store's work after a bulk load
+      local ok, msg, code = self:finish()
+      if not ok then
+        return nil, msg, code
+      end
     end
     return pos > total, counts
   end

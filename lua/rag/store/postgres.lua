@@ -18,15 +18,34 @@ local concat, sort = table.concat, table.sort
 local format = string.format
 local floor, huge = math.floor, math.huge
 local json, cindex = core.json, core.index
-local unpack_vec = core.vec.unpack
 
 local M = {}
 
 --- The schema version this library writes; older tables are migrated.
-M.SCHEMA_VERSION = 1
+M.SCHEMA_VERSION = 2
 
--- Migrations from version v to v + 1, as SQL with {t} for the table prefix.
-local MIGRATIONS = {}
+-- The term statistics BM25 ranks with: each lexeme's document frequency
+-- among the leaf chunks, and their count and total length.
+local function terms_sql(t)
+  return {
+    "CREATE TABLE " .. t .. "_terms (lexeme text COLLATE \"C\" PRIMARY KEY, "
+      .. "df integer NOT NULL)",
+    "CREATE TABLE " .. t .. "_stats (id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL, "
+      .. "len bigint NOT NULL)",
+  }
+end
+
+-- Migrations from version v to v + 1: SQL with {t} for the table prefix.
+local MIGRATIONS = {
+  -- 1 -> 2: term statistics, counted from the chunks there are
+  [1] = {
+    terms_sql("{t}")[1], terms_sql("{t}")[2],
+    "INSERT INTO {t}_terms (lexeme, df) SELECT word, ndoc FROM ts_stat('SELECT tsv FROM "
+      .. "{t}_chunks WHERE tsv IS NOT NULL')",
+    "INSERT INTO {t}_stats (id, n, len) SELECT 1, count(*), coalesce(sum(length(tsv)), 0) "
+      .. "FROM {t}_chunks WHERE tsv IS NOT NULL",
+  },
+}
 
 local STORE = {
   table = { "string", default = "rag" },
@@ -40,7 +59,7 @@ local STORE = {
 local HNSW = {
   m = { "number", int = true, min = 2, max = 100, default = 16 },
   ef_construction = { "number", int = true, min = 4, max = 1000, default = 64 },
-  ef_search = { "number", int = true, min = 1, max = 1000, default = 100 },
+  ef_search = { "number", int = true, min = 1, max = 1000, default = 40 },
 }
 
 -- pgvector's operator and operator class per metric; the score a distance gives.
@@ -123,6 +142,9 @@ function M.new(opts, level)
   -- a filtered HNSW scan goes on until it has the rows asked for (pgvector 0.8)
   params["hnsw.iterative_scan"] = params["hnsw.iterative_scan"] or "strict_order"
   params["hnsw.ef_search"] = params["hnsw.ef_search"] or tostring(o.hnsw.ef_search)
+  -- a search is a few milliseconds: JIT compiling it (which the planner's
+  -- guesses about the statistics' rows can trigger) costs a hundred times more
+  params.jit = params.jit or "off"
   conn.params = params
   local db
   if o.replicas then
@@ -139,7 +161,7 @@ function M.new(opts, level)
   end
   local t = o.table
   return setmetatable({ o = o, db = db, docs = t .. "_docs", chunks = t .. "_chunks",
-    name = t }, Store)
+    terms = t .. "_terms", stats = t .. "_stats", name = t }, Store)
 end
 
 setmetatable(M, { __call = function(_, opts) return M.new(opts, 2) end })
@@ -180,13 +202,19 @@ local function schema_sql(self, s)
       .. (dim and (", embedding vector(" .. dim .. ")") or "") .. ")",
     "CREATE INDEX " .. t .. "_chunks_doc ON " .. chunks .. " (doc_id, n)",
     "CREATE INDEX " .. t .. "_chunks_tsv ON " .. chunks .. " USING gin (tsv)",
+    terms_sql(t)[1], terms_sql(t)[2],
+    "INSERT INTO " .. t .. "_stats (id, n, len) VALUES (1, 0, 0)",
   }
-  if dim and s.vector == "hnsw" then
-    list[#list + 1] = format("CREATE INDEX %s_chunks_hnsw ON %s USING hnsw (embedding %s) "
-      .. "WITH (m = %d, ef_construction = %d)", t, chunks, METRICS[s.metric].class,
-      s.hnsw.m, s.hnsw.ef_construction)
-  end
   return list
+end
+
+-- The HNSW index of the vectors: made after the first writes, not with
+-- the table, since building it over rows already there is ten times
+-- faster than growing it row by row during a bulk load.
+local function hnsw_sql(self, s)
+  return format("CREATE INDEX IF NOT EXISTS %s_chunks_hnsw ON %s USING hnsw (embedding %s) "
+    .. "WITH (m = %d, ef_construction = %d)", self.name, self.chunks, METRICS[s.metric].class,
+    s.hnsw.m, s.hnsw.ef_construction)
 end
 
 -- The settings row of an existing index, read without writing (a role
@@ -491,11 +519,19 @@ function methods:stage(list, pos, limit, fname)
 end
 
 -- pgvector's text form of a vector (a packed float32 string or a list).
-local function vector_text(v)
-  if type(v) == "string" then
-    v = unpack_vec(v)
-  end
-  return json.encode(v)
+local vector_text = core.vec.text
+
+-- Deletes the chunks of the documents in the JSON list $1 and takes them
+-- out of the term statistics: one statement.
+local function delete_chunks_sql(st)
+  return "WITH del AS (DELETE FROM " .. st.chunks .. " WHERE doc_id IN (SELECT "
+    .. "jsonb_array_elements_text($1::jsonb)) RETURNING tsv), "
+    .. "d AS (SELECT lexeme, count(*) AS n FROM del, unnest(tsvector_to_array(del.tsv)) "
+    .. "AS lexeme WHERE del.tsv IS NOT NULL GROUP BY lexeme), "
+    .. "u AS (UPDATE " .. st.terms .. " t SET df = t.df - d.n FROM d WHERE t.lexeme = d.lexeme "
+    .. "RETURNING 1) "
+    .. "UPDATE " .. st.stats .. " SET n = n - (SELECT count(*) FROM del WHERE tsv IS NOT NULL), "
+    .. "len = len - (SELECT coalesce(sum(length(tsv)), 0) FROM del)"
 end
 
 -- Writes a chunked batch (and the leaves' vectors) in one transaction:
@@ -546,19 +582,27 @@ function methods:put(c, batch, vectors, fname)
     if not r then
       return nil, m, k
     end
-    r, m, k = conn:query("DELETE FROM " .. st.chunks .. " WHERE doc_id IN "
-      .. "(SELECT jsonb_array_elements_text($1::jsonb))", { ij })
+    r, m, k = conn:query(delete_chunks_sql(st), { ij })
     if not r then
       return nil, m, k
     end
-    r, m, k = conn:query("INSERT INTO " .. st.chunks .. " (id, doc_id, n, start, stop, "
-      .. "tokens, leaf, parent, level, text, meta, tsv" .. (self.dim and ", embedding" or "")
+    -- the new chunks, and their lexemes into the statistics (in lexeme
+    -- order, so that two writers lock the rows they share in one order)
+    r, m, k = conn:query("WITH ins AS (INSERT INTO " .. st.chunks .. " (id, doc_id, n, start, "
+      .. "stop, tokens, leaf, parent, level, text, meta, tsv" .. (self.dim and ", embedding" or "")
       .. ") SELECT x.id, x.doc_id, x.n, x.start, x.stop, x.tokens, x.leaf, x.parent, x.level, "
       .. "x.text, x.meta, CASE WHEN x.leaf THEN to_tsvector($2::regconfig, x.ftext) END"
       .. (self.dim and ", x.embedding::vector" or "")
       .. " FROM jsonb_to_recordset($1::jsonb) AS x(id text, doc_id text, n integer, "
       .. "start integer, stop integer, tokens integer, leaf boolean, parent integer, "
-      .. "level integer, text text, ftext text, meta jsonb, embedding text)",
+      .. "level integer, text text, ftext text, meta jsonb, embedding text) RETURNING tsv), "
+      .. "d AS (SELECT lexeme, count(*) AS n FROM ins, unnest(tsvector_to_array(ins.tsv)) "
+      .. "AS lexeme WHERE ins.tsv IS NOT NULL GROUP BY lexeme), "
+      .. "u AS (INSERT INTO " .. st.terms .. " AS t (lexeme, df) SELECT lexeme, n FROM d "
+      .. "ORDER BY lexeme ON CONFLICT (lexeme) DO UPDATE SET df = t.df + EXCLUDED.df "
+      .. "RETURNING 1) "
+      .. "UPDATE " .. st.stats .. " SET n = n + (SELECT count(*) FROM ins WHERE tsv IS NOT NULL), "
+      .. "len = len + (SELECT coalesce(sum(length(tsv)), 0) FROM ins)",
       { cj, st.o.language })
     if not r then
       return nil, m, k
@@ -572,8 +616,50 @@ function methods:put(c, batch, vectors, fname)
   return added, updated
 end
 
---- Removes a document and its chunks (one statement; the chunks go by
--- the foreign key's cascade). @return boolean | nil, msg, code
+-- Removes the documents of the list `ids` and their chunks, in one
+-- transaction (the chunks first, out of the term statistics); returns how
+-- many documents there were.
+local function remove_docs(self, fname, ids)
+  local st = self.store
+  local list = json.encode(ids)
+  local n, msg, code = st.db:transaction(function(conn)
+    local r, m, k = conn:query(delete_chunks_sql(st), { list })
+    if not r then
+      return nil, m, k
+    end
+    r, m, k = conn:query("DELETE FROM " .. st.docs .. " WHERE id IN (SELECT "
+      .. "jsonb_array_elements_text($1::jsonb))", { list })
+    if not r then
+      return nil, m, k
+    end
+    return r.affected
+  end)
+  if not n then
+    return nil, fname .. ": " .. tostring(msg):gsub("^rag%.store%.pg%.[%w_]+: ", ""), code
+  end
+  return n
+end
+
+-- After an add or a bulk load: the HNSW index, once, when the store
+-- keeps vectors in one and it is not there yet. true | nil, msg, code
+function methods:finish()
+  local s = self.settings
+  if self.hnsw_ready or not self.dim or s.vector ~= "hnsw" then
+    return true
+  end
+  local st = self.store
+  local ok, msg, code = st.db:exec(hnsw_sql(st, { metric = s.metric,
+    hnsw = { m = num(s.hnsw and s.hnsw.m) or st.o.hnsw.m,
+      ef_construction = num(s.hnsw and s.hnsw.ef_construction) or st.o.hnsw.ef_construction } }))
+  if not ok then
+    return nil, "rag.index.add: " .. tostring(msg):gsub("^rag%.store%.pg%.[%w_]+: ", ""), code
+  end
+  self.hnsw_ready = true
+  return true
+end
+
+--- Removes a document and its chunks, in one transaction.
+-- @return boolean | nil, msg, code
 function methods:remove(id)
   check_live(self, "rag.index.remove")
   if self.readonly then
@@ -583,22 +669,20 @@ function methods:remove(id)
   if type(sid) ~= "string" then
     error("rag.index.remove: id must be a string or a number, got " .. type(id), 2)
   end
-  local r, msg, code = self.store.db:query("DELETE FROM " .. self.store.docs
-    .. " WHERE id = $1", { sid })
-  if not r then
+  local n, msg, code = remove_docs(self, "rag.index.remove", { sid })
+  if not n then
     return nil, msg, code
   end
-  return r.affected > 0
+  return n > 0
 end
 
--- Removes the documents of the list `ids` in one statement (sync's end).
+-- Removes the documents of the list `ids` (sync's end), in one transaction.
 function methods:remove_all(ids)
   if #ids == 0 then
     return true
   end
-  local r, msg, code = self.store.db:query("DELETE FROM " .. self.store.docs .. " WHERE id IN "
-    .. "(SELECT jsonb_array_elements_text($1::jsonb))", { json.encode(ids) })
-  if not r then
+  local n, msg, code = remove_docs(self, "rag.index.sync", ids)
+  if not n then
     return nil, msg, code
   end
   return true
@@ -689,6 +773,21 @@ function methods:chunks(id)
     out[i] = chunk_of(r)
   end
   return out
+end
+
+--- The content hash of document `id`, or nil.
+function methods:hash(id)
+  check_live(self, "rag.index.hash")
+  local sid = type(id) == "number" and tostring(id) or id
+  if type(sid) ~= "string" then
+    error("rag.index.hash: id must be a string or a number, got " .. type(id), 2)
+  end
+  local rows, msg, code = self.store:read("SELECT hash FROM " .. self.store.docs
+    .. " WHERE id = $1", { sid })
+  if not rows then
+    return nil, msg, code
+  end
+  return rows[1] and rows[1].hash or nil
 end
 
 --- The number of documents. @return integer | nil, msg, code
@@ -833,8 +932,11 @@ local function filter_sql(fname, f)
   return concat(conds, " AND "), params
 end
 
--- The tsquery of a question: its lexemes OR'ed (plainto_tsquery ANDs them).
-local TSQUERY = "replace(plainto_tsquery(:lang::regconfig, :q)::text, ' & ', ' | ')::tsquery"
+-- A chunk is a candidate of the full-text list when it holds one of the
+-- question's rare lexemes (in at most this share of the chunks), or any
+-- lexeme when none is rare; BM25 (k1 1.2, b 0.75) with each lexeme counted
+-- once per chunk then ranks the candidates over all the question's lexemes.
+M.RARE = 0.05
 
 -- SQL with named parameters (:name) as PostgreSQL's $1, $2, ... in the
 -- order of their first use, and the values in that order (a statement
@@ -862,10 +964,20 @@ local function search_sql(self, mode, where)
   local parts = { "WITH " }
   local lists = {}
   if mode ~= "vector" then
-    lists[#lists + 1] = "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r "
-      .. "FROM (SELECT c.id, ts_rank(c.tsv, q.q, 1)::float8 AS s FROM " .. st.chunks .. " c, "
-      .. "(SELECT " .. TSQUERY .. " AS q) q WHERE c.tsv @@ q.q AND " .. where
-      .. " ORDER BY s DESC, c.id LIMIT :fetch) b0)"
+    lists[#lists + 1] = "st AS (SELECT n::float8 AS n, len::float8 / greatest(n, 1) AS avgdl "
+      .. "FROM " .. st.stats .. "), "
+      .. "ql AS (SELECT t.lexeme, quote_literal(t.lexeme)::tsquery AS tq, t.df, "
+      .. "ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf FROM (SELECT DISTINCT lexeme FROM "
+      .. "unnest(tsvector_to_array(to_tsvector(:lang::regconfig, :q))) AS lexeme) x JOIN "
+      .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0, st), "
+      .. "qr AS (SELECT ql.tq FROM ql, st WHERE ql.df <= greatest(:rare::float8 * st.n, 1) "
+      .. "OR NOT EXISTS (SELECT 1 FROM ql q2 WHERE q2.df <= greatest(:rare::float8 * st.n, 1))), "
+      .. "cand AS (SELECT DISTINCT c.id, c.tsv FROM " .. st.chunks .. " c JOIN qr "
+      .. "ON c.tsv @@ qr.tq WHERE " .. where .. "), "
+      .. "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r FROM (SELECT cand.id, "
+      .. "(SELECT sum(ql.idf) FROM ql WHERE cand.tsv @@ ql.tq) * 2.2 / (1 + 1.2 * (0.25 + 0.75 "
+      .. "* length(cand.tsv) / greatest(st.avgdl, 1))) AS s FROM cand, st "
+      .. "ORDER BY s DESC, cand.id LIMIT :fetch) b0)"
   end
   if mode ~= "bm25" then
     lists[#lists + 1] = "v AS (SELECT id, d, row_number() OVER (ORDER BY d, id) AS r "
@@ -1015,8 +1127,10 @@ function methods:search(query, opts)
   local want = o.group and k or nil
   while true do
     local limit = o.group and (2 * fetch) or k
-    local values = { lang = self.settings.language, q = query, qv = qv, fetch = fetch, wb = wb,
-      wv = wv, rk = rk, base = base, limit = limit }
+    local values = { lang = self.settings.language, q = query, qv = qv, wb = wb,
+      wv = wv, rk = rk, base = base, limit = limit, rare = M.RARE,
+      -- a vector list alone needs no more than it returns
+      fetch = (mode == "vector" and not o.group) and k or fetch }
     for i, v in ipairs(fparams) do
       values["f" .. i] = v
     end
