@@ -144,9 +144,9 @@ print(format("machine: %s, %s CPUs, %s; %s; %s, pgvector %s over loopback TCP (T
 
 -- Drops a store's tables and its settings row.
 local function drop(name)
-  assert(admin:exec("DROP TABLE IF EXISTS " .. name .. "_chunks, " .. name .. "_docs; "
-    .. "DO $$ BEGIN IF to_regclass('rag_schema') IS NOT NULL THEN "
-    .. "DELETE FROM rag_schema WHERE name = '" .. name .. "'; END IF; END $$"))
+  local st = rag.store.postgres({ dsn = DSN, table = name })
+  assert(st:drop())
+  st:close()
 end
 
 local function store(name, hnsw)

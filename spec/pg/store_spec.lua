@@ -96,6 +96,17 @@ describe("rag.store.postgres schema", function()
     assert.are.equal("version", code)
     assert.matches("schema version 99", msg)
     local missing
+    -- dropped: the tables and the row go, and a second drop is no error
+    local gone = rag.store.postgres({ dsn = DSN, table = t })
+    assert.is_true(gone:drop())
+    assert.is_true(gone:drop())
+    gone:close()
+    assert.are.equal(0, assert(c:query("SELECT count(*)::integer AS n FROM pg_tables WHERE "
+      .. "tablename LIKE $1", { t .. "%" }))[1].n)
+    none, msg, code = rag.index.open(DSN .. "?table=" .. t)
+    assert.is_nil(none)
+    assert.are.equal("format", code)
+    assert.is_string(msg)
     missing, msg, code = rag.index.open(DSN .. "?table=nosuch" .. RUN)
     assert.is_nil(missing)
     assert.are.equal("format", code)

@@ -50,7 +50,7 @@ local MIGRATIONS = {
 local STORE = {
   table = { "string", default = "rag" },
   dim = { "number", int = true, min = 1, max = 16000 },
-  language = { "string", default = "english" },
+  language = { "string", default = "rag" },
   hnsw = { "table" },
   replicas = { "table" },
   retry_after = { "number", above = 0 },
@@ -131,7 +131,8 @@ function M.new(opts, level)
       .. "([a-z_][a-z0-9_]*), got '" .. o.table .. "'", level)
   end
   if not o.language:find("^[%w_]+$") then
-    error(fname .. ": option 'language' must be a text search configuration name", level)
+    error(fname .. ": option 'language' must be \"rag\" or a text search configuration name",
+      level)
   end
   o.hnsw = opts_check(fname .. ": hnsw", o.hnsw or {}, HNSW, level)
   conn.params = conn.params or {}
@@ -173,6 +174,27 @@ function Store:read(sql, params)
     return db:read(sql, params)
   end
   return db:query(sql, params)
+end
+
+--- Drops the store's index: its tables and its row of rag_schema, in one
+-- transaction (nothing to drop is not an error). @return true | nil, msg, code
+function Store:drop()
+  local t = self.name
+  return self.db:transaction(function(c)
+    local ok, msg, code = c:exec("DROP TABLE IF EXISTS " .. self.chunks .. ", " .. self.docs
+      .. ", " .. self.terms .. ", " .. self.stats)
+    if not ok then
+      return nil, msg, code
+    end
+    ok, msg, code = c:query("SELECT to_regclass('rag_schema') IS NOT NULL AS here")
+    if ok and ok[1].here then
+      ok, msg, code = c:query("DELETE FROM rag_schema WHERE name = $1", { t })
+    end
+    if not ok then
+      return nil, msg, code
+    end
+    return true
+  end)
 end
 
 --- Closes the store's connections.
@@ -521,6 +543,36 @@ end
 -- pgvector's text form of a vector (a packed float32 string or a list).
 local vector_text = core.vec.text
 
+-- PostgreSQL refuses longer lexemes.
+local MAX_LEXEME = 2046
+
+-- The distinct terms rag's analyzer finds in a text (what the local
+-- index's BM25 indexes), in order | nil, msg, code.
+local function terms_of(text)
+  local list, msg, code = require("rag.text").tokenize(text)
+  if not list then
+    return nil, msg, code
+  end
+  local seen, out = {}, {}
+  for _, t in ipairs(list) do
+    if not seen[t] and #t <= MAX_LEXEME then
+      seen[t] = true
+      out[#out + 1] = t
+    end
+  end
+  return out
+end
+
+-- A tsvector literal of the terms (no positions: the ranking counts a
+-- lexeme once per chunk).
+local function tsvector_literal(terms)
+  local out = {}
+  for i, t in ipairs(terms) do
+    out[i] = "'" .. t:gsub("\\", "\\\\"):gsub("'", "''") .. "'"
+  end
+  return concat(out, " ")
+end
+
 -- Deletes the chunks of the documents in the JSON list $1 and takes them
 -- out of the term statistics: one statement.
 local function delete_chunks_sql(st)
@@ -539,6 +591,8 @@ end
 function methods:put(c, batch, vectors, fname)
   local staged = c:staged(batch)
   local st = self.store
+  local lang = self.settings.language
+  local own_terms = lang == "rag"
   local drows, crows, ids = {}, {}, {}
   local at, added, updated = 0, 0, 0
   for _, s in ipairs(staged) do
@@ -560,6 +614,10 @@ function methods:put(c, batch, vectors, fname)
         level = ch.level, text = text, meta = json.object(s.meta) }
       if ch.leaf then
         row.ftext = (title and title ~= "") and (title .. "\n" .. text) or text
+        if own_terms then -- rag's analyzer: the lexemes made here
+          row.tsv = tsvector_literal(assert(terms_of(row.ftext)))
+          row.ftext = nil
+        end
         if vectors then
           at = at + 1
           if self.dim then
@@ -591,11 +649,13 @@ function methods:put(c, batch, vectors, fname)
     r, m, k = conn:query("WITH ins AS (INSERT INTO " .. st.chunks .. " (id, doc_id, n, start, "
       .. "stop, tokens, leaf, parent, level, text, meta, tsv" .. (self.dim and ", embedding" or "")
       .. ") SELECT x.id, x.doc_id, x.n, x.start, x.stop, x.tokens, x.leaf, x.parent, x.level, "
-      .. "x.text, x.meta, CASE WHEN x.leaf THEN to_tsvector($2::regconfig, x.ftext) END"
+      .. "x.text, x.meta, CASE WHEN x.leaf THEN "
+      .. (own_terms and "x.tsv::tsvector" or "to_tsvector($2::regconfig, x.ftext)") .. " END"
       .. (self.dim and ", x.embedding::vector" or "")
       .. " FROM jsonb_to_recordset($1::jsonb) AS x(id text, doc_id text, n integer, "
       .. "start integer, stop integer, tokens integer, leaf boolean, parent integer, "
-      .. "level integer, text text, ftext text, meta jsonb, embedding text) RETURNING tsv), "
+      .. "level integer, text text, ftext text, tsv text, meta jsonb, embedding text) "
+      .. "RETURNING tsv), "
       .. "d AS (SELECT lexeme, count(*) AS n FROM ins, unnest(tsvector_to_array(ins.tsv)) "
       .. "AS lexeme WHERE ins.tsv IS NOT NULL GROUP BY lexeme), "
       .. "u AS (INSERT INTO " .. st.terms .. " AS t (lexeme, df) SELECT lexeme, n FROM d "
@@ -603,7 +663,7 @@ function methods:put(c, batch, vectors, fname)
       .. "RETURNING 1) "
       .. "UPDATE " .. st.stats .. " SET n = n + (SELECT count(*) FROM ins WHERE tsv IS NOT NULL), "
       .. "len = len + (SELECT coalesce(sum(length(tsv)), 0) FROM ins)",
-      { cj, st.o.language })
+      own_terms and { cj } or { cj, lang })
     if not r then
       return nil, m, k
     end
@@ -968,7 +1028,9 @@ local function search_sql(self, mode, where)
       .. "FROM " .. st.stats .. "), "
       .. "ql AS (SELECT t.lexeme, quote_literal(t.lexeme)::tsquery AS tq, t.df, "
       .. "ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf FROM (SELECT DISTINCT lexeme FROM "
-      .. "unnest(tsvector_to_array(to_tsvector(:lang::regconfig, :q))) AS lexeme) x JOIN "
+      .. (self.settings.language == "rag" and "jsonb_array_elements_text(:terms::jsonb)"
+        or "unnest(tsvector_to_array(to_tsvector(:lang::regconfig, :q)))")
+      .. " AS lexeme) x JOIN "
       .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0, st), "
       .. "qr AS (SELECT ql.tq FROM ql, st WHERE ql.df <= greatest(:rare::float8 * st.n, 1) "
       .. "OR NOT EXISTS (SELECT 1 FROM ql q2 WHERE q2.df <= greatest(:rare::float8 * st.n, 1))), "
@@ -1122,12 +1184,20 @@ function methods:search(query, opts)
     qv = vector_text(vs[1])
   end
   local where, fparams = filter_sql(fname, o.filter)
+  local qterms = "[]"
+  if mode ~= "vector" and self.settings.language == "rag" then
+    local t, msg, code = terms_of(query)
+    if not t then
+      return nil, msg, code
+    end
+    qterms = json.encode(t)
+  end
   local k = o.k
   local fetch = math.max(o.fetch_k, k)
   local want = o.group and k or nil
   while true do
     local limit = o.group and (2 * fetch) or k
-    local values = { lang = self.settings.language, q = query, qv = qv, wb = wb,
+    local values = { lang = self.settings.language, q = query, qv = qv, wb = wb, terms = qterms,
       wv = wv, rk = rk, base = base, limit = limit, rare = M.RARE,
       -- a vector list alone needs no more than it returns
       fetch = (mode == "vector" and not o.group) and k or fetch }
