@@ -17,7 +17,6 @@ if not DSN then
   return
 end
 
-local pg = require("rag.store.pg")
 
 local TABLE = "clitest"
 local URL = DSN .. "?table=" .. TABLE
@@ -31,13 +30,9 @@ end
 
 -- The tables of a previous run (another interpreter's) gone.
 local function drop()
-  local c = assert(pg.connect({ dsn = DSN }))
-  assert(c:exec("CREATE TABLE IF NOT EXISTS rag_schema (name text COLLATE \"C\" PRIMARY KEY, "
-    .. "version integer NOT NULL, settings jsonb NOT NULL, "
-    .. "created timestamptz NOT NULL DEFAULT now()); "
-    .. "DROP TABLE IF EXISTS " .. TABLE .. "_chunks, " .. TABLE .. "_docs; "
-    .. "DELETE FROM rag_schema WHERE name = '" .. TABLE .. "'"))
-  c:close()
+  local st = require("rag.store.postgres")({ dsn = DSN, table = TABLE })
+  assert(st:drop())
+  st:close()
 end
 
 describe("rag index --into postgres://", function()
