@@ -1024,21 +1024,26 @@ local function search_sql(self, mode, where)
   local parts = { "WITH " }
   local lists = {}
   if mode ~= "vector" then
-    lists[#lists + 1] = "st AS (SELECT n::float8 AS n, len::float8 / greatest(n, 1) AS avgdl "
-      .. "FROM " .. st.stats .. "), "
-      .. "ql AS (SELECT t.lexeme, quote_literal(t.lexeme)::tsquery AS tq, t.df, "
-      .. "ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf FROM (SELECT DISTINCT lexeme FROM "
+    -- statistics as scalar subqueries of their one row (a join of them
+    -- would make the planner guess thousands of rows and scan everything)
+    local n = "(SELECT n::float8 FROM " .. st.stats .. " WHERE id = 1)"
+    local avgdl = "(SELECT greatest(len::float8 / greatest(n, 1), 1) FROM " .. st.stats
+      .. " WHERE id = 1)"
+    lists[#lists + 1] = "ql AS MATERIALIZED (SELECT t.lexeme, quote_literal(t.lexeme)::tsquery "
+      .. "AS tq, t.df, ln(1 + (" .. n .. " - t.df + 0.5) / (t.df + 0.5)) AS idf FROM (SELECT "
+      .. "DISTINCT lexeme FROM "
       .. (self.settings.language == "rag" and "jsonb_array_elements_text(:terms::jsonb)"
         or "unnest(tsvector_to_array(to_tsvector(:lang::regconfig, :q)))")
-      .. " AS lexeme) x JOIN "
-      .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0, st), "
-      .. "qr AS (SELECT ql.tq FROM ql, st WHERE ql.df <= greatest(:rare::float8 * st.n, 1) "
-      .. "OR NOT EXISTS (SELECT 1 FROM ql q2 WHERE q2.df <= greatest(:rare::float8 * st.n, 1))), "
-      .. "cand AS (SELECT DISTINCT c.id, c.tsv FROM " .. st.chunks .. " c JOIN qr "
-      .. "ON c.tsv @@ qr.tq WHERE " .. where .. "), "
+      .. " AS lexeme) x JOIN " .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0), "
+      .. "qr AS MATERIALIZED (SELECT tq FROM ql WHERE df <= greatest(:rare::float8 * " .. n
+      .. ", 1) OR NOT EXISTS (SELECT 1 FROM ql q2 WHERE q2.df <= greatest(:rare::float8 * "
+      .. n .. ", 1))), "
+      .. "cand AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.tsv FROM qr CROSS JOIN "
+      .. "LATERAL (SELECT c.id, c.tsv FROM " .. st.chunks .. " c WHERE c.tsv @@ qr.tq AND "
+      .. where .. ") c ORDER BY c.id), "
       .. "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r FROM (SELECT cand.id, "
       .. "(SELECT sum(ql.idf) FROM ql WHERE cand.tsv @@ ql.tq) * 2.2 / (1 + 1.2 * (0.25 + 0.75 "
-      .. "* length(cand.tsv) / greatest(st.avgdl, 1))) AS s FROM cand, st "
+      .. "* length(cand.tsv) / " .. avgdl .. ")) AS s FROM cand "
       .. "ORDER BY s DESC, cand.id LIMIT :fetch) b0)"
   end
   if mode ~= "bm25" then
