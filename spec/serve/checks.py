@@ -197,6 +197,16 @@ for q in QUESTIONS:
     report(ok, "ask", "%r: %d citations equal to rag ask%s" % (q[:30], len(wcites),
            "" if ok else "; got %r, want %r %r" % (got, wtext, wcites)))
 
+# the graph and agent pipelines answer through /ask too (the graph built in
+# each worker's memory on first use, since the served index has none)
+for name in ("graph", "agent"):
+    st, h, data = post("/ask", {"question": QUESTIONS[0], "pipeline": name}, auth())
+    got = json.loads(data) if st == 200 else {}
+    ok = (st == 200 and isinstance(got.get("text"), str) and got["text"]
+          and len(got.get("citations", [])) > 0)
+    report(ok, "ask_" + name, "pipeline %s: %d citations%s" % (name,
+           len(got.get("citations", [])), "" if ok else "; got %r %r" % (st, data[:200])))
+
 # SSE: token events, then citations, then done; each ends with a blank line
 q = QUESTIONS[1]
 st, h, data = post("/ask", {"question": q}, auth({"Accept": "text/event-stream"}))
