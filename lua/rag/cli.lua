@@ -149,17 +149,8 @@ end
 
 -- The URL without its ?table= parameter, and the table name (default "rag").
 local function split_url(url)
-  local base, query = url:match("^([^?]*)%??(.*)$")
-  local rest, name = {}, nil
-  for pair in query:gmatch("[^&]+") do
-    local k, v = pair:match("^([^=]*)=?(.*)$")
-    if k == "table" then
-      name = v
-    else
-      rest[#rest + 1] = pair
-    end
-  end
-  return base .. (#rest > 0 and ("?" .. concat(rest, "&")) or ""), name or "rag"
+  local dsn, name = require("rag.store.postgres").split_url(url)
+  return dsn, name or "rag"
 end
 
 -- A misuse error raised by rag.index or rag.store, as one line for the user.

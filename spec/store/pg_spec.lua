@@ -77,6 +77,16 @@ describe("rag.store.pg helpers", function()
     assert.has_error(function() pg.parse_dsn(42) end)
   end)
 
+  it("splits the store's table off a connection URL", function()
+    local pgstore = require("rag.store.postgres")
+    assert.same({ "postgres://h/db?sslmode=require", "docs" },
+      { pgstore.split_url("postgres://h/db?table=docs&sslmode=require") })
+    assert.same({ "postgres://u:p@h:5/db", "t_1" },
+      { pgstore.split_url("postgres://u:p@h:5/db?table=t_1") })
+    assert.same({ "postgres://h/db?a=1&b=2" }, { pgstore.split_url("postgres://h/db?a=1&b=2") })
+    assert.same({ "postgres://h/db" }, { pgstore.split_url("postgres://h/db") })
+  end)
+
   it("raises on bad options", function()
     assert.has_error(function() pg.connect({ hots = "x" }) end,
       "rag.store.pg.connect: unknown option 'hots'")

@@ -86,9 +86,11 @@ end
 -- Connects on first use.
 -- @tparam table opts
 -- @return store
--- A connection URL without its `table` query parameter (the store's, not
--- the server's), and that table name.
-local function split_table(dsn)
+--- A connection URL without its `table` query parameter (the store's, not
+-- the server's), and that table name (nil when it has none).
+-- @tparam string dsn
+-- @treturn string, string|nil
+function M.split_url(dsn)
   local base, query = dsn:match("^([^?]*)%??(.*)$")
   local rest, tbl = {}, nil
   for pair in query:gmatch("[^&]+") do
@@ -118,7 +120,7 @@ function M.new(opts, level)
   end
   if type(conn.dsn) == "string" then
     local tbl
-    conn.dsn, tbl = split_table(conn.dsn)
+    conn.dsn, tbl = M.split_url(conn.dsn)
     if tbl and mine.table and tbl ~= mine.table then
       error(fname .. ": the URL's table '" .. tbl .. "' differs from option 'table' '"
         .. tostring(mine.table) .. "'", level)
