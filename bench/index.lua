@@ -68,19 +68,7 @@ if RO_DIR then -- a second process: open read-only, run every query, print what 
   os.exit(0)
 end
 
-local data = assert(rag.eval.beir(dir))
-local docs = {}
-for id, d in pairs(data.corpus) do
-  docs[#docs + 1] = { id = id, title = d.title, text = d.text }
-end
-table.sort(docs, function(a, b)
-  return a.id < b.id
-end)
-local qids = {}
-for q in pairs(data.qrels) do
-  qids[#qids + 1] = q
-end
-table.sort(qids)
+local data, docs, qids = util.beir(dir)
 
 local function rss_mb()
   for line in io.lines("/proc/self/status") do

@@ -118,19 +118,7 @@ for p in (os.getenv("PARTS") or "B C ngx"):gmatch("%S+") do
   PARTS[p] = true
 end
 
-local data = assert(rag.eval.beir(dir))
-local docs = {}
-for id, d in pairs(data.corpus) do
-  docs[#docs + 1] = { id = id, title = d.title, text = d.text }
-end
-table.sort(docs, function(a, b)
-  return a.id < b.id
-end)
-local qids = {}
-for q in pairs(data.qrels) do
-  qids[#qids + 1] = q
-end
-table.sort(qids)
+local data, docs, qids = util.beir(dir)
 
 local admin = assert(pg.connect({ dsn = DSN }))
 local server = assert(admin:query("SELECT version() AS v, (SELECT extversion FROM pg_extension "

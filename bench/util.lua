@@ -66,4 +66,23 @@ function M.cpu()
   return (M.sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", ""))
 end
 
+--- A BEIR folder as rag.eval.beir reads it, with its corpus as documents
+-- sorted by id and its judged query ids sorted: data, docs, qids.
+function M.beir(dir)
+  local data = assert(require("rag").eval.beir(dir))
+  local docs = {}
+  for id, d in pairs(data.corpus) do
+    docs[#docs + 1] = { id = id, title = d.title, text = d.text }
+  end
+  table.sort(docs, function(a, b)
+    return a.id < b.id
+  end)
+  local qids = {}
+  for q in pairs(data.qrels) do
+    qids[#qids + 1] = q
+  end
+  table.sort(qids)
+  return data, docs, qids
+end
+
 return M
