@@ -114,7 +114,8 @@ describe("rag.store.postgres schema", function()
     c:close()
   end)
 
-  it("migrates a version 1 table (no term statistics) on open, to the same results", function()
+  it("migrates a version 1 table (no term statistics, no term counts) on open, to the same "
+    .. "results", function()
     local t = fresh_table("m")
     local idx = make({ embedder = rag.embed.hashing({ dim = 16 }) }, { table = t })
     local docs = require("spec.support.index_behaviour").fixture()
@@ -126,10 +127,11 @@ describe("rag.store.postgres schema", function()
     end
     idx:close()
     local c = admin()
-    assert(c:exec("DROP TABLE " .. t .. "_terms; DROP TABLE " .. t .. "_stats"))
+    assert(c:exec("DROP TABLE " .. t .. "_terms; DROP TABLE " .. t .. "_stats; ALTER TABLE "
+      .. t .. "_chunks DROP COLUMN dl, DROP COLUMN tf"))
     assert(c:query("UPDATE rag_schema SET version = 1 WHERE name = $1", { t }))
     local again = assert(rag.index.open(DSN .. "?table=" .. t))
-    assert.are.equal(2, assert(c:query("SELECT version FROM rag_schema WHERE name = $1",
+    assert.are.equal(3, assert(c:query("SELECT version FROM rag_schema WHERE name = $1",
       { t }))[1].version)
     for i, q in ipairs(queries) do
       require("spec.support.index_behaviour").same_hits(before[i],
@@ -137,6 +139,33 @@ describe("rag.store.postgres schema", function()
     end
     again:close()
     c:close()
+  end)
+
+  it("ranks bm25 as the local index does: the same chunks and scores, with every chunk "
+    .. "holding a query lexeme a candidate", function()
+    local docs = behaviour.fixture()
+    local pgx = make({ embedder = false })
+    local loc = rag.index.new({ embedder = false })
+    assert(pgx:add_many(docs))
+    assert(loc:add_many(docs))
+    -- words the fixture repeats within a chunk, so that term counts and
+    -- lengths matter, and a word repeated in the query
+    local queries = { "cells cells tumour growth", "white matter diffusion in the brain" }
+    for _, q in ipairs(behaviour.QUERIES) do
+      queries[#queries + 1] = q
+    end
+    local rare = rag.store.postgres.RARE
+    rag.store.postgres.RARE = 1
+    local ok, err = pcall(function()
+      for _, q in ipairs(queries) do
+        local want = assert(loc:search(q, { mode = "bm25", k = 10 }))
+        behaviour.same_hits(want, assert(pgx:search(q, { mode = "bm25", k = 10 })), q)
+      end
+    end)
+    rag.store.postgres.RARE = rare
+    assert(ok, err)
+    pgx:close()
+    loc:close()
   end)
 
   it("refuses another embedder or metric on an existing table", function()

@@ -22,7 +22,14 @@ local json, cindex = core.json, core.index
 local M = {}
 
 --- The schema version this library writes; older tables are migrated.
-M.SCHEMA_VERSION = 2
+M.SCHEMA_VERSION = 3
+
+-- A chunk's length for BM25 and its lexemes' counts above one, from the
+-- positions of its tsvector `tsv` (a tsvector without positions counts
+-- each lexeme once).
+local DL_SQL = "(SELECT sum(coalesce(array_length(positions, 1), 1))::integer FROM unnest(tsv))"
+local TF_SQL = "(SELECT jsonb_object_agg(lexeme, array_length(positions, 1)) FROM unnest(tsv) "
+  .. "WHERE array_length(positions, 1) > 1)"
 
 -- The term statistics BM25 ranks with: each lexeme's document frequency
 -- among the leaf chunks, and their count and total length.
@@ -44,6 +51,14 @@ local MIGRATIONS = {
       .. "{t}_chunks WHERE tsv IS NOT NULL')",
     "INSERT INTO {t}_stats (id, n, len) SELECT 1, count(*), coalesce(sum(length(tsv)), 0) "
       .. "FROM {t}_chunks WHERE tsv IS NOT NULL",
+  },
+  -- 2 -> 3: term counts and lengths (see recount)
+  [2] = {
+    "ALTER TABLE {t}_chunks ADD COLUMN dl integer, ADD COLUMN tf jsonb",
+    "UPDATE {t}_chunks SET dl = " .. DL_SQL .. ", tf = " .. TF_SQL .. " WHERE tsv IS NOT NULL",
+    "recount",
+    "UPDATE {t}_stats SET len = (SELECT coalesce(sum(dl), 0) FROM {t}_chunks "
+      .. "WHERE tsv IS NOT NULL)",
   },
 }
 
@@ -222,7 +237,7 @@ local function schema_sql(self, s)
       .. "NOT NULL REFERENCES " .. docs .. " (id) ON DELETE CASCADE, n integer NOT NULL, "
       .. "start integer NOT NULL, stop integer NOT NULL, tokens integer NOT NULL, "
       .. "leaf boolean NOT NULL, parent integer NOT NULL, level integer NOT NULL, "
-      .. "text text NOT NULL, meta jsonb NOT NULL, tsv tsvector"
+      .. "text text NOT NULL, meta jsonb NOT NULL, tsv tsvector, dl integer, tf jsonb"
       .. (dim and (", embedding vector(" .. dim .. ")") or "") .. ")",
     "CREATE INDEX " .. t .. "_chunks_doc ON " .. chunks .. " (doc_id, n)",
     "CREATE INDEX " .. t .. "_chunks_tsv ON " .. chunks .. " USING gin (tsv)",
@@ -256,6 +271,88 @@ local function read_schema(self, fname)
     return fail("format", fname, "no rag index '%s' in this database", self.name)
   end
   return rows[1].settings, rows[1].version
+end
+
+-- PostgreSQL refuses longer lexemes.
+local MAX_LEXEME = 2046
+
+-- The terms rag's analyzer finds in a text (what the local index's BM25
+-- indexes): the distinct ones in order, each one's count, and the count
+-- of all (the text's length for BM25) | nil, msg, code.
+local function terms_of(text)
+  local list, msg, code = require("rag.text").tokenize(text)
+  if not list then
+    return nil, msg, code
+  end
+  local tf, out, n = {}, {}, 0
+  for _, t in ipairs(list) do
+    if #t <= MAX_LEXEME then
+      n = n + 1
+      if tf[t] then
+        tf[t] = tf[t] + 1
+      else
+        tf[t] = 1
+        out[#out + 1] = t
+      end
+    end
+  end
+  return out, tf, n
+end
+
+-- A tsvector literal of the terms (no positions: the counts are in the
+-- chunk's tf column).
+local function tsvector_literal(terms)
+  local out = {}
+  for i, t in ipairs(terms) do
+    out[i] = "'" .. t:gsub("\\", "\\\\"):gsub("'", "''") .. "'"
+  end
+  return concat(out, " ")
+end
+
+-- The counts above one, as a JSON object (nil when every term is once).
+local function tf_object(terms, tf)
+  local o
+  for _, t in ipairs(terms) do
+    if tf[t] > 1 then
+      o = o or {}
+      o[t] = tf[t]
+    end
+  end
+  return o and json.object(o)
+end
+
+-- Counts again, with rag's analyzer, the terms of every leaf chunk of a
+-- table written before version 3 (whose tsvectors have no counts), in
+-- batches on the migrating connection `c` | nil, msg, code.
+local function recount(c, t)
+  local last = ""
+  while true do
+    local rows, msg, code = c:query("SELECT c.id, c.text, d.title FROM " .. t .. "_chunks c "
+      .. "JOIN " .. t .. "_docs d ON d.id = c.doc_id WHERE c.tsv IS NOT NULL AND c.id > $1 "
+      .. "ORDER BY c.id LIMIT 1000", { last })
+    if not rows then
+      return nil, msg, code
+    end
+    if #rows == 0 then
+      return true
+    end
+    local out = {}
+    for i, r in ipairs(rows) do
+      local title = r.title ~= pg.null and r.title or ""
+      local terms, tf, n = terms_of(title ~= "" and (title .. "\n" .. r.text) or r.text)
+      if not terms then
+        return nil, tf, n
+      end
+      out[i] = { id = r.id, dl = n, tf = tf_object(terms, tf) }
+      last = r.id
+    end
+    rows, msg, code = c:query("UPDATE " .. t .. "_chunks c SET dl = x.dl, tf = x.tf FROM "
+      .. "jsonb_to_recordset($1::jsonb) AS x(id text, dl integer, tf jsonb) WHERE c.id = x.id",
+      { json.encode(out) })
+    if not rows then
+      return nil, msg, code
+    end
+  end
 end
 
 -- Creates or migrates the tables (under an advisory lock, so that two
@@ -318,7 +415,15 @@ local function ensure_schema(self, fname, want)
     end
     for v = row.version, M.SCHEMA_VERSION - 1 do
       for _, sql in ipairs(MIGRATIONS[v]) do
-        ok, msg, code = c:exec((sql:gsub("{t}", self.name)))
+        if sql == "recount" then
+          local lang = row.settings.language
+          ok, msg, code = true, nil, nil
+          if lang == nil or lang == "rag" then
+            ok, msg, code = recount(c, self.name)
+          end
+        else
+          ok, msg, code = c:exec((sql:gsub("{t}", self.name)))
+        end
         if not ok then
           return nil, msg, code
         end
@@ -545,47 +650,17 @@ end
 -- pgvector's text form of a vector (a packed float32 string or a list).
 local vector_text = core.vec.text
 
--- PostgreSQL refuses longer lexemes.
-local MAX_LEXEME = 2046
-
--- The distinct terms rag's analyzer finds in a text (what the local
--- index's BM25 indexes), in order | nil, msg, code.
-local function terms_of(text)
-  local list, msg, code = require("rag.text").tokenize(text)
-  if not list then
-    return nil, msg, code
-  end
-  local seen, out = {}, {}
-  for _, t in ipairs(list) do
-    if not seen[t] and #t <= MAX_LEXEME then
-      seen[t] = true
-      out[#out + 1] = t
-    end
-  end
-  return out
-end
-
--- A tsvector literal of the terms (no positions: the ranking counts a
--- lexeme once per chunk).
-local function tsvector_literal(terms)
-  local out = {}
-  for i, t in ipairs(terms) do
-    out[i] = "'" .. t:gsub("\\", "\\\\"):gsub("'", "''") .. "'"
-  end
-  return concat(out, " ")
-end
-
 -- Deletes the chunks of the documents in the JSON list $1 and takes them
 -- out of the term statistics: one statement.
 local function delete_chunks_sql(st)
   return "WITH del AS (DELETE FROM " .. st.chunks .. " WHERE doc_id IN (SELECT "
-    .. "jsonb_array_elements_text($1::jsonb)) RETURNING tsv), "
+    .. "jsonb_array_elements_text($1::jsonb)) RETURNING tsv, dl), "
     .. "d AS (SELECT lexeme, count(*) AS n FROM del, unnest(tsvector_to_array(del.tsv)) "
     .. "AS lexeme WHERE del.tsv IS NOT NULL GROUP BY lexeme), "
     .. "u AS (UPDATE " .. st.terms .. " t SET df = t.df - d.n FROM d WHERE t.lexeme = d.lexeme "
     .. "RETURNING 1) "
     .. "UPDATE " .. st.stats .. " SET n = n - (SELECT count(*) FROM del WHERE tsv IS NOT NULL), "
-    .. "len = len - (SELECT coalesce(sum(length(tsv)), 0) FROM del)"
+    .. "len = len - (SELECT coalesce(sum(dl), 0) FROM del WHERE tsv IS NOT NULL)"
 end
 
 -- Writes a chunked batch (and the leaves' vectors) in one transaction:
@@ -617,7 +692,8 @@ function methods:put(c, batch, vectors, fname)
       if ch.leaf then
         row.ftext = (title and title ~= "") and (title .. "\n" .. text) or text
         if own_terms then -- rag's analyzer: the lexemes made here
-          row.tsv = tsvector_literal(assert(terms_of(row.ftext)))
+          local terms, tf, n = assert(terms_of(row.ftext))
+          row.tsv, row.tf, row.dl = tsvector_literal(terms), tf_object(terms, tf), n
           row.ftext = nil
         end
         if vectors then
@@ -648,23 +724,28 @@ function methods:put(c, batch, vectors, fname)
     end
     -- the new chunks, and their lexemes into the statistics (in lexeme
     -- order, so that two writers lock the rows they share in one order)
-    r, m, k = conn:query("WITH ins AS (INSERT INTO " .. st.chunks .. " (id, doc_id, n, start, "
-      .. "stop, tokens, leaf, parent, level, text, meta, tsv" .. (self.dim and ", embedding" or "")
-      .. ") SELECT x.id, x.doc_id, x.n, x.start, x.stop, x.tokens, x.leaf, x.parent, x.level, "
-      .. "x.text, x.meta, CASE WHEN x.leaf THEN "
-      .. (own_terms and "x.tsv::tsvector" or "to_tsvector($2::regconfig, x.ftext)") .. " END"
-      .. (self.dim and ", x.embedding::vector" or "")
-      .. " FROM jsonb_to_recordset($1::jsonb) AS x(id text, doc_id text, n integer, "
+    r, m, k = conn:query("WITH x AS (SELECT x.*, CASE WHEN x.leaf THEN "
+      .. (own_terms and "x.tsv::tsvector" or "to_tsvector($2::regconfig, x.ftext)") .. " END AS v "
+      .. "FROM jsonb_to_recordset($1::jsonb) AS x(id text, doc_id text, n integer, "
       .. "start integer, stop integer, tokens integer, leaf boolean, parent integer, "
-      .. "level integer, text text, ftext text, tsv text, meta jsonb, embedding text) "
-      .. "RETURNING tsv), "
+      .. "level integer, text text, ftext text, tsv text, dl integer, tf jsonb, meta jsonb, "
+      .. "embedding text)), "
+      .. "ins AS (INSERT INTO " .. st.chunks .. " (id, doc_id, n, start, "
+      .. "stop, tokens, leaf, parent, level, text, meta, tsv, dl, tf"
+      .. (self.dim and ", embedding" or "")
+      .. ") SELECT x.id, x.doc_id, x.n, x.start, x.stop, x.tokens, x.leaf, x.parent, x.level, "
+      .. "x.text, x.meta, x.v, "
+      .. (own_terms and "x.dl, x.tf" or (DL_SQL:gsub("tsv", "x.v") .. ", "
+        .. TF_SQL:gsub("tsv", "x.v")))
+      .. (self.dim and ", x.embedding::vector" or "")
+      .. " FROM x RETURNING tsv, dl), "
       .. "d AS (SELECT lexeme, count(*) AS n FROM ins, unnest(tsvector_to_array(ins.tsv)) "
       .. "AS lexeme WHERE ins.tsv IS NOT NULL GROUP BY lexeme), "
       .. "u AS (INSERT INTO " .. st.terms .. " AS t (lexeme, df) SELECT lexeme, n FROM d "
       .. "ORDER BY lexeme ON CONFLICT (lexeme) DO UPDATE SET df = t.df + EXCLUDED.df "
       .. "RETURNING 1) "
       .. "UPDATE " .. st.stats .. " SET n = n + (SELECT count(*) FROM ins WHERE tsv IS NOT NULL), "
-      .. "len = len + (SELECT coalesce(sum(length(tsv)), 0) FROM ins)",
+      .. "len = len + (SELECT coalesce(sum(dl), 0) FROM ins WHERE tsv IS NOT NULL)",
       own_terms and { cj } or { cj, lang })
     if not r then
       return nil, m, k
@@ -1032,20 +1113,23 @@ local function search_sql(self, mode, where)
     local avgdl = "(SELECT greatest(len::float8 / greatest(n, 1), 1) FROM " .. st.stats
       .. " WHERE id = 1)"
     lists[#lists + 1] = "ql AS MATERIALIZED (SELECT t.lexeme, quote_literal(t.lexeme)::tsquery "
-      .. "AS tq, t.df, ln(1 + (" .. n .. " - t.df + 0.5) / (t.df + 0.5)) AS idf FROM (SELECT "
-      .. "DISTINCT lexeme FROM "
-      .. (self.settings.language == "rag" and "jsonb_array_elements_text(:terms::jsonb)"
-        or "unnest(tsvector_to_array(to_tsvector(:lang::regconfig, :q)))")
-      .. " AS lexeme) x JOIN " .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0), "
+      .. "AS tq, t.df, x.qtf * ln(1 + (" .. n .. " - t.df + 0.5) / (t.df + 0.5)) AS idf FROM "
+      .. (self.settings.language == "rag"
+        and "(SELECT key AS lexeme, value::float8 AS qtf FROM jsonb_each_text(:terms::jsonb))"
+        or "(SELECT lexeme, coalesce(array_length(positions, 1), 1) AS qtf FROM "
+          .. "unnest(to_tsvector(:lang::regconfig, :q)))")
+      .. " x JOIN " .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0), "
       .. "qr AS MATERIALIZED (SELECT tq FROM ql WHERE df <= greatest(:rare::float8 * " .. n
       .. ", 1) OR NOT EXISTS (SELECT 1 FROM ql q2 WHERE q2.df <= greatest(:rare::float8 * "
       .. n .. ", 1))), "
-      .. "cand AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.tsv FROM qr CROSS JOIN "
-      .. "LATERAL (SELECT c.id, c.tsv FROM " .. st.chunks .. " c WHERE c.tsv @@ qr.tq AND "
-      .. where .. ") c ORDER BY c.id), "
+      .. "cand AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.tsv, c.tf, c.dl FROM qr "
+      .. "CROSS JOIN LATERAL (SELECT c.id, c.tsv, c.tf, c.dl FROM " .. st.chunks .. " c WHERE "
+      .. "c.tsv @@ qr.tq AND " .. where .. ") c ORDER BY c.id), "
+      -- BM25 with k1 = 1.2, b = 0.75, as the local index's "lucene" variant
       .. "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r FROM (SELECT cand.id, "
-      .. "(SELECT sum(ql.idf) FROM ql WHERE cand.tsv @@ ql.tq) * 2.2 / (1 + 1.2 * (0.25 + 0.75 "
-      .. "* length(cand.tsv) / " .. avgdl .. ")) AS s FROM cand "
+      .. "(SELECT sum(ql.idf * y.tf / (y.tf + 1.2 * (0.25 + 0.75 * cand.dl / " .. avgdl .. "))) "
+      .. "FROM ql CROSS JOIN LATERAL (SELECT coalesce((cand.tf ->> ql.lexeme)::float8, 1) AS tf) "
+      .. "y WHERE cand.tsv @@ ql.tq) AS s FROM cand "
       .. "ORDER BY s DESC, cand.id LIMIT :fetch) b0)"
   end
   if mode ~= "bm25" then
@@ -1191,13 +1275,13 @@ function methods:search(query, opts)
     qv = vector_text(vs[1])
   end
   local where, fparams = filter_sql(fname, o.filter)
-  local qterms = "[]"
+  local qterms = "{}"
   if mode ~= "vector" and self.settings.language == "rag" then
-    local t, msg, code = terms_of(query)
+    local t, tf, code = terms_of(query)
     if not t then
-      return nil, msg, code
+      return nil, tf, code
     end
-    qterms = json.encode(t)
+    qterms = json.encode(json.object(tf))
   end
   local k = o.k
   local fetch = math.max(o.fetch_k, k)
