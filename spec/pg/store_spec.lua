@@ -71,10 +71,12 @@ describe("rag.store.postgres schema", function()
     assert.are.equal("hnsw", row.settings.vector)
     local idxs = {}
     for _, r in ipairs(assert(c:query("SELECT indexname, indexdef FROM pg_indexes "
-        .. "WHERE tablename = $1", { t .. "_chunks" }))) do
+        .. "WHERE tablename IN ($1, $2)", { t .. "_chunks", t .. "_postings" }))) do
       idxs[r.indexname] = r.indexdef
     end
-    assert.matches("USING gin %(tsv%)", idxs[t .. "_chunks_tsv"])
+    assert.matches("%(lexeme, impact DESC, chunk_id%) INCLUDE %(tf, dl%)",
+      idxs[t .. "_postings_lexeme"])
+    assert.matches("%(chunk_id%)", idxs[t .. "_postings_chunk"])
     assert.matches("USING hnsw %(embedding vector_cosine_ops%) WITH %(m='?8'?, "
       .. "ef_construction='?32'?%)", idxs[t .. "_chunks_hnsw"])
     local col = assert(c:query("SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute "
@@ -114,8 +116,8 @@ describe("rag.store.postgres schema", function()
     c:close()
   end)
 
-  it("migrates a version 1 table (no term statistics, no term counts) on open, to the same "
-    .. "results", function()
+  it("migrates a version 1 table (no term statistics, counts or postings) on open, to the "
+    .. "same results", function()
     local t = fresh_table("m")
     local idx = make({ embedder = rag.embed.hashing({ dim = 16 }) }, { table = t })
     local docs = require("spec.support.index_behaviour").fixture()
@@ -127,8 +129,10 @@ describe("rag.store.postgres schema", function()
     end
     idx:close()
     local c = admin()
-    assert(c:exec("DROP TABLE " .. t .. "_terms; DROP TABLE " .. t .. "_stats; ALTER TABLE "
-      .. t .. "_chunks DROP COLUMN dl, DROP COLUMN tf"))
+    -- version 1's tables: no term statistics, counts or postings; a GIN index
+    assert(c:exec("DROP TABLE " .. t .. "_terms; DROP TABLE " .. t .. "_stats; DROP TABLE "
+      .. t .. "_postings; ALTER TABLE " .. t .. "_chunks DROP COLUMN dl, DROP COLUMN tf; "
+      .. "CREATE INDEX " .. t .. "_chunks_tsv ON " .. t .. "_chunks USING gin (tsv)"))
     assert(c:query("UPDATE rag_schema SET version = 1 WHERE name = $1", { t }))
     local again = assert(rag.index.open(DSN .. "?table=" .. t))
     assert.are.equal(3, assert(c:query("SELECT version FROM rag_schema WHERE name = $1",
@@ -144,7 +148,8 @@ describe("rag.store.postgres schema", function()
   it("ranks bm25 as the local index does: the same chunks and scores, with every chunk "
     .. "holding a query lexeme a candidate", function()
     local docs = behaviour.fixture()
-    local pgx = make({ embedder = false })
+    -- every posting read and every chunk found scored in full: exact
+    local pgx = make({ embedder = false }, { candidates = { depth = 1e6, rescore = 1e6 } })
     local loc = rag.index.new({ embedder = false })
     assert(pgx:add_many(docs))
     assert(loc:add_many(docs))
@@ -154,16 +159,10 @@ describe("rag.store.postgres schema", function()
     for _, q in ipairs(behaviour.QUERIES) do
       queries[#queries + 1] = q
     end
-    local rare = rag.store.postgres.RARE
-    rag.store.postgres.RARE = 1
-    local ok, err = pcall(function()
-      for _, q in ipairs(queries) do
-        local want = assert(loc:search(q, { mode = "bm25", k = 10 }))
-        behaviour.same_hits(want, assert(pgx:search(q, { mode = "bm25", k = 10 })), q)
-      end
-    end)
-    rag.store.postgres.RARE = rare
-    assert(ok, err)
+    for _, q in ipairs(queries) do
+      local want = assert(loc:search(q, { mode = "bm25", k = 10 }))
+      behaviour.same_hits(want, assert(pgx:search(q, { mode = "bm25", k = 10 })), q)
+    end
     pgx:close()
     loc:close()
   end)

@@ -31,6 +31,30 @@ local DL_SQL = "(SELECT sum(coalesce(array_length(positions, 1), 1))::integer FR
 local TF_SQL = "(SELECT jsonb_object_agg(lexeme, array_length(positions, 1)) FROM unnest(tsv) "
   .. "WHERE array_length(positions, 1) > 1)"
 
+-- The inverted index BM25 searches: a row per lexeme of each leaf chunk,
+-- with its count, the chunk's length and the term's BM25 weight (k1 1.2,
+-- b 0.75) at the average length of its time, in that weight's order per
+-- lexeme, so that a search reads a lexeme's best chunks first.
+local function postings_sql(t)
+  return {
+    "CREATE TABLE " .. t .. "_postings (lexeme text COLLATE \"C\" NOT NULL, chunk_id text "
+      .. "COLLATE \"C\" NOT NULL, tf integer NOT NULL, dl integer NOT NULL, impact real NOT NULL)",
+    "CREATE INDEX " .. t .. "_postings_lexeme ON " .. t .. "_postings (lexeme, impact DESC, "
+      .. "chunk_id) INCLUDE (tf, dl)",
+    "CREATE INDEX " .. t .. "_postings_chunk ON " .. t .. "_postings (chunk_id)",
+  }
+end
+
+-- Inserts into table `t` the postings of the rows of `from` (with id, tsv,
+-- tf and dl), weighted at the average length `avgdl` (an SQL expression).
+local function postings_insert(t, from, avgdl)
+  return "INSERT INTO " .. t .. " (lexeme, chunk_id, tf, dl, impact) SELECT x.lexeme, r.id, "
+    .. "x.tf, r.dl, x.tf / (x.tf + 1.2 * (0.25 + 0.75 * r.dl / a.avgdl)) FROM " .. from .. " r "
+    .. "CROSS JOIN (SELECT " .. avgdl .. " AS avgdl) a CROSS JOIN LATERAL (SELECT lexeme, "
+    .. "coalesce((r.tf ->> lexeme)::integer, 1) AS tf FROM unnest(tsvector_to_array(r.tsv)) "
+    .. "AS lexeme) x WHERE r.tsv IS NOT NULL"
+end
+
 -- The term statistics BM25 ranks with: each lexeme's document frequency
 -- among the leaf chunks, and their count and total length.
 local function terms_sql(t)
@@ -52,13 +76,18 @@ local MIGRATIONS = {
     "INSERT INTO {t}_stats (id, n, len) SELECT 1, count(*), coalesce(sum(length(tsv)), 0) "
       .. "FROM {t}_chunks WHERE tsv IS NOT NULL",
   },
-  -- 2 -> 3: term counts and lengths (see recount)
+  -- 2 -> 3: term counts and lengths (see recount), and postings in place
+  -- of the GIN index
   [2] = {
     "ALTER TABLE {t}_chunks ADD COLUMN dl integer, ADD COLUMN tf jsonb",
     "UPDATE {t}_chunks SET dl = " .. DL_SQL .. ", tf = " .. TF_SQL .. " WHERE tsv IS NOT NULL",
     "recount",
     "UPDATE {t}_stats SET len = (SELECT coalesce(sum(dl), 0) FROM {t}_chunks "
       .. "WHERE tsv IS NOT NULL)",
+    "DROP INDEX IF EXISTS {t}_chunks_tsv",
+    postings_sql("{t}")[1], postings_sql("{t}")[2], postings_sql("{t}")[3],
+    postings_insert("{t}_postings", "{t}_chunks",
+      "(SELECT greatest(len::float8 / greatest(n, 1), 1) FROM {t}_stats)"),
   },
 }
 
@@ -69,6 +98,14 @@ local STORE = {
   hnsw = { "table" },
   replicas = { "table" },
   retry_after = { "number", above = 0 },
+  candidates = { "table" },
+}
+
+-- How far a BM25 search reads each lexeme's postings, best first, and how
+-- many of the chunks found it scores in full (each at least fetch_k).
+local CANDIDATES = {
+  depth = { "number", int = true, min = 1, default = 200 },
+  rescore = { "number", int = true, min = 1, default = 100 },
 }
 
 local HNSW = {
@@ -152,6 +189,7 @@ function M.new(opts, level)
       level)
   end
   o.hnsw = opts_check(fname .. ": hnsw", o.hnsw or {}, HNSW, level)
+  o.candidates = opts_check(fname .. ": candidates", o.candidates or {}, CANDIDATES, level)
   conn.params = conn.params or {}
   local params = {}
   for k, v in pairs(conn.params) do
@@ -179,7 +217,8 @@ function M.new(opts, level)
   end
   local t = o.table
   return setmetatable({ o = o, db = db, docs = t .. "_docs", chunks = t .. "_chunks",
-    terms = t .. "_terms", stats = t .. "_stats", name = t }, Store)
+    terms = t .. "_terms", stats = t .. "_stats", postings = t .. "_postings", name = t },
+    Store)
 end
 
 setmetatable(M, { __call = function(_, opts) return M.new(opts, 2) end })
@@ -199,7 +238,7 @@ function Store:drop()
   local t = self.name
   return self.db:transaction(function(c)
     local ok, msg, code = c:exec("DROP TABLE IF EXISTS " .. self.chunks .. ", " .. self.docs
-      .. ", " .. self.terms .. ", " .. self.stats)
+      .. ", " .. self.terms .. ", " .. self.stats .. ", " .. self.postings)
     if not ok then
       return nil, msg, code
     end
@@ -240,8 +279,8 @@ local function schema_sql(self, s)
       .. "text text NOT NULL, meta jsonb NOT NULL, tsv tsvector, dl integer, tf jsonb"
       .. (dim and (", embedding vector(" .. dim .. ")") or "") .. ")",
     "CREATE INDEX " .. t .. "_chunks_doc ON " .. chunks .. " (doc_id, n)",
-    "CREATE INDEX " .. t .. "_chunks_tsv ON " .. chunks .. " USING gin (tsv)",
     terms_sql(t)[1], terms_sql(t)[2],
+    postings_sql(t)[1], postings_sql(t)[2], postings_sql(t)[3],
     "INSERT INTO " .. t .. "_stats (id, n, len) VALUES (1, 0, 0)",
   }
   return list
@@ -654,7 +693,9 @@ local vector_text = core.vec.text
 -- out of the term statistics: one statement.
 local function delete_chunks_sql(st)
   return "WITH del AS (DELETE FROM " .. st.chunks .. " WHERE doc_id IN (SELECT "
-    .. "jsonb_array_elements_text($1::jsonb)) RETURNING tsv, dl), "
+    .. "jsonb_array_elements_text($1::jsonb)) RETURNING id, tsv, dl), "
+    .. "p AS (DELETE FROM " .. st.postings .. " WHERE chunk_id IN (SELECT id FROM del WHERE "
+    .. "tsv IS NOT NULL) RETURNING 1), "
     .. "d AS (SELECT lexeme, count(*) AS n FROM del, unnest(tsvector_to_array(del.tsv)) "
     .. "AS lexeme WHERE del.tsv IS NOT NULL GROUP BY lexeme), "
     .. "u AS (UPDATE " .. st.terms .. " t SET df = t.df - d.n FROM d WHERE t.lexeme = d.lexeme "
@@ -738,7 +779,11 @@ function methods:put(c, batch, vectors, fname)
       .. (own_terms and "x.dl, x.tf" or (DL_SQL:gsub("tsv", "x.v") .. ", "
         .. TF_SQL:gsub("tsv", "x.v")))
       .. (self.dim and ", x.embedding::vector" or "")
-      .. " FROM x RETURNING tsv, dl), "
+      .. " FROM x RETURNING id, tsv, tf, dl), "
+      .. "p AS (" .. postings_insert(st.postings, "ins", "(SELECT greatest((s.len + "
+        .. "(SELECT coalesce(sum(dl), 0) FROM ins WHERE tsv IS NOT NULL))::float8 / greatest(s.n "
+        .. "+ (SELECT count(*) FROM ins WHERE tsv IS NOT NULL), 1), 1) FROM " .. st.stats
+        .. " s WHERE s.id = 1)") .. " RETURNING 1), "
       .. "d AS (SELECT lexeme, count(*) AS n FROM ins, unnest(tsvector_to_array(ins.tsv)) "
       .. "AS lexeme WHERE ins.tsv IS NOT NULL GROUP BY lexeme), "
       .. "u AS (INSERT INTO " .. st.terms .. " AS t (lexeme, df) SELECT lexeme, n FROM d "
@@ -1075,12 +1120,6 @@ local function filter_sql(fname, f)
   return concat(conds, " AND "), params
 end
 
--- A chunk is a candidate of the full-text list when it holds one of the
--- question's rare lexemes (in at most this share of the chunks), or any
--- lexeme when none is rare; BM25 (k1 1.2, b 0.75) with each lexeme counted
--- once per chunk then ranks the candidates over all the question's lexemes.
-M.RARE = 0.05
-
 -- SQL with named parameters (:name) as PostgreSQL's $1, $2, ... in the
 -- order of their first use, and the values in that order (a statement
 -- must use every parameter it is given).
@@ -1113,24 +1152,28 @@ local function search_sql(self, mode, where)
     local avgdl = "(SELECT greatest(len::float8 / greatest(n, 1), 1) FROM " .. st.stats
       .. " WHERE id = 1)"
     lists[#lists + 1] = "ql AS MATERIALIZED (SELECT t.lexeme, quote_literal(t.lexeme)::tsquery "
-      .. "AS tq, t.df, x.qtf * ln(1 + (" .. n .. " - t.df + 0.5) / (t.df + 0.5)) AS idf FROM "
+      .. "AS tq, x.qtf * ln(1 + (" .. n .. " - t.df + 0.5) / (t.df + 0.5)) AS idf FROM "
       .. (self.settings.language == "rag"
         and "(SELECT key AS lexeme, value::float8 AS qtf FROM jsonb_each_text(:terms::jsonb))"
         or "(SELECT lexeme, coalesce(array_length(positions, 1), 1) AS qtf FROM "
           .. "unnest(to_tsvector(:lang::regconfig, :q)))")
       .. " x JOIN " .. st.terms .. " t ON t.lexeme = x.lexeme AND t.df > 0), "
-      .. "qr AS MATERIALIZED (SELECT tq FROM ql WHERE df <= greatest(:rare::float8 * " .. n
-      .. ", 1) OR NOT EXISTS (SELECT 1 FROM ql q2 WHERE q2.df <= greatest(:rare::float8 * "
-      .. n .. ", 1))), "
-      .. "cand AS MATERIALIZED (SELECT DISTINCT ON (c.id) c.id, c.tsv, c.tf, c.dl FROM qr "
-      .. "CROSS JOIN LATERAL (SELECT c.id, c.tsv, c.tf, c.dl FROM " .. st.chunks .. " c WHERE "
-      .. "c.tsv @@ qr.tq AND " .. where .. ") c ORDER BY c.id), "
-      -- BM25 with k1 = 1.2, b = 0.75, as the local index's "lucene" variant
-      .. "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r FROM (SELECT cand.id, "
-      .. "(SELECT sum(ql.idf * y.tf / (y.tf + 1.2 * (0.25 + 0.75 * cand.dl / " .. avgdl .. "))) "
-      .. "FROM ql CROSS JOIN LATERAL (SELECT coalesce((cand.tf ->> ql.lexeme)::float8, 1) AS tf) "
-      .. "y WHERE cand.tsv @@ ql.tq) AS s FROM cand "
-      .. "ORDER BY s DESC, cand.id LIMIT :fetch) b0)"
+      -- the candidates: each lexeme's `depth` best postings (among the
+      -- chunks that pass the filter), summed; the `rescore` best of them
+      .. "p AS MATERIALIZED (SELECT x.chunk_id AS id, sum(ql.idf * x.tf / (x.tf + 1.2 * (0.25 "
+      .. "+ 0.75 * x.dl / " .. avgdl .. "))) AS s0 FROM ql CROSS JOIN LATERAL (SELECT "
+      .. "p.chunk_id, p.tf, p.dl FROM " .. st.postings .. " p "
+      .. (where == "true" and "" or ("JOIN " .. st.chunks .. " c ON c.id = p.chunk_id "))
+      .. "WHERE p.lexeme = ql.lexeme" .. (where == "true" and "" or (" AND " .. where))
+      .. " ORDER BY p.impact DESC, p.chunk_id LIMIT :depth) x GROUP BY x.chunk_id "
+      .. "ORDER BY s0 DESC, x.chunk_id LIMIT :rescore), "
+      -- each scored over all the question's lexemes: BM25 with k1 = 1.2,
+      -- b = 0.75, as the local index's "lucene" variant
+      .. "b AS (SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS r FROM (SELECT c.id, "
+      .. "(SELECT sum(ql.idf * y.tf / (y.tf + 1.2 * (0.25 + 0.75 * c.dl / " .. avgdl .. "))) "
+      .. "FROM ql CROSS JOIN LATERAL (SELECT coalesce((c.tf ->> ql.lexeme)::float8, 1) AS tf) "
+      .. "y WHERE c.tsv @@ ql.tq) AS s FROM p JOIN " .. st.chunks .. " c ON c.id = p.id "
+      .. "ORDER BY s DESC, c.id LIMIT :fetch) b0)"
   end
   if mode ~= "bm25" then
     lists[#lists + 1] = "v AS (SELECT id, d, row_number() OVER (ORDER BY d, id) AS r "
@@ -1285,11 +1328,13 @@ function methods:search(query, opts)
   end
   local k = o.k
   local fetch = math.max(o.fetch_k, k)
+  local cand = self.store.o.candidates
   local want = o.group and k or nil
   while true do
     local limit = o.group and (2 * fetch) or k
     local values = { lang = self.settings.language, q = query, qv = qv, wb = wb, terms = qterms,
-      wv = wv, rk = rk, base = base, limit = limit, rare = M.RARE,
+      wv = wv, rk = rk, base = base, limit = limit,
+      depth = math.max(cand.depth, fetch), rescore = math.max(cand.rescore, fetch),
       -- a vector list alone needs no more than it returns
       fetch = (mode == "vector" and not o.group) and k or fetch }
     for i, v in ipairs(fparams) do
