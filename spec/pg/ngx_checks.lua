@@ -84,6 +84,46 @@ check("cosocket_pool_keepalive", function()
   assert(p3 ~= p1, "the killed connection came back")
 end)
 
+-- A pooled session keeps a statement prepared under a name made from its
+-- text across requests (connection objects); a session without it (new,
+-- or after DISCARD ALL) or with other result columns prepares it again.
+check("cosocket_named_statements", function()
+  local pool = pg.pool({ dsn = DSN, pool_size = 1 })
+  local sql = "SELECT $1::int + 1 AS v, pg_backend_pid() AS pid"
+  local function prepared(c)
+    return assert(c:query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE "
+      .. "name LIKE 'rag_n_%' AND statement = $1", { sql }))[1].n
+  end
+  local c = assert(pool:acquire())
+  local r = assert(c:query(sql, { 1 }))[1]
+  assert(r.v == 2, "first run")
+  assert(prepared(c) == 1, "not prepared by name")
+  pool:release(c)
+  c = assert(pool:acquire())
+  assert(c.sock.reused, "not taken from nginx's pool")
+  local r2 = assert(c:query(sql, { 41 }))[1]
+  assert(r2.v == 42 and r2.pid == r.pid, "another session or value")
+  assert(prepared(c) == 1, "prepared twice")
+  assert(c:exec("DISCARD ALL"))
+  assert(assert(c:query(sql, { 2 }))[1].v == 3, "after DISCARD ALL")
+  assert(prepared(c) == 1, "not prepared again")
+  -- other result columns: a temporary table altered under the statement
+  assert(c:exec("CREATE TEMP TABLE named_t (a int); INSERT INTO named_t VALUES (7)"))
+  assert(assert(c:query("SELECT * FROM named_t"))[1].a == 7)
+  assert(c:exec("ALTER TABLE named_t ADD COLUMN b int DEFAULT 8"))
+  local row = assert(c:query("SELECT * FROM named_t"))[1]
+  assert(row.a == 7 and row.b == 8, "the old columns")
+  -- in a transaction a new text runs unnamed: a missing statement would abort it
+  assert(c:transaction(function(tx)
+    assert(tx:query("SELECT $1::int AS in_tx", { 5 }))
+    return assert(tx:query("SELECT 1 AS one"))
+  end))
+  assert(assert(c:query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE "
+    .. "statement LIKE $1", { "%AS in_tx%" }))[1].n == 0, "named inside a transaction")
+  assert(c:exec("DROP TABLE named_t"))
+  pool:release(c)
+end)
+
 check("cosocket_transaction", function()
   local c = connect()
   assert(c:exec("CREATE TEMP TABLE t (v int)"))

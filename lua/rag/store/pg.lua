@@ -38,6 +38,21 @@ local CANCEL_REQUEST = 80877102
 local MAX_MESSAGE = 1024 * 1024 * 1024 -- the server's own limit on one message
 local MAX_STATEMENTS = 100              -- prepared statements kept per connection
 
+-- Under nginx a pooled session outlives the connection object, so its
+-- prepared statements cannot be listed per connection: a statement gets a
+-- name made from its text, and runs by that name, prepared only when the
+-- server says it has none. A worker names at most MAX_STATEMENTS texts
+-- (each session then holds at most as many); the rest run unnamed.
+local named = { n = 0 }
+local function name_of(sql)
+  local name = named[sql]
+  if not name and named.n < MAX_STATEMENTS then
+    name = "rag_n_" .. core.text.hash(sql):sub(1, 24)
+    named[sql], named.n = name, named.n + 1
+  end
+  return name
+end
+
 local CONNECT_SCHEMA = {
   dsn = { "string" },
   host = { "string", default = "127.0.0.1" },
@@ -415,6 +430,7 @@ local function open(fname, o)
     c.stmts, c.stmt_order, c.seq = {}, {}, 0
     c.stmt_prefix = "rag_" .. codec.hex(random(4)) .. "_"
   end
+  c.named = o.prepare and sock.ngx or nil
   if sock.reused then -- a cosocket from nginx's pool: already past startup
     return c
   end
@@ -578,14 +594,15 @@ end
 
 --- Runs one statement by the extended protocol with `$1, $2, ...` bound to
 -- `params`, in one round trip: Parse (the first time), Bind, Execute, Sync.
--- With `prepare` (the default in plain Lua) each connection keeps up to 100
--- statements prepared, so later runs skip parsing and planning.
+-- With `prepare` (the default) each connection keeps up to 100 statements
+-- prepared, so later runs skip parsing and planning (under nginx: by names
+-- made from their texts, outside transactions).
 -- @tparam string sql one statement
 -- @tparam[opt] table params values: strings, numbers, booleans, tables
 --   (sent as JSON), `rag.store.pg.null` or nil up to `params.n`
 -- @return rows `{ { col = value, ... }, ..., columns = { names },
 --   command = "SELECT 2", affected = 2 }` | nil, msg, code, sqlstate
-function Conn:query(sql, params)
+function Conn:query(sql, params, reparse)
   local fname = "rag.store.pg.query"
   if type(sql) ~= "string" then
     error(fname .. ": sql must be a string, got " .. type(sql), 2)
@@ -605,8 +622,16 @@ function Conn:query(sql, params)
   local st = self.stmts and self.stmts[sql]
   local name, out = "", self.closing
   self.closing = {}
+  -- under nginx, outside a transaction (whose first error would abort it)
+  local byname = self.named and self.status == "I" and name_of(sql)
   if st then
     name = st.name
+  elseif byname then
+    name = byname
+    if reparse then
+      out[#out + 1] = message("C", "S" .. name .. "\0")
+      out[#out + 1] = message("P", name .. "\0" .. sql .. "\0" .. u16(0))
+    end
   elseif self.stmts then
     self.seq = self.seq + 1
     name = self.stmt_prefix .. self.seq
@@ -640,6 +665,12 @@ function Conn:query(sql, params)
     else
       self.closing[#self.closing + 1] = message("C", "S" .. name .. "\0")
     end
+  end
+  -- A named statement the session does not have yet, or whose result
+  -- columns changed: prepared (again), run once more.
+  if not res and byname and not reparse and (state == "26000" or state == "0A000")
+      and self.status == "I" and not self.broken then
+    return self:query(sql, params, true)
   end
   -- A kept statement that the server no longer has (DISCARD ALL), or whose
   -- result columns changed (ALTER TABLE): prepared again, run once more.
