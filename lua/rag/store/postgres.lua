@@ -133,7 +133,8 @@ end
 -- `user`, `password`, `database`, `ssl`, `pool_size`, `timeout`, ...) and
 -- `table` (the tables' name prefix, default "rag"), `dim` (needed when the
 -- embedder has no :dim()), `language` (the text search configuration,
--- "english"), `hnsw` (`m`, `ef_construction`, `ef_search`), `replicas` (a
+-- "english"), `hnsw` (`m`, `ef_construction`, `ef_search`), `candidates`
+-- (`depth`, `rescore`: how a BM25 search finds its chunks), `replicas` (a
 -- list of DSNs or option tables searches go to) and `retry_after`.
 -- Connects on first use.
 -- @tparam table opts
