@@ -28,10 +28,10 @@
 #include "rag_file.h"
 #include "rag_hftok.h"
 #include "rag_kernel.h"
+#include "rag_safetensors.h"
 #include "rag_text.h"
 #include "rag_utf8.h"
 
-#define MAX_HEADER 100000000u /* the safetensors library's limit */
 
 enum { F32, F16, I8, F64 };
 static const char *const dtype_names[] = {"f32", "f16", "i8", "f64"};
@@ -66,132 +66,40 @@ static int fail(rag_model2vec_error *e, int rc, const char *fmt, ...) {
 
 typedef struct tensor {
   const char *name;
-  int known;          /* dtype is one of the four pooled from */
-  int dtype;          /* F32 ... or, for mapping, 4 = I32, 5 = I64 */
+  int dtype;          /* F32 ... or, for mapping, 4 = I32, 5 = I64; -1 another */
   size_t elem;        /* bytes per element */
   size_t shape[2], rank;
-  size_t begin, end;  /* in data */
+  size_t begin, end;  /* from the start of the file */
 } tensor;
 
-static const struct {
-  const char *name;
-  size_t size;
-  int code;
-} dtypes[] = {
-  {"F32", 4, F32}, {"F16", 2, F16}, {"I8", 1, I8}, {"F64", 8, F64}, {"I32", 4, 4}, {"I64", 8, 5},
-  {"BF16", 2, -1}, {"I16", 2, -1}, {"U8", 1, -1}, {"U16", 2, -1}, {"U32", 4, -1},
-  {"U64", 8, -1}, {"BOOL", 1, -1}, {"F8_E4M3", 1, -1}, {"F8_E5M2", 1, -1},
-};
-
-static int whole(const cJSON *v, size_t *out) {
-  if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0) ||
-      v->valuedouble != floor(v->valuedouble))
-    return 0;
-  *out = (size_t)v->valuedouble;
-  return 1;
-}
-
-/* Reads one header entry; RAG_EFORMAT or RAG_ECORRUPT with the reason. */
-static int read_tensor(const cJSON *j, size_t datalen, tensor *t, rag_model2vec_error *e) {
-  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
-  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
-  const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets"), *d;
-  size_t i, n = 1, dims[8];
+/* The tensor `name` of the list as the loader reads it (rank 0: absent,
+** (size_t)-1: a scalar); `as` names it in messages. */
+static void pick(const rag_safetensors *st, const char *name, const char *as, tensor *t) {
+  const rag_st_tensor *x = rag_safetensors_find(st, name);
   memset(t, 0, sizeof *t);
-  t->name = j->string;
-  if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs) ||
-      cJSON_GetArraySize(offs) != 2 || cJSON_GetArraySize(shape) > 8 ||
-      !whole(cJSON_GetArrayItem(offs, 0), &t->begin) || !whole(cJSON_GetArrayItem(offs, 1), &t->end))
-    return fail(e, RAG_EFORMAT, "bad safetensors header entry '%s'", t->name);
-  for (i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-    if (strcmp(dt->valuestring, dtypes[i].name) == 0) break;
-  if (i == sizeof dtypes / sizeof dtypes[0])
-    return fail(e, RAG_EFORMAT, "tensor '%s': unknown dtype '%s'", t->name, dt->valuestring);
-  t->elem = dtypes[i].size;
-  t->dtype = dtypes[i].code;
-  cJSON_ArrayForEach(d, shape) {
-    if (!whole(d, &dims[t->rank]))
-      return fail(e, RAG_EFORMAT, "tensor '%s': bad shape", t->name);
-    if (RAG_MUL_OVERFLOWS(n, dims[t->rank]))
-      return fail(e, RAG_ECORRUPT, "tensor '%s': shape too large", t->name);
-    n *= dims[t->rank++];
-  }
-  for (i = 0; i < 2 && i < t->rank; i++) t->shape[i] = dims[i];
-  if (RAG_MUL_OVERFLOWS(n, t->elem) || t->begin > t->end || t->end > datalen ||
-      t->end - t->begin != n * t->elem)
-    return fail(e, RAG_ECORRUPT, "tensor '%s': data offsets do not match its shape", t->name);
-  return RAG_OK;
+  if (x == NULL) return;
+  t->name = as;
+  t->dtype = x->dtype == RAG_ST_OTHER ? -1 : x->dtype;
+  t->elem = x->elem;
+  t->rank = x->rank == 0 ? (size_t)-1 : x->rank;
+  t->shape[0] = x->rank > 0 ? x->shape[0] : 0;
+  t->shape[1] = x->rank > 1 ? x->shape[1] : 0;
+  t->begin = x->begin;
+  t->end = x->end;
 }
 
-static int cmp_begin(const void *a, const void *b) {
-  const tensor *x = (const tensor *)a, *y = (const tensor *)b;
-  return x->begin < y->begin ? -1 : x->begin > y->begin;
-}
-
-/*
-** Parses the header of the n-byte file; fills the tensors we use (rank 0 =
-** absent) and points *data at the data section.
-*/
+/* Parses the n-byte file's header; fills the tensors we use. */
 static int parse_safetensors(const unsigned char *p, size_t n, tensor *emb, tensor *map,
                              tensor *wts, rag_model2vec_error *e) {
-  cJSON *root, *j;
-  tensor *all = NULL;
-  size_t hlen, count, k = 0, at = 0, datalen;
-  int rc = RAG_OK;
-  if (n < 8) return fail(e, RAG_ECORRUPT, "truncated safetensors header");
-  hlen = (size_t)rag_le(p, 8);
-  if (rag_le(p, 8) > n - 8) return fail(e, RAG_ECORRUPT, "header length larger than the file");
-  if (hlen > MAX_HEADER) return fail(e, RAG_EFORMAT, "safetensors header too large");
-  datalen = n - 8 - hlen;
-  root = cJSON_ParseWithLength((const char *)p + 8, hlen);
-  if (root == NULL || !cJSON_IsObject(root)) {
-    cJSON_Delete(root);
-    return fail(e, RAG_EFORMAT, "bad safetensors header: not a json object");
-  }
-  count = (size_t)cJSON_GetArraySize(root);
-  if ((all = (tensor *)rag_malloc((count + 1) * sizeof *all)) == NULL) {
-    cJSON_Delete(root);
-    return RAG_ENOMEM;
-  }
-  cJSON_ArrayForEach(j, root) {
-    if (j->string != NULL && strcmp(j->string, "__metadata__") == 0) continue;
-    if (!cJSON_IsObject(j)) {
-      rc = fail(e, RAG_EFORMAT, "bad safetensors header entry '%s'", j->string);
-      break;
-    }
-    if ((rc = read_tensor(j, datalen, &all[k], e)) != RAG_OK) break;
-    k++;
-  }
+  rag_safetensors st;
+  int rc = rag_safetensors_parse(p, n, &st, e->why, sizeof e->why);
   if (rc == RAG_OK) {
-    qsort(all, k, sizeof *all, cmp_begin);
-    for (count = 0; count < k && rc == RAG_OK; count++) {
-      if (all[count].begin != at)
-        rc = fail(e, RAG_ECORRUPT, "tensor '%s': data offsets overlap or leave a gap",
-                  all[count].name);
-      at = all[count].end;
-    }
-    if (rc == RAG_OK && at != datalen)
-      rc = fail(e, RAG_ECORRUPT, "%lu bytes after the last tensor", (unsigned long)(datalen - at));
+    pick(&st, "embeddings", "embeddings", emb);
+    if (emb->name == NULL) pick(&st, "0", "embeddings", emb);
+    pick(&st, "mapping", "mapping", map);
+    pick(&st, "weights", "weights", wts);
   }
-  memset(emb, 0, sizeof *emb);
-  memset(map, 0, sizeof *map);
-  memset(wts, 0, sizeof *wts);
-  for (count = 0; count < k && rc == RAG_OK; count++) {
-    tensor *t = &all[count];
-    tensor *dst = strcmp(t->name, "embeddings") == 0 ? emb
-                  : strcmp(t->name, "mapping") == 0  ? map
-                  : strcmp(t->name, "weights") == 0  ? wts
-                  : strcmp(t->name, "0") == 0 && emb->name == NULL ? emb
-                                                                  : NULL;
-    if (dst == NULL) continue;
-    *dst = *t;
-    dst->name = dst == emb ? "embeddings" : dst == map ? "mapping" : "weights";
-    dst->begin += 8 + hlen; /* from the start of the file */
-    dst->end += 8 + hlen;
-    if (dst->rank == 0) dst->rank = (size_t)-1; /* present, but a scalar */
-  }
-  rag_free(all);
-  cJSON_Delete(root);
+  rag_safetensors_free(&st);
   return rc;
 }
 
