@@ -45,6 +45,7 @@ static const luaL_Reg opens[] = {
   {"http", lrag_open_http},
   {"json", lrag_open_json},
   {"model2vec", lrag_open_model2vec},
+  {"bert", lrag_open_bert},
   {"index", lrag_open_index},
   {"fs", lrag_open_fs},
   {"pack", lrag_open_pack},

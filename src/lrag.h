@@ -29,6 +29,7 @@ int lrag_open_eval(lua_State *L);   /* rag.eval */
 int lrag_open_pack(lua_State *L);   /* rag.pack */
 int lrag_open_hashing(lua_State *L); /* rag.core.hashing (rag.embed.hashing) */
 int lrag_open_model2vec(lua_State *L); /* rag.core.model2vec (rag.embed.model2vec) */
+int lrag_open_bert(lua_State *L);      /* rag.core.bert (rag.embed.bert, rag.rerank.cross_encoder) */
 int lrag_open_index(lua_State *L);     /* rag.core.index (rag.index) */
 int lrag_open_fs(lua_State *L);        /* rag.core.fs: what rag.index's saves need of files */
 int lrag_open_html(lua_State *L);      /* rag.core.html (rag.load.html) */

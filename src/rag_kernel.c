@@ -584,6 +584,14 @@ static int cpu_has_bf16(void) {
 
 /* {====== Choice, preparation, encoding ======} */
 
+int rag_kernel_cpu(void) {
+#ifdef RAG_X86
+  return cpu_has_avx512() ? 2 : cpu_has_avx2() ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
 void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
                      int portable) {
   static const rag_kernel_score_fn plain[RAG_NDTYPES][2] = {

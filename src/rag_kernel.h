@@ -58,6 +58,10 @@ typedef struct rag_kernel {
   int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;
 
+/* What the CPU runs: 2 AVX-512F (with AVX2, FMA, F16C), 1 AVX2/FMA/F16C,
+** 0 neither (or not x86-64). */
+int rag_kernel_cpu(void);
+
 /* Picks the kernel; `portable` forces plain C (for tests). */
 void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
                      int portable);

@@ -30,6 +30,27 @@ M.hashing = core.hashing.new
 --   `:tokenize(text)`, `:dim()`, `:stats()` | nil, msg, code
 M.model2vec = core.model2vec.load
 
+--- A BERT-family sentence embedder run in C from a model folder as
+-- downloaded (config.json, tokenizer.json, model.safetensors in F32 or
+-- F16, and sentence-transformers' modules.json, 1_Pooling/config.json and
+-- sentence_bert_config.json). See docs/models.md.
+-- @tparam string path the folder
+-- @tparam[opt] table opts `portable` (true: plain C kernels)
+-- @return embedder with `:embed(texts [, { packed = }])`, `:dim()`,
+--   `:max_tokens()`, `:tokenize(text)`, `:stats()`, `:close()` | nil, msg, code
+function M.bert(path, opts)
+  local m, msg, code = core.bert.load(path, opts)
+  if not m then
+    return nil, (msg:gsub("^rag%.bert%.load", "rag.embed.bert")), code
+  end
+  if m:stats().kind ~= "embedder" then
+    m:close()
+    return nil, "rag.embed.bert: '" .. path .. "' is a cross-encoder (load it with "
+      .. "rag.rerank.cross_encoder)", "format"
+  end
+  return m
+end
+
 --- The embedder used when no provider is configured: `hashing{ dim = 512 }`.
 function M.default()
   return M.hashing({ dim = 512 })

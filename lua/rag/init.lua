@@ -51,7 +51,7 @@ M.fuse = core.fuse
 
 --- Reranking without a model: `mmr(hits, opts)`, `litm(hits [, opts])`,
 -- `cutoff(hits, opts)`. See docs/api.md.
-M.rerank = core.rerank
+M.rerank = require("rag.rerank")
 
 --- Context packing into a token budget, with citations: `pack(items, opts)`.
 -- See docs/api.md.
