@@ -18,7 +18,7 @@ endif
 # Debian packages: the build and `make test`; the version matrix; `make asan`.
 DEB_PKGS := gcc make pkg-config python3 lua5.4 liblua5.4-dev libcurl4-openssl-dev \
   libcjson-dev libutf8proc-dev libstemmer-dev libssl-dev libxml2-dev lua-busted luarocks \
-  poppler-utils sqlite3 libxml2-utils lua-socket
+  poppler-utils sqlite3 libxml2-utils lua-socket python3-numpy
 MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
   luajit2 libluajit2-5.1-dev
 ASAN_PKGS := clang libclang-rt-14-dev

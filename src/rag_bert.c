@@ -601,9 +601,21 @@ int rag_bert_tokenize(rag_bert *m, const char *a, size_t alen, const char *b, si
     return rc;
   }
   budget = m->maxtok - (b != NULL ? 3 : 2);
-  while (nx + ny > budget) { /* "longest_first": the longer side loses a token */
-    if (nx > ny) nx--;
-    else ny--;
+  if (b == NULL && nx > budget) nx = budget;
+  if (b != NULL && nx + ny > budget) { /* tokenizers' "longest_first" */
+    size_t n1 = nx < ny ? nx : ny, n2; /* the shorter keeps its length if it fits in half */
+    n2 = n1 > budget ? n1 : n1 > budget - n1 ? n1 : budget - n1;
+    if (n1 + n2 > budget) { /* else both get half, the longer (on a tie the second) one more */
+      n1 = budget / 2;
+      n2 = n1 + budget % 2;
+    }
+    if (nx > ny) {
+      size_t t = n1;
+      n1 = n2;
+      n2 = t;
+    }
+    if (n1 < nx) nx = n1;
+    if (n2 < ny) ny = n2;
   }
   if ((rc = reserve_ids(m, nx + ny + 3)) == RAG_OK) {
     m->ids[k] = m->cls, m->tt[k++] = 0;
