@@ -643,8 +643,9 @@ static int reserve_cols(rag_bert *m, size_t ld) {
   if (ld <= m->ld) return RAG_OK;
   per = 6 * h + m->ff + 2; /* x q k v c t, f, mean and rstd */
   if (RAG_MUL_OVERFLOWS(per, ld) || RAG_MUL_OVERFLOWS(per * ld, sizeof(float))) return RAG_ENOMEM;
-  total = per * ld;
+  total = per * ld + RAG_MATMUL_COLS; /* attention reads a text's columns in whole groups */
   if ((p = (float *)rag_malloc(total * sizeof *p)) == NULL) return RAG_ENOMEM;
+  memset(p, 0, total * sizeof *p);
   rag_free(m->x);
   m->x = p;
   m->q = p + h * ld;
@@ -677,51 +678,44 @@ static void layer_norm(rag_bert *m, float *x, size_t ld, const float *g, const f
     for (t = 0; t < ld; t++) x[f * ld + t] = (x[f * ld + t] - mean[t]) * rstd[t] * g[f] + b[f];
 }
 
-/* Self-attention of one text (columns o..o+n) into m->c, every head. */
+static size_t round_cols(size_t n) {
+  return (n + RAG_MATMUL_COLS - 1) / RAG_MATMUL_COLS * RAG_MATMUL_COLS;
+}
+
+/*
+** Self-attention of one text (columns o..o+n) into m->c, every head: the
+** scores s[j][i] of query token i for key token j (the keys transposed and
+** scaled, times the queries), softmax down each column, then the values
+** times the weights, each column divided by its sum. Columns past n are
+** computed and dropped.
+*/
 static void attend(rag_bert *m, size_t o, size_t n) {
-  size_t ld = m->ld, dh = m->hidden / m->heads, h, d, i, j;
-  float scale = 1.0f / sqrtf((float)dh), *s = m->s;
+  size_t ld = m->ld, dh = m->hidden / m->heads, np = round_cols(n), cap = round_cols(m->maxtok);
+  size_t h, d, i, j;
+  float scale = 1.0f / sqrtf((float)dh);
+  float *s = m->s, *kt = s + m->maxtok * cap, *ct = kt + m->maxtok * dh, *mx = ct + dh * cap,
+        *sum = mx + cap;
   for (h = 0; h < m->heads; h++) {
     const float *q = m->q + h * dh * ld + o, *k = m->k + h * dh * ld + o,
                 *v = m->v + h * dh * ld + o;
     float *c = m->c + h * dh * ld + o;
-    /* s[j][i]: the score of query token i for key token j */
-    for (j = 0; j < n; j++) {
-      float *sj = s + j * n;
-      for (i = 0; i < n; i++) sj[i] = 0;
-      for (d = 0; d < dh; d++) {
-        const float kd = k[d * ld + j], *qd = q + d * ld;
-        for (i = 0; i < n; i++) sj[i] += kd * qd[i];
-      }
-    }
-    /* softmax over j for each i: mean and rstd serve as the max and the sum */
-    for (i = 0; i < n; i++) m->mean[i] = s[i] * scale;
+    for (d = 0; d < dh; d++)
+      for (j = 0; j < n; j++) kt[j * dh + d] = k[d * ld + j] * scale;
+    rag_matmul_f32(&m->mm, n, dh, np, kt, dh, q, ld, NULL, s, np);
+    for (i = 0; i < np; i++) mx[i] = s[i];
     for (j = 1; j < n; j++)
-      for (i = 0; i < n; i++)
-        if (s[j * n + i] * scale > m->mean[i]) m->mean[i] = s[j * n + i] * scale;
-    for (i = 0; i < n; i++) m->rstd[i] = 0;
-    for (j = 0; j < n; j++)
-      for (i = 0; i < n; i++) {
-        float p = expf(s[j * n + i] * scale - m->mean[i]);
-        s[j * n + i] = p;
-        m->rstd[i] += p;
-      }
-    for (i = 0; i < n; i++) m->rstd[i] = 1.0f / m->rstd[i];
-    for (d = 0; d < dh; d++) {
-      float *cd = c + d * ld;
-      const float *vd = v + d * ld;
-      for (i = 0; i < n; i++) cd[i] = 0;
-      for (j = 0; j < n; j++) {
-        const float vj = vd[j], *sj = s + j * n;
-        for (i = 0; i < n; i++) cd[i] += vj * sj[i];
-      }
-      for (i = 0; i < n; i++) cd[i] *= m->rstd[i];
+      for (i = 0; i < np; i++) mx[i] = s[j * np + i] > mx[i] ? s[j * np + i] : mx[i];
+    for (i = 0; i < np; i++) sum[i] = 0;
+    for (j = 0; j < n; j++) {
+      float *row = s + j * np;
+      for (i = 0; i < np; i++) row[i] -= mx[i];
+      rag_matmul_exp(&m->mm, row, np);
+      for (i = 0; i < np; i++) sum[i] += row[i];
     }
+    rag_matmul_f32(&m->mm, dh, n, np, v, ld, s, np, NULL, ct, np);
+    for (d = 0; d < dh; d++)
+      for (i = 0; i < n; i++) c[d * ld + i] = ct[d * np + i] / sum[i];
   }
-}
-
-static float gelu(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
 /* Element i of an embedding table of `elem`-byte (f32 or f16) entries. */
@@ -740,16 +734,18 @@ static float table_at(const unsigned char *tab, size_t elem, size_t i) {
 ** off[s] for len[s] tokens. Leaves the last layer's output in m->x.
 */
 static int forward(rag_bert *m, size_t nseq, size_t ntok) {
-  size_t ld = (ntok + RAG_MATMUL_COLS - 1) / RAG_MATMUL_COLS * RAG_MATMUL_COLS;
+  size_t ld = round_cols(ntok);
   size_t h = m->hidden, s, t, f, l, maxlen = 0;
   int rc;
   if ((rc = reserve_cols(m, ld)) != RAG_OK) return rc;
   ld = m->ld;
   for (s = 0; s < nseq; s++)
     if (m->len[s] > maxlen) maxlen = m->len[s];
-  if (m->s == NULL) {
-    if ((m->s = (float *)rag_malloc(m->maxtok * m->maxtok * sizeof *m->s)) == NULL)
-      return RAG_ENOMEM;
+  if (m->s == NULL) { /* attention: scores, keys, values out, maxima and sums */
+    size_t cap = round_cols(m->maxtok), dh = h / m->heads;
+    size_t n = m->maxtok * cap + m->maxtok * dh + dh * cap + 2 * cap;
+    if ((m->s = (float *)rag_malloc(n * sizeof *m->s)) == NULL) return RAG_ENOMEM;
+    memset(m->s, 0, n * sizeof *m->s);
   }
   /* embeddings; the columns past the batch stay zero, so stay finite */
   for (f = 0; f < h; f++)
@@ -767,17 +763,17 @@ static int forward(rag_bert *m, size_t nseq, size_t ntok) {
   layer_norm(m, m->x, ld, m->eg, m->eb);
   for (l = 0; l < m->nlayers; l++) {
     const layer *y = &m->layers[l];
-    rag_matmul_f32(&m->mm, y->wq, h, h, m->x, ld, y->bq, m->q);
-    rag_matmul_f32(&m->mm, y->wk, h, h, m->x, ld, y->bk, m->k);
-    rag_matmul_f32(&m->mm, y->wv, h, h, m->x, ld, y->bv, m->v);
+    rag_matmul_f32(&m->mm, h, h, ld, y->wq, h, m->x, ld, y->bq, m->q, ld);
+    rag_matmul_f32(&m->mm, h, h, ld, y->wk, h, m->x, ld, y->bk, m->k, ld);
+    rag_matmul_f32(&m->mm, h, h, ld, y->wv, h, m->x, ld, y->bv, m->v, ld);
     for (f = 0; f < h * ld; f++) m->c[f] = 0;
     for (s = 0; s < nseq; s++) attend(m, m->off[s], m->len[s]);
-    rag_matmul_f32(&m->mm, y->wo, h, h, m->c, ld, y->bo, m->t);
+    rag_matmul_f32(&m->mm, h, h, ld, y->wo, h, m->c, ld, y->bo, m->t, ld);
     for (f = 0; f < h * ld; f++) m->t[f] += m->x[f];
     layer_norm(m, m->t, ld, y->g1, y->b1);
-    rag_matmul_f32(&m->mm, y->wi, m->ff, h, m->t, ld, y->bi, m->f);
-    for (f = 0; f < m->ff * ld; f++) m->f[f] = gelu(m->f[f]);
-    rag_matmul_f32(&m->mm, y->wo2, h, m->ff, m->f, ld, y->bo2, m->x);
+    rag_matmul_f32(&m->mm, m->ff, h, ld, y->wi, h, m->t, ld, y->bi, m->f, ld);
+    rag_matmul_gelu(&m->mm, m->f, m->ff * ld);
+    rag_matmul_f32(&m->mm, h, m->ff, ld, y->wo2, m->ff, m->f, ld, y->bo2, m->x, ld);
     for (f = 0; f < h * ld; f++) m->x[f] += m->t[f];
     layer_norm(m, m->x, ld, y->g2, y->b2);
   }

@@ -7,6 +7,7 @@
 */
 #include "rag_matmul.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "rag_kernel.h"
@@ -20,20 +21,30 @@
 
 /* {====== Portable ======} */
 
-static void p_matmul(const float *w, size_t n, size_t k, const float *x, size_t ld,
-                     const float *b, float *y) {
+static void p_matmul(size_t n, size_t k, size_t cols, const float *w, size_t ldw,
+                     const float *x, size_t ldx, const float *b, float *y, size_t ldy) {
   size_t i, j, t;
   for (i = 0; i < n; i++) {
-    float *yi = y + i * ld;
-    const float *wi = w + i * k;
+    float *yi = y + i * ldy;
+    const float *wi = w + i * ldw;
     float bias = b != NULL ? b[i] : 0.0f;
-    for (t = 0; t < ld; t++) yi[t] = 0.0f;
+    for (t = 0; t < cols; t++) yi[t] = 0.0f;
     for (j = 0; j < k; j++) {
-      const float wij = wi[j], *xj = x + j * ld;
-      for (t = 0; t < ld; t++) yi[t] += wij * xj[t];
+      const float wij = wi[j], *xj = x + j * ldx;
+      for (t = 0; t < cols; t++) yi[t] += wij * xj[t];
     }
-    for (t = 0; t < ld; t++) yi[t] += bias;
+    for (t = 0; t < cols; t++) yi[t] += bias;
   }
+}
+
+static void p_exp(float *x, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) x[i] = expf(x[i]);
+}
+
+static void p_gelu(float *x, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
 #ifdef RAG_X86
@@ -43,33 +54,33 @@ static void p_matmul(const float *w, size_t n, size_t k, const float *x, size_t 
 #define AVX __attribute__((target("avx2,fma")))
 
 /* Rows i..i+r (r <= MR) by columns t..t+16. */
-AVX static void a_block(const float *w, size_t r, size_t k, const float *x, size_t ld,
-                        const float *b, float *y) {
+AVX static void a_block(const float *w, size_t ldw, size_t r, size_t k, const float *x,
+                        size_t ld, const float *b, float *y, size_t ldy) {
   __m256 acc[MR][2];
   size_t i, j;
   for (i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (j = 0; j < k; j++) {
     __m256 x0 = _mm256_loadu_ps(x + j * ld), x1 = _mm256_loadu_ps(x + j * ld + 8);
     for (i = 0; i < r; i++) {
-      __m256 wv = _mm256_broadcast_ss(w + i * k + j);
+      __m256 wv = _mm256_broadcast_ss(w + i * ldw + j);
       acc[i][0] = _mm256_fmadd_ps(wv, x0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(wv, x1, acc[i][1]);
     }
   }
   for (i = 0; i < r; i++) {
     __m256 bv = _mm256_set1_ps(b != NULL ? b[i] : 0.0f);
-    _mm256_storeu_ps(y + i * ld, _mm256_add_ps(acc[i][0], bv));
-    _mm256_storeu_ps(y + i * ld + 8, _mm256_add_ps(acc[i][1], bv));
+    _mm256_storeu_ps(y + i * ldy, _mm256_add_ps(acc[i][0], bv));
+    _mm256_storeu_ps(y + i * ldy + 8, _mm256_add_ps(acc[i][1], bv));
   }
 }
 
 /* The full block, its loop unrolled so that the 12 sums stay in registers. */
-AVX static void a_block6(const float *w, size_t k, const float *x, size_t ld, const float *b,
-                         float *y) {
+AVX static void a_block6(const float *w, size_t ldw, size_t k, const float *x, size_t ld,
+                         const float *b, float *y, size_t ldy) {
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
   __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-  const float *w0 = w, *w1 = w + k, *w2 = w + 2 * k, *w3 = w + 3 * k, *w4 = w + 4 * k,
-              *w5 = w + 5 * k;
+  const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw, *w4 = w + 4 * ldw,
+              *w5 = w + 5 * ldw;
   size_t j;
   for (j = 0; j < k; j++) {
     __m256 x0 = _mm256_loadu_ps(x + j * ld), x1 = _mm256_loadu_ps(x + j * ld + 8), v;
@@ -95,8 +106,8 @@ AVX static void a_block6(const float *w, size_t k, const float *x, size_t ld, co
 #define PUT(row, lo, hi)                                                    \
   do {                                                                      \
     __m256 bv = _mm256_set1_ps(b != NULL ? b[row] : 0.0f);                  \
-    _mm256_storeu_ps(y + (row) * ld, _mm256_add_ps(lo, bv));                \
-    _mm256_storeu_ps(y + (row) * ld + 8, _mm256_add_ps(hi, bv));            \
+    _mm256_storeu_ps(y + (row) * ldy, _mm256_add_ps(lo, bv));               \
+    _mm256_storeu_ps(y + (row) * ldy + 8, _mm256_add_ps(hi, bv));           \
   } while (0)
   PUT(0, a00, a01);
   PUT(1, a10, a11);
@@ -107,15 +118,15 @@ AVX static void a_block6(const float *w, size_t k, const float *x, size_t ld, co
 #undef PUT
 }
 
-AVX static void a_matmul(const float *w, size_t n, size_t k, const float *x, size_t ld,
-                         const float *b, float *y) {
+AVX static void a_matmul(size_t n, size_t k, size_t cols, const float *w, size_t ldw,
+                         const float *x, size_t ldx, const float *b, float *y, size_t ldy) {
   size_t t, i;
-  for (t = 0; t < ld; t += 16) /* a group of columns stays in cache over all rows */
+  for (t = 0; t < cols; t += 16) /* a group of columns stays in cache over all rows */
     for (i = 0; i < n; i += MR) {
       size_t r = n - i < MR ? n - i : MR;
       const float *bi = b != NULL ? b + i : NULL;
-      if (r == MR) a_block6(w + i * k, k, x + t, ld, bi, y + i * ld + t);
-      else a_block(w + i * k, r, k, x + t, ld, bi, y + i * ld + t);
+      if (r == MR) a_block6(w + i * ldw, ldw, k, x + t, ldx, bi, y + i * ldy + t, ldy);
+      else a_block(w + i * ldw, ldw, r, k, x + t, ldx, bi, y + i * ldy + t, ldy);
     }
 }
 
@@ -123,32 +134,32 @@ AVX static void a_matmul(const float *w, size_t n, size_t k, const float *x, siz
 
 #define AVX512 __attribute__((target("avx512f,avx2,fma")))
 
-AVX512 static void x_block(const float *w, size_t r, size_t k, const float *x, size_t ld,
-                           const float *b, float *y) {
+AVX512 static void x_block(const float *w, size_t ldw, size_t r, size_t k, const float *x,
+                           size_t ld, const float *b, float *y, size_t ldy) {
   __m512 acc[MR][2];
   size_t i, j;
   for (i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (j = 0; j < k; j++) {
     __m512 x0 = _mm512_loadu_ps(x + j * ld), x1 = _mm512_loadu_ps(x + j * ld + 16);
     for (i = 0; i < r; i++) {
-      __m512 wv = _mm512_set1_ps(w[i * k + j]);
+      __m512 wv = _mm512_set1_ps(w[i * ldw + j]);
       acc[i][0] = _mm512_fmadd_ps(wv, x0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(wv, x1, acc[i][1]);
     }
   }
   for (i = 0; i < r; i++) {
     __m512 bv = _mm512_set1_ps(b != NULL ? b[i] : 0.0f);
-    _mm512_storeu_ps(y + i * ld, _mm512_add_ps(acc[i][0], bv));
-    _mm512_storeu_ps(y + i * ld + 16, _mm512_add_ps(acc[i][1], bv));
+    _mm512_storeu_ps(y + i * ldy, _mm512_add_ps(acc[i][0], bv));
+    _mm512_storeu_ps(y + i * ldy + 16, _mm512_add_ps(acc[i][1], bv));
   }
 }
 
-AVX512 static void x_block6(const float *w, size_t k, const float *x, size_t ld, const float *b,
-                            float *y) {
+AVX512 static void x_block6(const float *w, size_t ldw, size_t k, const float *x, size_t ld,
+                            const float *b, float *y, size_t ldy) {
   __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
   __m512 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-  const float *w0 = w, *w1 = w + k, *w2 = w + 2 * k, *w3 = w + 3 * k, *w4 = w + 4 * k,
-              *w5 = w + 5 * k;
+  const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw, *w4 = w + 4 * ldw,
+              *w5 = w + 5 * ldw;
   size_t j;
   for (j = 0; j < k; j++) {
     __m512 x0 = _mm512_loadu_ps(x + j * ld), x1 = _mm512_loadu_ps(x + j * ld + 16), v;
@@ -174,8 +185,8 @@ AVX512 static void x_block6(const float *w, size_t k, const float *x, size_t ld,
 #define PUT(row, lo, hi)                                                    \
   do {                                                                      \
     __m512 bv = _mm512_set1_ps(b != NULL ? b[row] : 0.0f);                  \
-    _mm512_storeu_ps(y + (row) * ld, _mm512_add_ps(lo, bv));                \
-    _mm512_storeu_ps(y + (row) * ld + 16, _mm512_add_ps(hi, bv));           \
+    _mm512_storeu_ps(y + (row) * ldy, _mm512_add_ps(lo, bv));               \
+    _mm512_storeu_ps(y + (row) * ldy + 16, _mm512_add_ps(hi, bv));          \
   } while (0)
   PUT(0, a00, a01);
   PUT(1, a10, a11);
@@ -186,16 +197,138 @@ AVX512 static void x_block6(const float *w, size_t k, const float *x, size_t ld,
 #undef PUT
 }
 
-AVX512 static void x_matmul(const float *w, size_t n, size_t k, const float *x, size_t ld,
-                            const float *b, float *y) {
+AVX512 static void x_matmul(size_t n, size_t k, size_t cols, const float *w, size_t ldw,
+                            const float *x, size_t ldx, const float *b, float *y, size_t ldy) {
   size_t t, i;
-  for (t = 0; t < ld; t += 32)
+  for (t = 0; t < cols; t += 32)
     for (i = 0; i < n; i += MR) {
       size_t r = n - i < MR ? n - i : MR;
       const float *bi = b != NULL ? b + i : NULL;
-      if (r == MR) x_block6(w + i * k, k, x + t, ld, bi, y + i * ld + t);
-      else x_block(w + i * k, r, k, x + t, ld, bi, y + i * ld + t);
+      if (r == MR) x_block6(w + i * ldw, ldw, k, x + t, ldx, bi, y + i * ldy + t, ldy);
+      else x_block(w + i * ldw, ldw, r, k, x + t, ldx, bi, y + i * ldy + t, ldy);
     }
+}
+
+/* {====== exp and GELU ======} */
+
+/*
+** exp: x = n ln 2 + r with n = round(x / ln 2) and |r| <= ln 2 / 2 (ln 2
+** split in two so that r is exact), e^r by its Taylor series to r^6
+** (relative error under 1.3e-7 there), times 2^n built in the exponent.
+** erf for GELU: Abramowitz and Stegun 7.1.26 (|error| < 1.5e-7).
+*/
+#define EXP_HI 88.37f
+#define EXP_LO -87.33f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define LOG2E 1.44269504088896341f
+
+AVX512 static inline __m512 x_exp1(__m512 x) {
+  __m512 n, r, p;
+  __m512i e;
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
+  n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+  p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+AVX512 static inline __m512 x_gelu1(__m512 x) {
+  __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
+  __m512 a = _mm512_abs_ps(z);
+  __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                           _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f), erf;
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  erf = _mm512_fnmadd_ps(p, x_exp1(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)),
+                         _mm512_set1_ps(1.0f));
+  /* erf's sign is z's */
+  erf = _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_castps_si512(erf),
+      _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32((int)0x80000000u))));
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
+                       _mm512_add_ps(_mm512_set1_ps(1.0f), erf));
+}
+
+AVX512 static void x_exp(float *x, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, x_exp1(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, m, x_exp1(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+AVX512 static void x_gelu(float *x, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, x_gelu1(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, m, x_gelu1(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+AVX static inline __m256 a_exp1(__m256 x) {
+  __m256 n, r, p;
+  __m256i e;
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(EXP_LO)), _mm256_set1_ps(EXP_HI));
+  n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+  p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX static inline __m256 a_gelu1(__m256 x) {
+  __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+  __m256 sign = _mm256_and_ps(z, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
+  __m256 a = _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), z);
+  __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
+                           _mm256_fmadd_ps(a, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f), erf;
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  erf = _mm256_fnmadd_ps(p, a_exp1(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a)),
+                         _mm256_set1_ps(1.0f));
+  erf = _mm256_or_ps(erf, sign);
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
+                       _mm256_add_ps(_mm256_set1_ps(1.0f), erf));
+}
+
+AVX static void a_exp(float *x, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, a_exp1(_mm256_loadu_ps(x + i)));
+  for (; i < n; i++) x[i] = expf(x[i]);
+}
+
+AVX static void a_gelu(float *x, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, a_gelu1(_mm256_loadu_ps(x + i)));
+  for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
 #endif /* RAG_X86 */
@@ -210,17 +343,46 @@ const char *rag_matmul_name(const rag_matmul *mm) {
   return mm->level == 2 ? "avx512" : mm->level == 1 ? "avx2" : "portable";
 }
 
-void rag_matmul_f32(const rag_matmul *mm, const float *w, size_t n, size_t k, const float *x,
-                    size_t ld, const float *b, float *y) {
+void rag_matmul_f32(const rag_matmul *mm, size_t n, size_t k, size_t cols, const float *w,
+                    size_t ldw, const float *x, size_t ldx, const float *b, float *y,
+                    size_t ldy) {
 #ifdef RAG_X86
   if (mm->level == 2) {
-    x_matmul(w, n, k, x, ld, b, y);
+    x_matmul(n, k, cols, w, ldw, x, ldx, b, y, ldy);
     return;
   }
   if (mm->level == 1) {
-    a_matmul(w, n, k, x, ld, b, y);
+    a_matmul(n, k, cols, w, ldw, x, ldx, b, y, ldy);
     return;
   }
 #endif
-  p_matmul(w, n, k, x, ld, b, y);
+  p_matmul(n, k, cols, w, ldw, x, ldx, b, y, ldy);
+}
+
+void rag_matmul_exp(const rag_matmul *mm, float *x, size_t n) {
+#ifdef RAG_X86
+  if (mm->level == 2) {
+    x_exp(x, n);
+    return;
+  }
+  if (mm->level == 1) {
+    a_exp(x, n);
+    return;
+  }
+#endif
+  p_exp(x, n);
+}
+
+void rag_matmul_gelu(const rag_matmul *mm, float *x, size_t n) {
+#ifdef RAG_X86
+  if (mm->level == 2) {
+    x_gelu(x, n);
+    return;
+  }
+  if (mm->level == 1) {
+    a_gelu(x, n);
+    return;
+  }
+#endif
+  p_gelu(x, n);
 }

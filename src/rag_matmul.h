@@ -1,10 +1,10 @@
 /*
 ** rag_matmul.h: the dense layers of a transformer, y = w x + b with the
-** activations feature-major: x holds k rows (features) of `ld` floats, one
-** column per token (m of them, ld >= m rounded up to RAG_MATMUL_COLS); w is
-** a linear layer's weight as checkpoints store it, n rows of k floats, read
-** in place; y gets n rows of ld floats. Columns m..ld are computed too
-** (whatever x holds there), so callers keep them finite.
+** activations feature-major: x holds k rows (features), one column per
+** token; w is a linear layer's weight as checkpoints store it, n rows of k
+** floats, read in place; y gets n rows. Columns are computed in groups, so
+** callers round their count up and keep the extra columns finite. Also the
+** elementwise exp and GELU the encoder needs, on the same kernels' CPU.
 **
 ** Kernels are chosen at run time: AVX-512F, AVX2/FMA, or portable C.
 */
@@ -25,8 +25,20 @@ void rag_matmul_init(rag_matmul *mm, int portable);
 /* "avx512", "avx2" or "portable". */
 const char *rag_matmul_name(const rag_matmul *mm);
 
-/* y[n][ld] = w[n][k] x[k][ld] + b[n] (b may be NULL). y must not overlap x. */
-void rag_matmul_f32(const rag_matmul *mm, const float *w, size_t n, size_t k, const float *x,
-                    size_t ld, const float *b, float *y);
+/*
+** y = w x + b over `cols` columns (a multiple of RAG_MATMUL_COLS): w is n
+** rows of k floats, `ldw` apart; x is k rows, `ldx` apart; y gets n rows,
+** `ldy` apart; b (n floats) may be NULL. Reads and writes every one of the
+** cols columns. y must not overlap x or w.
+*/
+void rag_matmul_f32(const rag_matmul *mm, size_t n, size_t k, size_t cols, const float *w,
+                    size_t ldw, const float *x, size_t ldx, const float *b, float *y,
+                    size_t ldy);
+
+/* x[i] = exp(x[i]) for i < n (relative error below 2e-7 on the SIMD paths). */
+void rag_matmul_exp(const rag_matmul *mm, float *x, size_t n);
+
+/* x[i] = GELU(x[i]) = x/2 (1 + erf(x / sqrt 2)) for i < n (erf to 2e-7). */
+void rag_matmul_gelu(const rag_matmul *mm, float *x, size_t n);
 
 #endif
