@@ -17,7 +17,8 @@
 #include <immintrin.h>
 #endif
 
-#define MR 6 /* output rows per block */
+#define MR 6   /* output rows per block */
+#define KC 256 /* rows of x per panel: 32 columns of them fill 32 kB */
 
 /* {====== Portable ======} */
 
@@ -55,7 +56,7 @@ static void p_gelu(float *x, size_t n) {
 
 /* Rows i..i+r (r <= MR) by columns t..t+16. */
 AVX static void a_block(const float *w, size_t ldw, size_t r, size_t k, const float *x,
-                        size_t ld, const float *b, float *y, size_t ldy) {
+                        size_t ld, const float *b, float *y, size_t ldy, int more) {
   __m256 acc[MR][2];
   size_t i, j;
   for (i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -68,15 +69,16 @@ AVX static void a_block(const float *w, size_t ldw, size_t r, size_t k, const fl
     }
   }
   for (i = 0; i < r; i++) {
-    __m256 bv = _mm256_set1_ps(b != NULL ? b[i] : 0.0f);
-    _mm256_storeu_ps(y + i * ldy, _mm256_add_ps(acc[i][0], bv));
-    _mm256_storeu_ps(y + i * ldy + 8, _mm256_add_ps(acc[i][1], bv));
+    __m256 lo = more ? _mm256_loadu_ps(y + i * ldy) : _mm256_set1_ps(b != NULL ? b[i] : 0.0f);
+    __m256 hi = more ? _mm256_loadu_ps(y + i * ldy + 8) : lo;
+    _mm256_storeu_ps(y + i * ldy, _mm256_add_ps(acc[i][0], lo));
+    _mm256_storeu_ps(y + i * ldy + 8, _mm256_add_ps(acc[i][1], hi));
   }
 }
 
 /* The full block, its loop unrolled so that the 12 sums stay in registers. */
 AVX static void a_block6(const float *w, size_t ldw, size_t k, const float *x, size_t ld,
-                         const float *b, float *y, size_t ldy) {
+                         const float *b, float *y, size_t ldy, int more) {
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
   __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
   const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw, *w4 = w + 4 * ldw,
@@ -103,11 +105,13 @@ AVX static void a_block6(const float *w, size_t ldw, size_t k, const float *x, s
     a50 = _mm256_fmadd_ps(v, x0, a50);
     a51 = _mm256_fmadd_ps(v, x1, a51);
   }
-#define PUT(row, lo, hi)                                                    \
-  do {                                                                      \
-    __m256 bv = _mm256_set1_ps(b != NULL ? b[row] : 0.0f);                  \
-    _mm256_storeu_ps(y + (row) * ldy, _mm256_add_ps(lo, bv));               \
-    _mm256_storeu_ps(y + (row) * ldy + 8, _mm256_add_ps(hi, bv));           \
+#define PUT(row, lo, hi)                                                                 \
+  do {                                                                                   \
+    __m256 bl = more ? _mm256_loadu_ps(y + (row) * ldy)                                  \
+                     : _mm256_set1_ps(b != NULL ? b[row] : 0.0f);                        \
+    __m256 bh = more ? _mm256_loadu_ps(y + (row) * ldy + 8) : bl;                        \
+    _mm256_storeu_ps(y + (row) * ldy, _mm256_add_ps(lo, bl));                            \
+    _mm256_storeu_ps(y + (row) * ldy + 8, _mm256_add_ps(hi, bh));                        \
   } while (0)
   PUT(0, a00, a01);
   PUT(1, a10, a11);
@@ -118,15 +122,29 @@ AVX static void a_block6(const float *w, size_t ldw, size_t k, const float *x, s
 #undef PUT
 }
 
+/* Columns t..t+16 of kc rows of x, copied together (a panel in L1). */
+AVX static void a_pack(const float *x, size_t ldx, size_t kc, float *panel) {
+  size_t j;
+  for (j = 0; j < kc; j++) {
+    _mm256_storeu_ps(panel + j * 16, _mm256_loadu_ps(x + j * ldx));
+    _mm256_storeu_ps(panel + j * 16 + 8, _mm256_loadu_ps(x + j * ldx + 8));
+  }
+}
+
 AVX static void a_matmul(size_t n, size_t k, size_t cols, const float *w, size_t ldw,
                          const float *x, size_t ldx, const float *b, float *y, size_t ldy) {
-  size_t t, i;
-  for (t = 0; t < cols; t += 16) /* a group of columns stays in cache over all rows */
-    for (i = 0; i < n; i += MR) {
-      size_t r = n - i < MR ? n - i : MR;
-      const float *bi = b != NULL ? b + i : NULL;
-      if (r == MR) a_block6(w + i * ldw, ldw, k, x + t, ldx, bi, y + i * ldy + t, ldy);
-      else a_block(w + i * ldw, ldw, r, k, x + t, ldx, bi, y + i * ldy + t, ldy);
+  float panel[KC * 16];
+  size_t t, i, k0;
+  for (t = 0; t < cols; t += 16)
+    for (k0 = 0; k0 < k; k0 += KC) {
+      size_t kc = k - k0 < KC ? k - k0 : KC;
+      a_pack(x + k0 * ldx + t, ldx, kc, panel);
+      for (i = 0; i < n; i += MR) {
+        size_t r = n - i < MR ? n - i : MR;
+        const float *bi = b != NULL ? b + i : NULL;
+        if (r == MR) a_block6(w + i * ldw + k0, ldw, kc, panel, 16, bi, y + i * ldy + t, ldy, k0 > 0);
+        else a_block(w + i * ldw + k0, ldw, r, kc, panel, 16, bi, y + i * ldy + t, ldy, k0 > 0);
+      }
     }
 }
 
@@ -135,7 +153,7 @@ AVX static void a_matmul(size_t n, size_t k, size_t cols, const float *w, size_t
 #define AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 AVX512 static void x_block(const float *w, size_t ldw, size_t r, size_t k, const float *x,
-                           size_t ld, const float *b, float *y, size_t ldy) {
+                           size_t ld, const float *b, float *y, size_t ldy, int more) {
   __m512 acc[MR][2];
   size_t i, j;
   for (i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -148,14 +166,15 @@ AVX512 static void x_block(const float *w, size_t ldw, size_t r, size_t k, const
     }
   }
   for (i = 0; i < r; i++) {
-    __m512 bv = _mm512_set1_ps(b != NULL ? b[i] : 0.0f);
-    _mm512_storeu_ps(y + i * ldy, _mm512_add_ps(acc[i][0], bv));
-    _mm512_storeu_ps(y + i * ldy + 16, _mm512_add_ps(acc[i][1], bv));
+    __m512 lo = more ? _mm512_loadu_ps(y + i * ldy) : _mm512_set1_ps(b != NULL ? b[i] : 0.0f);
+    __m512 hi = more ? _mm512_loadu_ps(y + i * ldy + 16) : lo;
+    _mm512_storeu_ps(y + i * ldy, _mm512_add_ps(acc[i][0], lo));
+    _mm512_storeu_ps(y + i * ldy + 16, _mm512_add_ps(acc[i][1], hi));
   }
 }
 
 AVX512 static void x_block6(const float *w, size_t ldw, size_t k, const float *x, size_t ld,
-                            const float *b, float *y, size_t ldy) {
+                            const float *b, float *y, size_t ldy, int more) {
   __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
   __m512 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
   const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw, *w4 = w + 4 * ldw,
@@ -182,11 +201,13 @@ AVX512 static void x_block6(const float *w, size_t ldw, size_t k, const float *x
     a50 = _mm512_fmadd_ps(v, x0, a50);
     a51 = _mm512_fmadd_ps(v, x1, a51);
   }
-#define PUT(row, lo, hi)                                                    \
-  do {                                                                      \
-    __m512 bv = _mm512_set1_ps(b != NULL ? b[row] : 0.0f);                  \
-    _mm512_storeu_ps(y + (row) * ldy, _mm512_add_ps(lo, bv));               \
-    _mm512_storeu_ps(y + (row) * ldy + 16, _mm512_add_ps(hi, bv));          \
+#define PUT(row, lo, hi)                                                                 \
+  do {                                                                                   \
+    __m512 bl = more ? _mm512_loadu_ps(y + (row) * ldy)                                  \
+                     : _mm512_set1_ps(b != NULL ? b[row] : 0.0f);                        \
+    __m512 bh = more ? _mm512_loadu_ps(y + (row) * ldy + 16) : bl;                       \
+    _mm512_storeu_ps(y + (row) * ldy, _mm512_add_ps(lo, bl));                            \
+    _mm512_storeu_ps(y + (row) * ldy + 16, _mm512_add_ps(hi, bh));                       \
   } while (0)
   PUT(0, a00, a01);
   PUT(1, a10, a11);
@@ -197,15 +218,28 @@ AVX512 static void x_block6(const float *w, size_t ldw, size_t k, const float *x
 #undef PUT
 }
 
+AVX512 static void x_pack(const float *x, size_t ldx, size_t kc, float *panel) {
+  size_t j;
+  for (j = 0; j < kc; j++) {
+    _mm512_storeu_ps(panel + j * 32, _mm512_loadu_ps(x + j * ldx));
+    _mm512_storeu_ps(panel + j * 32 + 16, _mm512_loadu_ps(x + j * ldx + 16));
+  }
+}
+
 AVX512 static void x_matmul(size_t n, size_t k, size_t cols, const float *w, size_t ldw,
                             const float *x, size_t ldx, const float *b, float *y, size_t ldy) {
-  size_t t, i;
+  float panel[KC * 32];
+  size_t t, i, k0;
   for (t = 0; t < cols; t += 32)
-    for (i = 0; i < n; i += MR) {
-      size_t r = n - i < MR ? n - i : MR;
-      const float *bi = b != NULL ? b + i : NULL;
-      if (r == MR) x_block6(w + i * ldw, ldw, k, x + t, ldx, bi, y + i * ldy + t, ldy);
-      else x_block(w + i * ldw, ldw, r, k, x + t, ldx, bi, y + i * ldy + t, ldy);
+    for (k0 = 0; k0 < k; k0 += KC) {
+      size_t kc = k - k0 < KC ? k - k0 : KC;
+      x_pack(x + k0 * ldx + t, ldx, kc, panel);
+      for (i = 0; i < n; i += MR) {
+        size_t r = n - i < MR ? n - i : MR;
+        const float *bi = b != NULL ? b + i : NULL;
+        if (r == MR) x_block6(w + i * ldw + k0, ldw, kc, panel, 32, bi, y + i * ldy + t, ldy, k0 > 0);
+        else x_block(w + i * ldw + k0, ldw, r, kc, panel, 32, bi, y + i * ldy + t, ldy, k0 > 0);
+      }
     }
 }
 
