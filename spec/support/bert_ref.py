@@ -132,9 +132,9 @@ def random_tensor(rng, shape, kind):
     return rng.normal(0.0, 0.02, shape)
 
 
-def write_json(path, obj):
+def write_json(path, obj, sort=False):
     with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
+        json.dump(obj, f, indent=2, sort_keys=sort)
         f.write("\n")
 
 
@@ -149,20 +149,18 @@ def cmd_make(a):
     cfg = {"architectures": ["BertForSequenceClassification" if cross else "BertModel"],
            "attention_probs_dropout_prob": 0.1, "classifier_dropout": None,
            "gradient_checkpointing": False, "hidden_act": "gelu",
-           "hidden_dropout_prob": 0.1, "hidden_size": a.hidden}
-    if cross:
-        cfg["id2label"] = {"0": "LABEL_0"}
-    cfg.update({"initializer_range": 0.02, "intermediate_size": a.ff})
-    if cross:
-        cfg["label2id"] = {"LABEL_0": 0}
-    cfg.update({"layer_norm_eps": 1e-12, "max_position_embeddings": a.maxpos,
-                "model_type": "bert", "num_attention_heads": a.heads,
-                "num_hidden_layers": a.layers, "pad_token_id": 0,
-                "position_embedding_type": "absolute",
-                "torch_dtype": "float16" if a.dtype == "f16" else "float32",
-                "transformers_version": "4.41.2", "type_vocab_size": 2,
-                "use_cache": True, "vocab_size": a.vocab})
-    write_json(os.path.join(a.dir, "config.json"), cfg)
+           "hidden_dropout_prob": 0.1, "hidden_size": a.hidden,
+           "initializer_range": 0.02, "intermediate_size": a.ff,
+           "layer_norm_eps": 1e-12, "max_position_embeddings": a.maxpos,
+           "model_type": "bert", "num_attention_heads": a.heads,
+           "num_hidden_layers": a.layers, "pad_token_id": 0,
+           "position_embedding_type": "absolute",
+           "torch_dtype": "float16" if a.dtype == "f16" else "float32",
+           "transformers_version": "4.41.2", "type_vocab_size": 2,
+           "use_cache": True, "vocab_size": a.vocab}
+    if cross:  # num_labels 1, written as transformers does: id2label/label2id
+        cfg.update(id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
+    write_json(os.path.join(a.dir, "config.json"), cfg, sort=True)  # as transformers
     shutil.copyfile(a.tokenizer or DEFAULT_TOKENIZER, os.path.join(a.dir, "tokenizer.json"))
     if cross:
         mml = a.max_seq_length or 512
@@ -534,7 +532,7 @@ def blas_name():
         with open("/proc/self/maps") as f:
             libs = {l.split()[-1] for l in f if "blas" in l.lower() or "lapack" in l.lower()}
         libs = sorted(os.path.realpath(p) for p in libs if p.startswith("/"))
-        return " ".join(l for l in libs if "blas" in l.lower()) or "unknown"
+        return " ".join(l for l in libs if "blas" in os.path.basename(l)) or "unknown"
     except OSError:
         return "unknown"
 
