@@ -549,7 +549,7 @@ def cmd_bench(a):
     layers = [dict(qkv=w(3 * H, H).T.copy(), bqkv=w(3 * H), o=w(H, H).T.copy(), bo=w(H),
                    i=w(F, H).T.copy(), bi=w(F), out=w(H, F).T.copy(), bout=w(H),
                    g1=1 + w(H), b1=w(H), g2=1 + w(H), b2=w(H)) for _ in range(nl)]
-    emb = w(30522, H)
+    emb, pos, typ, g0, b0 = w(30522, H), w(512, H), w(2, H), 1 + w(H), w(H)
     ids = rng.integers(1000, 30000, (B, S))
     mask = np.ones((B, S), f32)
 
@@ -559,9 +559,9 @@ def cmd_bench(a):
         return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + f32(1e-12)) * g + b
 
     def run():
-        x = emb[ids].reshape(B * S, H)
+        x = ln((emb[ids] + pos[:S] + typ[0]).reshape(B * S, H), g0, b0)
         bias = ((1 - mask) * np.finfo(f32).min)[:, None, None, :]
-        for L in layers:
+        for L in layers:  # Q, K and V projections fused in one [H, 3H] matmul
             qkv = (x @ L["qkv"] + L["bqkv"]).reshape(B, S, 3, nh, dh).transpose(2, 0, 3, 1, 4)
             s = (qkv[0] @ qkv[1].transpose(0, 1, 3, 2)) * f32(1 / math.sqrt(dh)) + bias
             s = np.exp(s - s.max(-1, keepdims=True))
@@ -733,7 +733,12 @@ def main():
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(a.threads)
     global np
-    import numpy
+    try:
+        import numpy
+    except ImportError:  # e.g. a pyenv python3 first in PATH: use Debian's
+        if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3":
+            os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+        raise
     np = numpy
 
     if a.cmd == "make":
