@@ -208,8 +208,10 @@ def is_whitespace(c):
 
 
 def is_control(c):
-    # \t \n \r are control characters but count as whitespace.
-    return c not in "\t\n\r" and unicodedata.category(c).startswith("C")
+    # \t \n \r are control characters but count as whitespace. tokenizers
+    # tests Cc, Cf and Co (its categories crate's is_other), not Cn or Cs as
+    # the original BERT's startswith("C") did.
+    return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf", "Co")
 
 
 def is_cjk(c):
@@ -649,6 +651,9 @@ def selfcheck():
     assert got == ["hello", ",", "world", "!", "naive", "中", "文", "una", "##ffa", "##ble"], got
     assert bert_normalize("A\x00b\ufffd\x07c\td\u00a0E\u0301", tok.norm) == "abc d e"
     assert bert_normalize("中a", tok.norm) == " 中 a"
+    # VT and NEL are control chars, so dropped before the whitespace map;
+    # soft hyphen and ZWSP are Cf (dropped); U+0378 is unassigned (kept)
+    assert bert_normalize("a\x0bb\x85c\u00ad\u200bd\u0378", tok.norm) == "abcd\u0378"
     assert bert_normalize("ΣΑΣ", tok.norm) == "σασ"  # per-char lowercase
     assert bert_pretokenize("a$b^c`d~e€f—g¿h") == \
         ["a", "$", "b", "^", "c", "`", "d", "~", "e€f", "—", "g", "¿", "h"]
