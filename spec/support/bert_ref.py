@@ -650,7 +650,7 @@ def selfcheck():
     got = toks("Hello, world! naïve 中文 unaffable")
     assert got == ["hello", ",", "world", "!", "naive", "中", "文", "una", "##ffa", "##ble"], got
     assert bert_normalize("A\x00b\ufffd\x07c\td\u00a0E\u0301", tok.norm) == "abc d e"
-    assert bert_normalize("中a", tok.norm) == " 中 a"
+    assert bert_normalize("中a\U00020000\U0002B820", tok.norm) == " 中 a \U00020000  \U0002B820 "
     # VT and NEL are control chars, so dropped before the whitespace map;
     # soft hyphen and ZWSP are Cf (dropped); U+0378 is unassigned (kept)
     assert bert_normalize("a\x0bb\x85c\u00ad\u200bd\u0378", tok.norm) == "abcd\u0378"
