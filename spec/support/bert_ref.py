@@ -132,9 +132,9 @@ def random_tensor(rng, shape, kind):
     return rng.normal(0.0, 0.02, shape)
 
 
-def write_json(path, obj):
+def write_json(path, obj, sort=False):
     with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
+        json.dump(obj, f, indent=2, sort_keys=sort)
         f.write("\n")
 
 
@@ -149,20 +149,18 @@ def cmd_make(a):
     cfg = {"architectures": ["BertForSequenceClassification" if cross else "BertModel"],
            "attention_probs_dropout_prob": 0.1, "classifier_dropout": None,
            "gradient_checkpointing": False, "hidden_act": "gelu",
-           "hidden_dropout_prob": 0.1, "hidden_size": a.hidden}
-    if cross:
-        cfg["id2label"] = {"0": "LABEL_0"}
-    cfg.update({"initializer_range": 0.02, "intermediate_size": a.ff})
-    if cross:
-        cfg["label2id"] = {"LABEL_0": 0}
-    cfg.update({"layer_norm_eps": 1e-12, "max_position_embeddings": a.maxpos,
-                "model_type": "bert", "num_attention_heads": a.heads,
-                "num_hidden_layers": a.layers, "pad_token_id": 0,
-                "position_embedding_type": "absolute",
-                "torch_dtype": "float16" if a.dtype == "f16" else "float32",
-                "transformers_version": "4.41.2", "type_vocab_size": 2,
-                "use_cache": True, "vocab_size": a.vocab})
-    write_json(os.path.join(a.dir, "config.json"), cfg)
+           "hidden_dropout_prob": 0.1, "hidden_size": a.hidden,
+           "initializer_range": 0.02, "intermediate_size": a.ff,
+           "layer_norm_eps": 1e-12, "max_position_embeddings": a.maxpos,
+           "model_type": "bert", "num_attention_heads": a.heads,
+           "num_hidden_layers": a.layers, "pad_token_id": 0,
+           "position_embedding_type": "absolute",
+           "torch_dtype": "float16" if a.dtype == "f16" else "float32",
+           "transformers_version": "4.41.2", "type_vocab_size": 2,
+           "use_cache": True, "vocab_size": a.vocab}
+    if cross:  # num_labels 1, written as transformers does: id2label/label2id
+        cfg.update(id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
+    write_json(os.path.join(a.dir, "config.json"), cfg, sort=True)  # as transformers
     shutil.copyfile(a.tokenizer or DEFAULT_TOKENIZER, os.path.join(a.dir, "tokenizer.json"))
     if cross:
         mml = a.max_seq_length or 512
@@ -210,8 +208,10 @@ def is_whitespace(c):
 
 
 def is_control(c):
-    # \t \n \r are control characters but count as whitespace.
-    return c not in "\t\n\r" and unicodedata.category(c).startswith("C")
+    # \t \n \r are control characters but count as whitespace. tokenizers
+    # tests Cc, Cf and Co (its categories crate's is_other), not Cn or Cs as
+    # the original BERT's startswith("C") did.
+    return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf", "Co")
 
 
 def is_cjk(c):
@@ -534,7 +534,7 @@ def blas_name():
         with open("/proc/self/maps") as f:
             libs = {l.split()[-1] for l in f if "blas" in l.lower() or "lapack" in l.lower()}
         libs = sorted(os.path.realpath(p) for p in libs if p.startswith("/"))
-        return " ".join(l for l in libs if "blas" in l.lower()) or "unknown"
+        return " ".join(l for l in libs if "blas" in os.path.basename(l)) or "unknown"
     except OSError:
         return "unknown"
 
@@ -551,7 +551,7 @@ def cmd_bench(a):
     layers = [dict(qkv=w(3 * H, H).T.copy(), bqkv=w(3 * H), o=w(H, H).T.copy(), bo=w(H),
                    i=w(F, H).T.copy(), bi=w(F), out=w(H, F).T.copy(), bout=w(H),
                    g1=1 + w(H), b1=w(H), g2=1 + w(H), b2=w(H)) for _ in range(nl)]
-    emb = w(30522, H)
+    emb, pos, typ, g0, b0 = w(30522, H), w(512, H), w(2, H), 1 + w(H), w(H)
     ids = rng.integers(1000, 30000, (B, S))
     mask = np.ones((B, S), f32)
 
@@ -561,9 +561,9 @@ def cmd_bench(a):
         return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + f32(1e-12)) * g + b
 
     def run():
-        x = emb[ids].reshape(B * S, H)
+        x = ln((emb[ids] + pos[:S] + typ[0]).reshape(B * S, H), g0, b0)
         bias = ((1 - mask) * np.finfo(f32).min)[:, None, None, :]
-        for L in layers:
+        for L in layers:  # Q, K and V projections fused in one [H, 3H] matmul
             qkv = (x @ L["qkv"] + L["bqkv"]).reshape(B, S, 3, nh, dh).transpose(2, 0, 3, 1, 4)
             s = (qkv[0] @ qkv[1].transpose(0, 1, 3, 2)) * f32(1 / math.sqrt(dh)) + bias
             s = np.exp(s - s.max(-1, keepdims=True))
@@ -650,7 +650,10 @@ def selfcheck():
     got = toks("Hello, world! naïve 中文 unaffable")
     assert got == ["hello", ",", "world", "!", "naive", "中", "文", "una", "##ffa", "##ble"], got
     assert bert_normalize("A\x00b\ufffd\x07c\td\u00a0E\u0301", tok.norm) == "abc d e"
-    assert bert_normalize("中a", tok.norm) == " 中 a"
+    assert bert_normalize("中a\U00020000\U0002B820", tok.norm) == " 中 a \U00020000  \U0002B820 "
+    # VT and NEL are control chars, so dropped before the whitespace map;
+    # soft hyphen and ZWSP are Cf (dropped); U+0378 is unassigned (kept)
+    assert bert_normalize("a\x0bb\x85c\u00ad\u200bd\u0378", tok.norm) == "abcd\u0378"
     assert bert_normalize("ΣΑΣ", tok.norm) == "σασ"  # per-char lowercase
     assert bert_pretokenize("a$b^c`d~e€f—g¿h") == \
         ["a", "$", "b", "^", "c", "`", "d", "~", "e€f", "—", "g", "¿", "h"]
@@ -735,7 +738,12 @@ def main():
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(a.threads)
     global np
-    import numpy
+    try:
+        import numpy
+    except ImportError:  # e.g. a pyenv python3 first in PATH: use Debian's
+        if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3":
+            os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+        raise
     np = numpy
 
     if a.cmd == "make":
