@@ -48,7 +48,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   --cpath='$(BUILD)/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
-  test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer \
+  test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
   check-exports clean host host-bench test-host
@@ -256,6 +256,18 @@ bench-pipeline: all
 # docs/s, queries/s, nDCG@10 and Recall@100 of rag.bm25 on SciFact
 bench-bm25: all
 	@$(RUN) $(LUA) bench/bm25.lua $(DATA)
+
+# rag.embed.bert and rag.rerank.cross_encoder in MiniLM's shape on one core:
+# sentences/s at 16, 64 and 128 tokens next to a batched numpy forward pass
+# on OpenBLAS (one thread) and the core's peak FMA rate; load time and what
+# a second process adds (issue 28, C and D).
+bench-models: all build/peak_fma
+	@sh .ci/deps python3-numpy libopenblas0-pthread
+	@$(RUN) taskset -c 0 $(LUA) bench/models.lua $(DATA)
+
+build/peak_fma: bench/peak_fma.c
+	@mkdir -p build
+	$(CC) -O2 -o $@ $<
 
 # The entity graph of SciFact with the heuristic extractor against its BM25
 # index: build times (issue 27 wants <= 2x), the graph's size, save and load.

@@ -1126,21 +1126,22 @@ local function filter_sql(fname, f)
 end
 
 -- SQL with named parameters (:name) as PostgreSQL's $1, $2, ... in the
--- order of their first use, and the values in that order (a statement
--- must use every parameter it is given).
-local function bind(sql, values)
-  local at, params = {}, {}
+-- order of their first use, and the names in that order (a statement must
+-- use every parameter it is given). `known` says which names are
+-- parameters (others, such as ::float8, are left).
+local function compile(sql, known)
+  local at, names = {}, {}
   local out = sql:gsub(":(%a[%w_]*)", function(name)
-    if values[name] == nil then
+    if known[name] == nil then
       return nil
     end
     if not at[name] then
-      params[#params + 1] = values[name]
-      at[name] = #params
+      names[#names + 1] = name
+      at[name] = #names
     end
     return "$" .. at[name]
   end)
-  return out, params
+  return out, names
 end
 
 -- One statement for a mode: the lists (each filtered, `fetch` rows), fused
@@ -1351,7 +1352,23 @@ function methods:search(query, opts)
     for i, v in ipairs(fparams) do
       values["f" .. i] = v
     end
-    local sql, params = bind(search_sql(self, mode, where), values)
+    -- the statement of this mode and filter shape, made once per index
+    local key = mode .. "\0" .. where
+    local cache = self.sql_cache or {}
+    self.sql_cache = cache
+    local c = cache[key]
+    if not c then
+      local sql, names = compile(search_sql(self, mode, where), values)
+      c = { sql = sql, names = names }
+      if (self.sql_count or 0) < 64 then -- filter shapes are few; keep at most 64
+        cache[key] = c
+        self.sql_count = (self.sql_count or 0) + 1
+      end
+    end
+    local sql, params = c.sql, {}
+    for i, name in ipairs(c.names) do
+      params[i] = values[name]
+    end
     local rows, msg, code = self.store:read(sql, params)
     if not rows then
       return nil, msg, code
