@@ -321,3 +321,91 @@ describe("rag.embed.bert", function()
     assert.has_error(function() m:embed({ "closed" }) end)
   end)
 end)
+
+-- {====== MiniLM's shapes and SciFact (make quality DATA=...) ======}
+
+local DATA = helpers.data_dir()
+if DATA then
+  describe("rag.embed.bert in MiniLM's shapes, and SciFact's tokens #data", function()
+    local BGE = DATA .. "/model2vec/test-model-float32/tokenizer.json"
+    local big = helpers.tmpname()
+    local docs = helpers.scifact() -- all 5,183 with the data folder
+    setup(function()
+      os.execute("mkdir -p " .. big)
+      -- all-MiniLM-L6-v2 and ms-marco-MiniLM-L-6-v2: the generator's defaults
+      make(big .. "/emb", "--kind embed --seed 21 --max-seq-length 128 --tokenizer " .. BGE)
+      make(big .. "/cross", "--kind cross --seed 22 --max-seq-length 128 --tokenizer " .. BGE)
+      -- a small model whose positions cover every SciFact document untruncated
+      make(big .. "/long", "--kind embed --seed 23 --layers 1 --hidden 32 --heads 2 --ff 64 "
+        .. "--maxpos 8192 --max-seq-length 8192 --tokenizer " .. BGE)
+    end)
+    teardown(function()
+      os.execute("rm -rf " .. big)
+    end)
+
+    -- 200 texts: the hand-made ones, then SciFact titles and abstracts cut
+    -- at varied lengths (one word to past the maximum of 128 tokens)
+    local texts = {}
+    for _, t in ipairs(TEXTS) do
+      texts[#texts + 1] = t
+    end
+    local lens = { 1, 3, 8, 20, 50, 120, 400, 2000 }
+    local i = 0
+    while #texts < 200 do
+      i = i + 1
+      local d = docs[i]
+      texts[#texts + 1] = i % 2 == 0 and d.title or d.text:sub(1, lens[i % #lens + 1])
+    end
+
+    it("embeds 200 texts as the reference within 1e-4", function()
+      local want = ref("embed " .. big .. "/emb", texts)
+      local m = assert(rag.embed.bert(big .. "/emb"))
+      assert.are.same({ 384, 6, 12, 1536, 30522 }, { m:dim(), m:stats().layers,
+        m:stats().heads, m:stats().ff, m:stats().vocab })
+      local got = assert(m:embed(texts))
+      for k = 1, #texts do
+        close_to(got[k], want[k], 1e-4, texts[k])
+      end
+      m:close()
+    end)
+
+    it("scores 200 pairs as the reference's cross-encoder within 1e-4", function()
+      local pairs_ = {}
+      for k, t in ipairs(texts) do
+        pairs_[k] = { texts[(k * 7) % #texts + 1], t }
+      end
+      local want = ref("score " .. big .. "/cross", pairs_)
+      local ce = assert(rag.rerank.cross_encoder(big .. "/cross"))
+      for k, p in ipairs(pairs_) do
+        close_to(assert(ce:score(p[1], { p[2] })), { want[k] }, 1e-4, p[1] .. " | " .. p[2])
+      end
+      ce:close()
+    end)
+
+    it("tokenizes every SciFact document as the reference", function()
+      local all = {}
+      for k, d in ipairs(docs) do
+        all[k] = d.title .. "\n" .. d.text
+      end
+      local want = ref("tokenize " .. big .. "/long", all)
+      local m = assert(rag.embed.bert(big .. "/long"))
+      local bad = 0
+      for k, t in ipairs(all) do
+        local ids = assert(m:tokenize(t))
+        local same = #ids == #want[k].ids
+        for j = 1, same and #ids or 0 do
+          if ids[j] ~= want[k].ids[j] then
+            same = false
+            break
+          end
+        end
+        if not same then
+          bad = bad + 1
+        end
+      end
+      assert.are.equal(0, bad, bad .. " of " .. #all .. " documents tokenize differently")
+      assert.are.equal(5183, #all)
+      m:close()
+    end)
+  end)
+end
