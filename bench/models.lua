@@ -155,8 +155,8 @@ do
       local f = io.open("/proc/self/smaps_rollup")
       local s = f:read("a")
       f:close()
-      local a = tonumber(s:match("Private_Clean:%s+(%d+)")) + tonumber(s:match("Private_Dirty:%s+(%d+)"))
-      return a
+      return tonumber(s:match("Private_Clean:%s+(%d+)"))
+        + tonumber(s:match("Private_Dirty:%s+(%d+)"))
     end
     local before = priv()
     local m = assert(rag.embed.bert("]] .. dir .. [[/minilm"))

@@ -582,7 +582,7 @@ static int content(rag_bert *m, const char *s, size_t len, uint32_t **out, size_
   }
   if ((rc = rag_hftok_encode(m->tok, s, len, &ids, n)) != RAG_OK) return rc;
   if ((*out = (uint32_t *)rag_malloc(*n * sizeof **out + 1)) == NULL) return RAG_ENOMEM;
-  memcpy(*out, ids, *n * sizeof **out);
+  if (*n > 0) memcpy(*out, ids, *n * sizeof **out);
   return RAG_OK;
 }
 

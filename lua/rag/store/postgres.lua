@@ -738,8 +738,8 @@ function methods:put(c, batch, vectors, fname)
       if ch.leaf then
         row.ftext = (title and title ~= "") and (title .. "\n" .. text) or text
         if own_terms then -- rag's analyzer: the lexemes made here
-          local terms, tf, n = assert(terms_of(row.ftext))
-          row.tsv, row.tf, row.dl = tsvector_literal(terms), tf_object(terms, tf), n
+          local terms, tf, count = assert(terms_of(row.ftext))
+          row.tsv, row.tf, row.dl = tsvector_literal(terms), tf_object(terms, tf), count
           row.ftext = nil
         end
         if vectors then
