@@ -54,8 +54,7 @@ for line in io.popen("build/peak_fma"):lines() do
   peak[k] = tonumber(v)
 end
 
-print(format("machine: %s, %s cores; one core (taskset); %s", util.cpu(), util.sh("nproc"),
-  _VERSION))
+print(format("machine: %s; one core (taskset); %s", util.cpu(), _VERSION))
 print(format("peak f32 FMA rate of one core: AVX-512 %s GFLOP/s, AVX2 %s GFLOP/s",
   tostring(peak.avx512), tostring(peak.avx2)))
 
@@ -98,7 +97,8 @@ end
 -- {====== C: speed ======}
 
 local emb = assert(rag.embed.bert(dir .. "/minilm"))
-local kernel = emb:stats().kernel
+local q8 = assert(rag.embed.bert(dir .. "/minilm", { quantize = "int8" }))
+local kernel = emb:stats().kernel:match("^avx512") and "avx512" or emb:stats().kernel
 for _, seq in ipairs({ 16, 64, 128 }) do
   local texts = texts_of(emb, seq)
   local s = time(function()
@@ -115,8 +115,15 @@ for _, seq in ipairs({ 16, 64, 128 }) do
     ref.sentences_per_s and format("%.1f", ref.sentences_per_s) or "",
     format("%.1f GFLOP/s, %s; x%.2f numpy", gf, share,
       ref.sentences_per_s and (32 / s) / ref.sentences_per_s or 0))
+  local s8 = time(function()
+    assert(q8:embed(texts))
+  end)
+  print(format("embed int8, 32 x %3d tokens: %7.1f sentences/s, x%.2f f32", seq, 32 / s8, s / s8))
+  row(format("embedder int8, 32 texts x %d tokens, sentences/s", seq), format("%.1f", 32 / s8),
+    "", format("x%.2f f32 (target >= 2)", s / s8))
 end
 emb:close()
+q8:close()
 
 local ce = assert(rag.rerank.cross_encoder(dir .. "/msmarco"))
 do

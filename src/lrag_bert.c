@@ -32,7 +32,7 @@ static rag_bert *check_open(lua_State *L, const char *fname) {
 /* {====== Loading ======} */
 
 static int bert_load(lua_State *L) {
-  static const char *const allowed[] = {"portable", NULL};
+  static const char *const allowed[] = {"portable", "quantize", NULL};
   const char *dir = lrag_checkpath(L, 1, NAME ".load");
   rag_bert_opts o;
   rag_bert_error e;
@@ -42,6 +42,16 @@ static int bert_load(lua_State *L) {
   memset(&o, 0, sizeof o);
   lrag_checkopts(L, 2, NAME ".load", allowed);
   o.portable = lrag_optboolean(L, 2, NAME ".load", "portable", 0);
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "quantize");
+    if (!lua_isnil(L, -1)) {
+      const char *q = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+      if (q == NULL || (strcmp(q, "int8") != 0 && strcmp(q, "none") != 0))
+        luaL_error(L, NAME ".load: option 'quantize' must be \"int8\" or \"none\"");
+      o.quantize = strcmp(q, "int8") == 0;
+    }
+    lua_pop(L, 1);
+  }
   u = (lbert *)lrag_newobject(L, &bert_class, sizeof *u);
   rc = rag_bert_load(dir, &o, &u->m, &e);
   if (rc == RAG_OK) return 1;

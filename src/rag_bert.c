@@ -29,8 +29,17 @@
 #define MAX_DIM 65536     /* hidden and feed-forward sizes */
 #define MAX_LAYERS 256
 
+/* A linear layer's weight, [out][in]: f32, and int8 when quantized. */
+typedef struct dense {
+  const float *w;
+  int8_t *q; /* NULL: run in f32 */
+  float *scale;
+  int32_t *sum;
+  size_t out, in;
+} dense;
+
 typedef struct layer {
-  const float *wq, *wk, *wv, *wo, *wi, *wo2; /* [out][in] */
+  dense wq, wk, wv, wo, wi, wo2;
   float *bq, *bk, *bv, *bo, *bi, *bo2;
   float *g1, *b1, *g2, *b2; /* LayerNorms after attention and after the feed-forward */
 } layer;
@@ -41,7 +50,7 @@ struct rag_bert {
   size_t maplen;
   rag_safetensors st;
   rag_matmul mm;
-  int cross, cls_pooling, normalize, f16;
+  int cross, cls_pooling, normalize, f16, quantize;
   size_t hidden, nlayers, heads, ff, vocab, positions, types, maxtok;
   float eps;
   uint32_t cls, sep;
@@ -55,6 +64,7 @@ struct rag_bert {
   size_t nowned, capowned, ownedbytes;
   /* scratch */
   float *x, *q, *k, *v, *c, *t, *f, *s, *mean, *rstd;
+  void *i8; /* int8 scratch */
   size_t ld;                     /* columns of the activation buffers */
   uint32_t *ids;                 /* a tokenized text or pair, then a batch */
   uint8_t *tt;
@@ -422,25 +432,41 @@ static int table(rag_bert *m, const char *prefix, const char *name, size_t rows,
   return RAG_OK;
 }
 
+/* A dense layer's weight, quantized to int8 when asked (and in % 4 == 0). */
+static int weight(rag_bert *m, const char *prefix, const char *name, size_t out, size_t in,
+                  dense *d, rag_bert_error *e) {
+  int rc = matrix(m, prefix, name, out, in, &d->w, e);
+  d->out = out;
+  d->in = in;
+  d->q = NULL;
+  if (rc != RAG_OK || !m->quantize || in % 4 != 0) return rc;
+  if ((d->q = (int8_t *)own(m, out * in)) == NULL ||
+      (d->scale = (float *)own(m, out * sizeof *d->scale)) == NULL ||
+      (d->sum = (int32_t *)own(m, out * sizeof *d->sum)) == NULL)
+    return RAG_ENOMEM;
+  rag_matmul_quantize_rows(d->w, out, in, d->q, d->scale, d->sum);
+  return RAG_OK;
+}
+
 static int load_layer(rag_bert *m, const char *pre, size_t i, rag_bert_error *e) {
   char p[96];
   layer *l = &m->layers[i];
   size_t h = m->hidden, f = m->ff;
   int rc;
   snprintf(p, sizeof p, "%sencoder.layer.%lu.", pre, (unsigned long)i);
-  if ((rc = matrix(m, p, "attention.self.query.weight", h, h, &l->wq, e)) != RAG_OK ||
+  if ((rc = weight(m, p, "attention.self.query.weight", h, h, &l->wq, e)) != RAG_OK ||
       (rc = vector(m, p, "attention.self.query.bias", h, &l->bq, e)) != RAG_OK ||
-      (rc = matrix(m, p, "attention.self.key.weight", h, h, &l->wk, e)) != RAG_OK ||
+      (rc = weight(m, p, "attention.self.key.weight", h, h, &l->wk, e)) != RAG_OK ||
       (rc = vector(m, p, "attention.self.key.bias", h, &l->bk, e)) != RAG_OK ||
-      (rc = matrix(m, p, "attention.self.value.weight", h, h, &l->wv, e)) != RAG_OK ||
+      (rc = weight(m, p, "attention.self.value.weight", h, h, &l->wv, e)) != RAG_OK ||
       (rc = vector(m, p, "attention.self.value.bias", h, &l->bv, e)) != RAG_OK ||
-      (rc = matrix(m, p, "attention.output.dense.weight", h, h, &l->wo, e)) != RAG_OK ||
+      (rc = weight(m, p, "attention.output.dense.weight", h, h, &l->wo, e)) != RAG_OK ||
       (rc = vector(m, p, "attention.output.dense.bias", h, &l->bo, e)) != RAG_OK ||
       (rc = vector(m, p, "attention.output.LayerNorm.weight", h, &l->g1, e)) != RAG_OK ||
       (rc = vector(m, p, "attention.output.LayerNorm.bias", h, &l->b1, e)) != RAG_OK ||
-      (rc = matrix(m, p, "intermediate.dense.weight", f, h, &l->wi, e)) != RAG_OK ||
+      (rc = weight(m, p, "intermediate.dense.weight", f, h, &l->wi, e)) != RAG_OK ||
       (rc = vector(m, p, "intermediate.dense.bias", f, &l->bi, e)) != RAG_OK ||
-      (rc = matrix(m, p, "output.dense.weight", h, f, &l->wo2, e)) != RAG_OK ||
+      (rc = weight(m, p, "output.dense.weight", h, f, &l->wo2, e)) != RAG_OK ||
       (rc = vector(m, p, "output.dense.bias", h, &l->bo2, e)) != RAG_OK ||
       (rc = vector(m, p, "output.LayerNorm.weight", h, &l->g2, e)) != RAG_OK ||
       (rc = vector(m, p, "output.LayerNorm.bias", h, &l->b2, e)) != RAG_OK)
@@ -504,6 +530,7 @@ int rag_bert_load(const char *dir, const rag_bert_opts *o, rag_bert **out, rag_b
   if ((m = (rag_bert *)rag_malloc(sizeof *m)) == NULL) return RAG_ENOMEM;
   memset(m, 0, sizeof *m);
   rag_matmul_init(&m->mm, o != NULL && o->portable);
+  m->quantize = o != NULL && o->quantize;
   if ((rc = load_config(m, dir, e)) != RAG_OK || (rc = load_sbert(m, dir, e)) != RAG_OK ||
       (rc = load_tokenizer(m, dir, e)) != RAG_OK || (rc = load_weights(m, dir, e)) != RAG_OK) {
     rag_bert_free(m);
@@ -522,6 +549,7 @@ void rag_bert_free(rag_bert *m) {
   for (i = 0; i < m->nowned; i++) rag_free(m->owned[i]);
   rag_free(m->owned);
   rag_free(m->x);
+  rag_free(m->i8);
   rag_free(m->s);
   rag_free(m->ids);
   rag_free(m->tt);
@@ -547,7 +575,7 @@ void rag_bert_describe(const rag_bert *m, rag_bert_info *info) {
   info->pooling = m->cls_pooling ? "cls" : "mean";
   info->normalize = m->normalize;
   info->dtype = m->f16 ? "f16" : "f32";
-  info->weights = "f32";
+  info->weights = m->quantize ? "int8" : "f32";
   info->kernel = rag_matmul_name(&m->mm);
   info->mapped = m->maplen;
   info->owned = m->ownedbytes;
@@ -657,6 +685,16 @@ static int reserve_cols(rag_bert *m, size_t ld) {
   m->mean = m->f + m->ff * ld;
   m->rstd = m->mean + ld;
   m->ld = ld;
+  if (m->quantize) {
+    size_t in = m->ff > h ? m->ff : h;
+    void *q = rag_malloc(rag_matmul_i8_scratch(in, ld));
+    if (q == NULL) {
+      m->ld = 0; /* sized again next time */
+      return RAG_ENOMEM;
+    }
+    rag_free(m->i8);
+    m->i8 = q;
+  }
   return RAG_OK;
 }
 
@@ -718,6 +756,19 @@ static void attend(rag_bert *m, size_t o, size_t n) {
   }
 }
 
+/* y = d x + b over the batch's columns, in int8 or f32; `packed`: x is
+** the one the int8 scratch already holds. */
+static void apply(rag_bert *m, const dense *d, const float *x, const float *b, float *y,
+                  int packed) {
+  size_t ld = m->ld;
+  if (d->q != NULL) {
+    if (!packed) rag_matmul_i8_pack(&m->mm, d->in, ld, x, ld, m->i8);
+    rag_matmul_i8(&m->mm, d->out, d->in, ld, d->q, d->scale, d->sum, b, y, ld, m->i8);
+  } else {
+    rag_matmul_f32(&m->mm, d->out, d->in, ld, d->w, d->in, x, ld, b, y, ld);
+  }
+}
+
 /* Element i of an embedding table of `elem`-byte (f32 or f16) entries. */
 static float table_at(const unsigned char *tab, size_t elem, size_t i) {
   const unsigned char *p = tab + i * elem;
@@ -763,17 +814,17 @@ static int forward(rag_bert *m, size_t nseq, size_t ntok) {
   layer_norm(m, m->x, ld, m->eg, m->eb);
   for (l = 0; l < m->nlayers; l++) {
     const layer *y = &m->layers[l];
-    rag_matmul_f32(&m->mm, h, h, ld, y->wq, h, m->x, ld, y->bq, m->q, ld);
-    rag_matmul_f32(&m->mm, h, h, ld, y->wk, h, m->x, ld, y->bk, m->k, ld);
-    rag_matmul_f32(&m->mm, h, h, ld, y->wv, h, m->x, ld, y->bv, m->v, ld);
+    apply(m, &y->wq, m->x, y->bq, m->q, 0);
+    apply(m, &y->wk, m->x, y->bk, m->k, y->wq.q != NULL);
+    apply(m, &y->wv, m->x, y->bv, m->v, y->wq.q != NULL);
     for (f = 0; f < h * ld; f++) m->c[f] = 0;
     for (s = 0; s < nseq; s++) attend(m, m->off[s], m->len[s]);
-    rag_matmul_f32(&m->mm, h, h, ld, y->wo, h, m->c, ld, y->bo, m->t, ld);
+    apply(m, &y->wo, m->c, y->bo, m->t, 0);
     for (f = 0; f < h * ld; f++) m->t[f] += m->x[f];
     layer_norm(m, m->t, ld, y->g1, y->b1);
-    rag_matmul_f32(&m->mm, m->ff, h, ld, y->wi, h, m->t, ld, y->bi, m->f, ld);
+    apply(m, &y->wi, m->t, y->bi, m->f, 0);
     rag_matmul_gelu(&m->mm, m->f, m->ff * ld);
-    rag_matmul_f32(&m->mm, h, m->ff, ld, y->wo2, m->ff, m->f, ld, y->bo2, m->x, ld);
+    apply(m, &y->wo2, m->f, y->bo2, m->x, 0);
     for (f = 0; f < h * ld; f++) m->x[f] += m->t[f];
     layer_norm(m, m->x, ld, y->g2, y->b2);
   }

@@ -32,7 +32,8 @@
 typedef struct rag_bert rag_bert;
 
 typedef struct rag_bert_opts {
-  int quantize; /* 1: int8 weights with a scale per row */
+  int quantize; /* 1: the dense layers in int8 (weights with a scale per row,
+                 each token's activations with its own scale) */
   int portable; /* 1: plain C kernels (for tests) */
 } rag_bert_opts;
 
@@ -52,7 +53,7 @@ typedef struct rag_bert_info {
   const char *pooling;  /* "mean" or "cls" */
   int normalize;        /* embeddings scaled to unit length */
   const char *dtype;    /* the file's: "f32" or "f16" */
-  const char *weights;  /* what the matrices run as: "f32" or "int8" */
+  const char *weights;  /* what the dense layers run as: "f32" or "int8" */
   const char *kernel;   /* "avx512", "avx2" or "portable" */
   size_t mapped, owned; /* bytes of the file mapped; bytes the model allocated */
 } rag_bert_info;

@@ -586,7 +586,10 @@ static int cpu_has_bf16(void) {
 
 int rag_kernel_cpu(void) {
 #ifdef RAG_X86
-  return cpu_has_avx512() ? 2 : cpu_has_avx2() ? 1 : 0;
+  unsigned a, b, c, d;
+  if (cpu_has_avx512())
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) ? 3 : 2; /* VNNI */
+  return cpu_has_avx2() ? 1 : 0;
 #else
   return 0;
 #endif

@@ -58,8 +58,8 @@ typedef struct rag_kernel {
   int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;
 
-/* What the CPU runs: 2 AVX-512F (with AVX2, FMA, F16C), 1 AVX2/FMA/F16C,
-** 0 neither (or not x86-64). */
+/* What the CPU runs: 3 AVX-512F with AVX512-VNNI, 2 AVX-512F (both with
+** AVX2, FMA, F16C), 1 AVX2/FMA/F16C, 0 none of them (or not x86-64). */
 int rag_kernel_cpu(void);
 
 /* Picks the kernel; `portable` forces plain C (for tests). */

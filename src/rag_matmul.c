@@ -367,14 +367,223 @@ AVX static void a_gelu(float *x, size_t n) {
 
 #endif /* RAG_X86 */
 
+/* {====== int8 ======} */
+
+/*
+** Weights: int8 with a scale per row (w ~ s q), and each row's sum of q.
+** Activations: per column t, u = round(x * 127 / max|x[.][t]|) + 128 in
+** [1, 255], packed so that 4 consecutive rows of 16 columns fill 64 bytes
+** (what VPDPBUSD multiplies), and the column's scale a = max / 127. Then
+** y = s a (sum q u - 128 sum q) + b: integer sums, the same on every path.
+*/
+
+void rag_matmul_quantize_rows(const float *w, size_t n, size_t k, int8_t *q, float *scale,
+                              int32_t *sum) {
+  size_t i, j;
+  for (i = 0; i < n; i++) {
+    const float *r = w + i * k;
+    float mx = 0, inv;
+    int32_t s = 0;
+    for (j = 0; j < k; j++) mx = fabsf(r[j]) > mx ? fabsf(r[j]) : mx;
+    scale[i] = mx > 0 ? mx / 127.0f : 1.0f;
+    inv = mx > 0 ? 127.0f / mx : 0.0f;
+    for (j = 0; j < k; j++) {
+      long v = lrintf(r[j] * inv);
+      v = v > 127 ? 127 : v < -127 ? -127 : v;
+      q[i * k + j] = (int8_t)v;
+      s += (int32_t)v;
+    }
+    sum[i] = s;
+  }
+}
+
+/* Quantizes and packs `cols` columns of x (k a multiple of 4) into u and
+** their scales into a. u holds cols / 16 panels of k / 4 quads of 64 bytes. */
+static void pack_u8(size_t k, size_t cols, const float *x, size_t ldx, uint8_t *u, float *a) {
+  size_t t, j;
+  for (t = 0; t < cols; t++) a[t] = 0;
+  for (j = 0; j < k; j++)
+    for (t = 0; t < cols; t++) {
+      float v = fabsf(x[j * ldx + t]);
+      a[t] = v > a[t] ? v : a[t];
+    }
+  for (t = 0; t < cols; t++) {
+    float mx = a[t], inv = mx > 0 ? 127.0f / mx : 0.0f;
+    size_t g = t / 16, lane = t % 16;
+    uint8_t *panel = u + g * (k / 4) * 64;
+    for (j = 0; j < k; j++) {
+      long v = lrintf(x[j * ldx + t] * inv);
+      v = v > 127 ? 127 : v < -127 ? -127 : v;
+      panel[(j / 4) * 64 + lane * 4 + j % 4] = (uint8_t)(v + 128);
+    }
+    a[t] = mx > 0 ? mx / 127.0f : 1.0f;
+  }
+}
+
+/* y[i][t] from the integer sum: the one epilogue of every path. */
+static inline float dequant(int32_t acc, int32_t sum, float s, float a, float b) {
+  return (float)(acc - 128 * sum) * (s * a) + b;
+}
+
+static void p_matmul_i8(size_t n, size_t k, size_t cols, const int8_t *q, const float *scale,
+                        const int32_t *sum, const uint8_t *u, const float *a, const float *b,
+                        float *y, size_t ldy) {
+  size_t i, t, j;
+  for (i = 0; i < n; i++)
+    for (t = 0; t < cols; t++) {
+      const uint8_t *panel = u + (t / 16) * (k / 4) * 64 + (t % 16) * 4;
+      int32_t acc = 0;
+      for (j = 0; j < k; j++) acc += (int32_t)q[i * k + j] * (int32_t)panel[(j / 4) * 64 + j % 4];
+      y[i * ldy + t] = dequant(acc, sum[i], scale[i], a[t], b != NULL ? b[i] : 0.0f);
+    }
+}
+
+#ifdef RAG_X86
+#define VNNI __attribute__((target("avx512f,avx512vnni,avx2,fma")))
+
+/* pack_u8 for 16 columns at a time: the max down each column, then four
+** rows' bytes shifted into each column's 32 bits (the same numbers). */
+VNNI static void v_pack_u8(size_t k, size_t cols, const float *x, size_t ldx, uint8_t *u,
+                           float *a) {
+  size_t t, j;
+  for (t = 0; t < cols; t += 16) {
+    __m512 mx = _mm512_setzero_ps(), inv, zero = _mm512_setzero_ps();
+    __mmask16 some;
+    uint8_t *panel = u + (t / 16) * (k / 4) * 64;
+    for (j = 0; j < k; j++)
+      mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + j * ldx + t)));
+    some = _mm512_cmp_ps_mask(mx, zero, _CMP_GT_OQ);
+    inv = _mm512_maskz_div_ps(some, _mm512_set1_ps(127.0f), mx);
+    for (j = 0; j < k; j += 4) {
+      __m512i w = _mm512_setzero_si512();
+      int r;
+      for (r = 0; r < 4; r++) {
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + (j + r) * ldx + t), inv));
+        v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+        v = _mm512_add_epi32(v, _mm512_set1_epi32(128));
+        w = _mm512_or_si512(w, _mm512_sllv_epi32(v, _mm512_set1_epi32(8 * r)));
+      }
+      _mm512_storeu_si512((void *)(panel + (j / 4) * 64), w);
+    }
+    _mm512_storeu_ps(a + t, _mm512_mask_div_ps(_mm512_set1_ps(1.0f), some, mx,
+                                                 _mm512_set1_ps(127.0f)));
+  }
+}
+
+/* The full block of 6 rows, unrolled so that the 12 sums stay in registers. */
+VNNI static void v_block6(const int8_t *q, size_t k, const uint8_t *u0, const uint8_t *u1,
+                          __m512i *out) {
+  __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+  __m512i a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+  size_t j;
+  for (j = 0; j < k / 4; j++) {
+    __m512i x0 = _mm512_loadu_si512((const void *)(u0 + j * 64));
+    __m512i x1 = _mm512_loadu_si512((const void *)(u1 + j * 64)), v;
+    int32_t w;
+#define ROW(r, lo, hi)                                   \
+    memcpy(&w, q + (r) * k + j * 4, 4);                   \
+    v = _mm512_set1_epi32(w);                             \
+    lo = _mm512_dpbusd_epi32(lo, x0, v);                  \
+    hi = _mm512_dpbusd_epi32(hi, x1, v);
+    ROW(0, a00, a01)
+    ROW(1, a10, a11)
+    ROW(2, a20, a21)
+    ROW(3, a30, a31)
+    ROW(4, a40, a41)
+    ROW(5, a50, a51)
+#undef ROW
+  }
+  out[0] = a00, out[1] = a01, out[2] = a10, out[3] = a11, out[4] = a20, out[5] = a21;
+  out[6] = a30, out[7] = a31, out[8] = a40, out[9] = a41, out[10] = a50, out[11] = a51;
+}
+
+/* Rows i..i+r (r <= MR) by the 32 columns of panels u0 and u1. */
+VNNI static void v_block(const int8_t *q, size_t k, size_t r, const uint8_t *u0,
+                         const uint8_t *u1, const float *scale, const int32_t *sum,
+                         const float *a, const float *b, float *y, size_t ldy) {
+  __m512i acc[MR][2];
+  size_t i, j;
+  if (r == MR) v_block6(q, k, u0, u1, &acc[0][0]);
+  else for (i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+  for (j = 0; r < MR && j < k / 4; j++) {
+    __m512i x0 = _mm512_loadu_si512((const void *)(u0 + j * 64));
+    __m512i x1 = _mm512_loadu_si512((const void *)(u1 + j * 64));
+    for (i = 0; i < r; i++) {
+      int32_t w4;
+      __m512i wv;
+      memcpy(&w4, q + i * k + j * 4, 4);
+      wv = _mm512_set1_epi32(w4);
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], x0, wv);
+      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], x1, wv);
+    }
+  }
+  for (i = 0; i < r; i++) {
+    __m512 sa0 = _mm512_mul_ps(_mm512_set1_ps(scale[i]), _mm512_loadu_ps(a));
+    __m512 sa1 = _mm512_mul_ps(_mm512_set1_ps(scale[i]), _mm512_loadu_ps(a + 16));
+    __m512i corr = _mm512_set1_epi32(128 * sum[i]);
+    __m512 bv = _mm512_set1_ps(b != NULL ? b[i] : 0.0f);
+    __m512 v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][0], corr));
+    __m512 v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][1], corr));
+    _mm512_storeu_ps(y + i * ldy, _mm512_add_ps(_mm512_mul_ps(v0, sa0), bv));
+    _mm512_storeu_ps(y + i * ldy + 16, _mm512_add_ps(_mm512_mul_ps(v1, sa1), bv));
+  }
+}
+
+VNNI static void v_matmul_i8(size_t n, size_t k, size_t cols, const int8_t *q,
+                             const float *scale, const int32_t *sum, const uint8_t *u,
+                             const float *a, const float *b, float *y, size_t ldy) {
+  size_t t, i, panel = (k / 4) * 64;
+  for (t = 0; t < cols; t += 32)
+    for (i = 0; i < n; i += MR) {
+      size_t r = n - i < MR ? n - i : MR;
+      v_block(q + i * k, k, r, u + (t / 16) * panel, u + (t / 16 + 1) * panel, scale + i,
+              sum + i, a + t, b != NULL ? b + i : NULL, y + i * ldy + t, ldy);
+    }
+}
+#endif
+
+size_t rag_matmul_i8_scratch(size_t k, size_t cols) {
+  return k * cols + cols * sizeof(float) + 64;
+}
+
+void rag_matmul_i8_pack(const rag_matmul *mm, size_t k, size_t cols, const float *x,
+                        size_t ldx, void *scratch) {
+  uint8_t *u = (uint8_t *)scratch;
+  float *a = (float *)(void *)(u + ((k * cols + 63) / 64) * 64);
+#ifdef RAG_X86
+  if (mm->vnni) {
+    v_pack_u8(k, cols, x, ldx, u, a);
+    return;
+  }
+#endif
+  pack_u8(k, cols, x, ldx, u, a);
+}
+
+void rag_matmul_i8(const rag_matmul *mm, size_t n, size_t k, size_t cols, const int8_t *q,
+                   const float *scale, const int32_t *sum, const float *b, float *y,
+                   size_t ldy, const void *scratch) {
+  const uint8_t *u = (const uint8_t *)scratch;
+  const float *a = (const float *)(const void *)(u + ((k * cols + 63) / 64) * 64);
+#ifdef RAG_X86
+  if (mm->vnni) {
+    v_matmul_i8(n, k, cols, q, scale, sum, u, a, b, y, ldy);
+    return;
+  }
+#endif
+  p_matmul_i8(n, k, cols, q, scale, sum, u, a, b, y, ldy);
+}
+
 /* {====== Dispatch ======} */
 
 void rag_matmul_init(rag_matmul *mm, int portable) {
-  mm->level = portable ? 0 : rag_kernel_cpu();
+  int cpu = portable ? 0 : rag_kernel_cpu();
+  mm->level = cpu > 2 ? 2 : cpu;
+  mm->vnni = cpu == 3;
 }
 
 const char *rag_matmul_name(const rag_matmul *mm) {
-  return mm->level == 2 ? "avx512" : mm->level == 1 ? "avx2" : "portable";
+  return mm->level == 2 ? (mm->vnni ? "avx512-vnni" : "avx512")
+         : mm->level == 1 ? "avx2" : "portable";
 }
 
 void rag_matmul_f32(const rag_matmul *mm, size_t n, size_t k, size_t cols, const float *w,

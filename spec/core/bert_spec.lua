@@ -125,6 +125,14 @@ local function make(path, args)
     "bert_ref.py make failed")
 end
 
+local function cosine(a, b)
+  local dot, na, nb = 0, 0, 0
+  for i = 1, #a do
+    dot, na, nb = dot + a[i] * b[i], na + a[i] * a[i], nb + b[i] * b[i]
+  end
+  return dot / math.sqrt(na * nb)
+end
+
 local function close_to(a, b, tol, what)
   assert.are.equal(#b, #a, what)
   local worst = 0
@@ -205,6 +213,23 @@ describe("rag.embed.bert", function()
       end
     end)
   end
+
+  it("runs its dense layers in int8 on request, within cosine 0.99 of the reference",
+    function()
+    local want = ref("embed " .. EMB, TEXTS)
+    for _, portable in ipairs({ false, true }) do
+      local m = assert(rag.embed.bert(EMB, { quantize = "int8", portable = portable }))
+      assert.are.equal("int8", m:stats().weights)
+      local got = assert(m:embed(TEXTS))
+      for i = 1, #TEXTS do
+        local c = cosine(got[i], want[i])
+        assert.is_true(c >= 0.99 and c < 1 - 1e-9, TEXTS[i] .. ": cosine " .. c)
+      end
+      m:close()
+    end
+    assert.are.equal("f32", assert(rag.embed.bert(EMB, { quantize = "none" })):stats().weights)
+    assert.has_error(function() rag.embed.bert(EMB, { quantize = "int4" }) end)
+  end)
 
   it("gives a text the same embedding alone and in any batch", function()
     local m = assert(rag.embed.bert(EMB))
@@ -370,6 +395,19 @@ if DATA then
         close_to(got[k], want[k], 1e-4, texts[k])
       end
       m:close()
+    end)
+
+    it("keeps int8 embeddings of the 200 texts within cosine 0.99 of f32", function()
+      local f = assert(rag.embed.bert(big .. "/emb"))
+      local q = assert(rag.embed.bert(big .. "/emb", { quantize = "int8" }))
+      local a, b = assert(f:embed(texts)), assert(q:embed(texts))
+      local worst = 1
+      for k = 1, #texts do
+        worst = math.min(worst, cosine(a[k], b[k]))
+      end
+      assert.is_true(worst >= 0.99, "cosine " .. worst)
+      f:close()
+      q:close()
     end)
 
     it("scores 200 pairs as the reference's cross-encoder within 1e-4", function()
