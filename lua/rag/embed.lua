@@ -35,7 +35,8 @@ M.model2vec = core.model2vec.load
 -- F16, and sentence-transformers' modules.json, 1_Pooling/config.json and
 -- sentence_bert_config.json). See docs/models.md.
 -- @tparam string path the folder
--- @tparam[opt] table opts `portable` (true: plain C kernels)
+-- @tparam[opt] table opts `quantize` ("int8" or "none"), `portable` (true:
+--   plain C kernels)
 -- @return embedder with `:embed(texts [, { packed = }])`, `:dim()`,
 --   `:max_tokens()`, `:tokenize(text)`, `:stats()`, `:close()` | nil, msg, code
 function M.bert(path, opts)

@@ -19,7 +19,8 @@ CE.__index = CE
 -- ms-marco-MiniLM-L-6-v2 or a bge reranker of BERT shape) run in C from a
 -- model folder as downloaded. See docs/models.md.
 -- @tparam string path the folder
--- @tparam[opt] table opts `portable` (true: plain C kernels)
+-- @tparam[opt] table opts `quantize` ("int8" or "none"), `portable` (true:
+--   plain C kernels)
 -- @return reranker with `:score(query, texts)`, `:rerank(query, docs [, k | opts])`,
 --   `:stats()`, `:close()` | nil, msg, code
 function M.cross_encoder(path, opts)
