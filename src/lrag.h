@@ -99,6 +99,13 @@ int lrag_texterror(lua_State *L, int rc, const char *fname, size_t errpos);
 int lrag_file_error(lua_State *L, int rc, const char *fname, const char *path, const char *why,
                     int err);
 
+/*
+** lrag_file_error for a file `file` of a model folder `dir` (its trailing
+** slashes dropped; "" for the folder itself): "fname: 'dir/file': why".
+*/
+int lrag_dir_error(lua_State *L, int rc, const char *fname, const char *dir, const char *file,
+                   const char *why, int err);
+
 /* Pushes rag.h's codes as a list { { code=, meaning= }, ... } in list order. */
 void lrag_pusherrors(lua_State *L);
 

@@ -40,6 +40,19 @@ int lrag_texterror(lua_State *L, int rc, const char *fname, size_t errpos) {
   return lrag_error(L, rc, fname, NULL);
 }
 
+int lrag_dir_error(lua_State *L, int rc, const char *fname, const char *dir, const char *file,
+                   const char *why, int err) {
+  size_t dl = strlen(dir);
+  while (dl > 1 && dir[dl - 1] == '/') dl--;
+  lua_pushlstring(L, dir, dl);
+  if (file[0] != '\0') {
+    lua_pushliteral(L, "/");
+    lua_pushstring(L, file);
+    lua_concat(L, 3);
+  }
+  return lrag_file_error(L, rc, fname, lua_tostring(L, -1), why, err);
+}
+
 int lrag_file_error(lua_State *L, int rc, const char *fname, const char *path, const char *why,
                     int err) {
   char reason[256];

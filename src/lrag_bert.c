@@ -37,7 +37,6 @@ static int bert_load(lua_State *L) {
   rag_bert_opts o;
   rag_bert_error e;
   lbert *u;
-  size_t dl = strlen(dir);
   int rc;
   memset(&o, 0, sizeof o);
   lrag_checkopts(L, 2, NAME ".load", allowed);
@@ -56,14 +55,7 @@ static int bert_load(lua_State *L) {
   rc = rag_bert_load(dir, &o, &u->m, &e);
   if (rc == RAG_OK) return 1;
   if (rc == RAG_ENOMEM) return lrag_error(L, rc, NAME ".load", NULL);
-  while (dl > 1 && dir[dl - 1] == '/') dl--;
-  lua_pushlstring(L, dir, dl); /* the file the failure concerns */
-  if (e.file[0] != '\0') {
-    lua_pushliteral(L, "/");
-    lua_pushstring(L, e.file);
-    lua_concat(L, 3);
-  }
-  return lrag_file_error(L, rc, NAME ".load", lua_tostring(L, -1), e.why, e.err);
+  return lrag_dir_error(L, rc, NAME ".load", dir, e.file, e.why, e.err);
 }
 
 /* {====== Running ======} */

@@ -35,18 +35,10 @@ static int model2vec_load(lua_State *L) {
   const char *dir = lrag_checkpath(L, 1, NAME);
   rag_model2vec_error e;
   lmodel *u = (lmodel *)lrag_newobject(L, &model_class, sizeof *u);
-  size_t dl = strlen(dir);
   int rc = rag_model2vec_load(dir, &u->m, &e);
   if (rc == RAG_OK) return 1;
   if (rc == RAG_ENOMEM) return lrag_error(L, rc, NAME, NULL);
-  while (dl > 1 && dir[dl - 1] == '/') dl--;
-  lua_pushlstring(L, dir, dl); /* the file the failure concerns */
-  if (e.file[0] != '\0') {
-    lua_pushliteral(L, "/");
-    lua_pushstring(L, e.file);
-    lua_concat(L, 3);
-  }
-  return lrag_file_error(L, rc, NAME, lua_tostring(L, -1), e.why, e.err);
+  return lrag_dir_error(L, rc, NAME, dir, e.file, e.why, e.err);
 }
 
 /* {====== Embedding ======} */

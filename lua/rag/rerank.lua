@@ -15,6 +15,42 @@ end
 local CE = {}
 CE.__index = CE
 
+-- The texts of `docs` (strings, or tables with a string `text`); raises at
+-- `level` for anything else. Shared with rag.providers.rerank.
+function M._texts(fname, docs, level)
+  if type(docs) ~= "table" then
+    error(fname .. ": docs must be a list, got " .. type(docs), level + 1)
+  end
+  local texts = {}
+  for i = 1, #docs do
+    local d = docs[i]
+    if type(d) == "table" then
+      d = d.text
+    end
+    if type(d) ~= "string" then
+      error(fname .. ": docs[" .. i .. "] must be a string or a table with a string 'text'",
+        level + 1)
+    end
+    texts[i] = d
+  end
+  return texts
+end
+
+-- Hits `{ index =, score = [, id =] }` best first, ties by index, cut to
+-- top_n (nil: all), in place. Shared with rag.providers.rerank.
+function M._rank(hits, top_n)
+  sort(hits, function(a, b)
+    if a.score ~= b.score then
+      return a.score > b.score
+    end
+    return a.index < b.index
+  end)
+  for i = #hits, (top_n or #hits) + 1, -1 do
+    hits[i] = nil
+  end
+  return hits
+end
+
 --- A cross-encoder (BertForSequenceClassification with one label, as
 -- ms-marco-MiniLM-L-6-v2 or a bge reranker of BERT shape) run in C from a
 -- model folder as downloaded. See docs/models.md.
@@ -54,22 +90,9 @@ function CE:rerank(query, docs, k)
   if type(query) ~= "string" then
     error(fname .. ": query must be a string, got " .. type(query), 2)
   end
-  if type(docs) ~= "table" then
-    error(fname .. ": docs must be a list, got " .. type(docs), 2)
-  end
+  local texts = M._texts(fname, docs, 2)
   local top = type(k) == "number" and check(fname, { top_n = k }, CALL, 2).top_n
     or check(fname, k, CALL, 2).top_n
-  local texts = {}
-  for i = 1, #docs do
-    local d = docs[i]
-    if type(d) == "table" then
-      d = d.text
-    end
-    if type(d) ~= "string" then
-      error(fname .. ": docs[" .. i .. "] must be a string or a table with a string 'text'", 2)
-    end
-    texts[i] = d
-  end
   local scores, msg, code = self.model:score(query, texts)
   if not scores then
     return nil, msg, code
@@ -78,16 +101,7 @@ function CE:rerank(query, docs, k)
   for i, s in ipairs(scores) do
     hits[i] = { index = i, score = s, id = type(docs[i]) == "table" and docs[i].id or nil }
   end
-  sort(hits, function(a, b)
-    if a.score ~= b.score then
-      return a.score > b.score
-    end
-    return a.index < b.index
-  end)
-  for i = #hits, (top or #hits) + 1, -1 do
-    hits[i] = nil
-  end
-  return hits
+  return M._rank(hits, top)
 end
 
 function CE:stats()

@@ -5,7 +5,7 @@
 local request = require("rag.providers._request")
 local check = require("rag.opts").check
 
-local type, next, error, sort, floor = type, next, error, table.sort, math.floor
+local type, next, error, floor = type, next, error, math.floor
 local unpack = table.unpack or unpack
 
 local M = {}
@@ -71,24 +71,7 @@ end
 
 local CALL = { top_n = { "number", int = true, min = 1 } }
 
--- The texts of `docs` (strings, or tables with a string `text`); raises.
-local function texts_of(fname, docs)
-  if type(docs) ~= "table" then
-    error(fname .. ": docs must be a list, got " .. type(docs), 3)
-  end
-  local texts = {}
-  for i = 1, #docs do
-    local d = docs[i]
-    if type(d) == "table" then
-      d = d.text
-    end
-    if type(d) ~= "string" then
-      error(fname .. ": docs[" .. i .. "] must be a string or a table with a string 'text'", 3)
-    end
-    texts[i] = d
-  end
-  return texts
-end
+local rank, texts_of = require("rag.rerank")._rank, require("rag.rerank")._texts
 
 -- The hits of a reply `v` for `docs`, best first, or nil and why.
 local function hits_of(kind, v, docs, top_n)
@@ -115,16 +98,7 @@ local function hits_of(kind, v, docs, top_n)
     end
     hits[#hits + 1] = hit
   end
-  sort(hits, function(a, b)
-    if a.score ~= b.score then
-      return a.score > b.score
-    end
-    return a.index < b.index
-  end)
-  for i = #hits, (top_n or #hits) + 1, -1 do
-    hits[i] = nil
-  end
-  return hits
+  return rank(hits, top_n)
 end
 
 --- Scores `docs` against `query`, best first.
@@ -139,7 +113,7 @@ function Provider:rerank(query, docs, opts)
     error(fname .. ": query must be a string, got " .. type(query), 2)
   end
   local o = check(fname, opts, CALL, 2)
-  local texts = texts_of(fname, docs)
+  local texts = texts_of(fname, docs, 2)
   if #texts == 0 then
     return {}
   end
