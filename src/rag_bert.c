@@ -89,28 +89,14 @@ static int fail(rag_bert_error *e, int rc, const char *fmt, ...) {
 
 /* {====== Files ======} */
 
-static char *join(const char *dir, const char *name) {
-  size_t dl = strlen(dir), nl = strlen(name);
-  char *path;
-  while (dl > 1 && dir[dl - 1] == '/') dl--;
-  if ((path = (char *)rag_malloc(dl + nl + 2)) == NULL) return NULL;
-  memcpy(path, dir, dl);
-  path[dl] = '/';
-  memcpy(path + dl + 1, name, nl + 1);
-  return path;
-}
-
 /* Reads dir/name whole; with `optional`, a missing file gives *buf = NULL. */
 static int read_file(const char *dir, const char *name, int optional, unsigned char **buf,
                      size_t *n, rag_bert_error *e) {
   const char *why = "";
-  char *path = join(dir, name);
   int rc, err = 0;
   *buf = NULL;
   *n = 0;
-  if (path == NULL) return RAG_ENOMEM;
-  rc = rag_file_read(path, buf, n, &why, &err);
-  rag_free(path);
+  rc = rag_file_read_in(dir, name, buf, n, &why, &err);
   if (rc == RAG_EIO && optional && err == ENOENT) return RAG_OK;
   if (rc != RAG_OK) {
     e->file = name;
@@ -242,7 +228,7 @@ static int load_sbert(rag_bert *m, const char *dir, rag_bert_error *e) {
     const char *t = cJSON_IsString(type) ? type->valuestring : "";
     if (strstr(t, "Normalize") != NULL) m->normalize = 1;
     if (strstr(t, "Pooling") != NULL && cJSON_IsString(path) && pool == NULL) {
-      char *name = join(path->valuestring, "config.json");
+      char *name = rag_file_join(path->valuestring, "config.json");
       if (name == NULL) {
         rc = RAG_ENOMEM;
         break;
@@ -476,7 +462,7 @@ static int load_layer(rag_bert *m, const char *pre, size_t i, rag_bert_error *e)
 
 static int load_weights(rag_bert *m, const char *dir, rag_bert_error *e) {
   const char *why = "", *pre;
-  char *path = join(dir, "model.safetensors");
+  char *path = rag_file_join(dir, "model.safetensors");
   size_t i, h = m->hidden;
   int rc, err = 0;
   if (path == NULL) return RAG_ENOMEM;

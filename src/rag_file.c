@@ -399,3 +399,25 @@ int rag_file_open(const unsigned char *p, size_t n, const unsigned char magic[8]
   *version_out = (uint32_t)v;
   return RAG_OK;
 }
+
+char *rag_file_join(const char *dir, const char *name) {
+  size_t dl = strlen(dir), nl = strlen(name);
+  char *path;
+  while (dl > 1 && dir[dl - 1] == '/') dl--;
+  if ((path = (char *)rag_malloc(dl + nl + 2)) == NULL) return NULL;
+  memcpy(path, dir, dl);
+  path[dl] = '/';
+  memcpy(path + dl + 1, name, nl + 1);
+  return path;
+}
+
+int rag_file_read_in(const char *dir, const char *name, unsigned char **buf, size_t *n,
+                     const char **why, int *err) {
+  char *path = rag_file_join(dir, name);
+  int rc;
+  *err = 0;
+  if (path == NULL) return RAG_ENOMEM;
+  rc = rag_file_read(path, buf, n, why, err);
+  rag_free(path);
+  return rc;
+}

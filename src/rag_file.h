@@ -95,6 +95,14 @@ int rag_file_write(const char *path, const void *p, size_t n, int *err);
 */
 int rag_file_read(const char *path, unsigned char **buf, size_t *n, const char **why, int *err);
 
+/* The path dir/name (dir's trailing slashes dropped), rag_malloc'd; NULL
+** when out of memory. */
+char *rag_file_join(const char *dir, const char *name);
+
+/* rag_file_read of dir/name. */
+int rag_file_read_in(const char *dir, const char *name, unsigned char **buf, size_t *n,
+                     const char **why, int *err);
+
 /*
 ** Maps a regular file whole, read-only and shared (mmap), at a page-aligned
 ** *p; an empty file gives *p = NULL, *n = 0. Errors as rag_file_read. The

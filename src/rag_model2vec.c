@@ -191,18 +191,9 @@ static int load_tensors(rag_model2vec *m, size_t n, rag_model2vec_error *e) {
 
 static int read_file(const char *dir, const char *name, unsigned char **buf, size_t *n,
                      rag_model2vec_error *e) {
-  size_t dl = strlen(dir), nl = strlen(name);
   const char *why = "";
-  char *path;
-  int rc;
-  while (dl > 1 && dir[dl - 1] == '/') dl--;
-  if ((path = (char *)rag_malloc(dl + nl + 2)) == NULL) return RAG_ENOMEM;
-  memcpy(path, dir, dl);
-  path[dl] = '/';
-  memcpy(path + dl + 1, name, nl + 1);
-  e->file = name;
-  rc = rag_file_read(path, buf, n, &why, &e->err);
-  rag_free(path);
+  int rc = rag_file_read_in(dir, name, buf, n, &why, &e->err);
+  if (rc != RAG_ENOMEM) e->file = name;
   return rc == RAG_EIO && e->err == 0 ? fail(e, rc, "%s", why) : rc;
 }
 
