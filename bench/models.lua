@@ -160,7 +160,7 @@ do
     local rag = require("rag")
     local function priv()
       local f = io.open("/proc/self/smaps_rollup")
-      local s = f:read("a")
+      local s = f:read("*a")
       f:close()
       return tonumber(s:match("Private_Clean:%s+(%d+)"))
         + tonumber(s:match("Private_Dirty:%s+(%d+)"))
