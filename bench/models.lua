@@ -118,7 +118,8 @@ for _, seq in ipairs({ 16, 64, 128 }) do
   local s8 = time(function()
     assert(q8:embed(texts))
   end)
-  print(format("embed int8, 32 x %3d tokens: %7.1f sentences/s, x%.2f f32", seq, 32 / s8, s / s8))
+  print(format("embed int8, 32 x %3d tokens: %7.1f sentences/s, %8.0f tokens/s, x%.2f f32", seq,
+    32 / s8, 32 * seq / s8, s / s8))
   row(format("embedder int8, 32 texts x %d tokens, sentences/s", seq), format("%.1f", 32 / s8),
     "", format("x%.2f f32 (target >= 2)", s / s8))
 end

@@ -17,9 +17,12 @@ static double now(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Each chain starts from its own value: equal chains would be merged into
+** one by the compiler (it did so), and the loop would time one chain. */
 #define CHAINS(T, SET, FMA, ADD)                                                        \
-  T a0 = SET(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,     \
-    a8 = a0, a9 = a0, a10 = a0, a11 = a0;                                               \
+  T a0 = SET(1.00f), a1 = SET(1.01f), a2 = SET(1.02f), a3 = SET(1.03f), a4 = SET(1.04f), \
+    a5 = SET(1.05f), a6 = SET(1.06f), a7 = SET(1.07f), a8 = SET(1.08f), a9 = SET(1.09f), \
+    a10 = SET(1.10f), a11 = SET(1.11f);                                                 \
   T x = SET(0.999999f), y = SET(1e-7f);                                                 \
   for (i = 0; i < n; i++) {                                                             \
     a0 = FMA(a0, x, y); a1 = FMA(a1, x, y); a2 = FMA(a2, x, y); a3 = FMA(a3, x, y);     \
