@@ -772,12 +772,10 @@ static float table_at(const unsigned char *tab, size_t elem, size_t i) {
 */
 static int forward(rag_bert *m, size_t nseq, size_t ntok) {
   size_t ld = round_cols(ntok);
-  size_t h = m->hidden, s, t, f, l, maxlen = 0;
+  size_t h = m->hidden, s, t, f, l;
   int rc;
   if ((rc = reserve_cols(m, ld)) != RAG_OK) return rc;
   ld = m->ld;
-  for (s = 0; s < nseq; s++)
-    if (m->len[s] > maxlen) maxlen = m->len[s];
   if (m->s == NULL) { /* attention: scores, keys, values out, maxima and sums */
     size_t cap = round_cols(m->maxtok), dh = h / m->heads;
     size_t n = m->maxtok * cap + m->maxtok * dh + dh * cap + 2 * cap;
@@ -814,7 +812,6 @@ static int forward(rag_bert *m, size_t nseq, size_t ntok) {
     for (f = 0; f < h * ld; f++) m->x[f] += m->t[f];
     layer_norm(m, m->x, ld, y->g2, y->b2);
   }
-  (void)maxlen;
   return RAG_OK;
 }
 
