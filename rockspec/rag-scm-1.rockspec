@@ -47,6 +47,7 @@ build = {
     ["rag.store.pg"] = "lua/rag/store/pg.lua",
     ["rag.store.postgres"] = "lua/rag/store/postgres.lua",
     ["rag.graph"] = "lua/rag/graph.lua",
+    ["rag.enrich"] = "lua/rag/enrich.lua",
     ["rag.store._pgcodec"] = "lua/rag/store/_pgcodec.lua",
     ["rag.store._pgsock"] = "lua/rag/store/_pgsock.lua",
     ["rag.llm"] = "lua/rag/llm.lua",

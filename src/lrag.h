@@ -181,6 +181,8 @@ void *lrag_toobject(lua_State *L, int idx, const lrag_class *c);
 ** and leaves the userdata closed. Raises when it is not one, or closed.
 */
 void *lrag_takeobject(lua_State *L, int idx, const char *tname, const char *fname);
+/* The core object of the open userdata at idx (as lrag_takeobject), borrowed. */
+void *lrag_peekobject(lua_State *L, int idx, const char *tname, const char *fname);
 
 /* {====== Arguments ======} */
 

@@ -282,13 +282,18 @@ void *lrag_toobject(lua_State *L, int idx, const lrag_class *c) {
   return luaL_testudata(L, idx, c->name);
 }
 
-void *lrag_takeobject(lua_State *L, int idx, const char *tname, const char *fname) {
-  void **u = (void **)luaL_testudata(L, idx, tname), *p;
+void *lrag_peekobject(lua_State *L, int idx, const char *tname, const char *fname) {
+  void **u = (void **)luaL_testudata(L, idx, tname);
   if (u == NULL)
     luaL_error(L, "%s: argument %d must be a %s, got %s", fname, idx, tname,
                luaL_typename(L, idx));
   if (*u == NULL) luaL_error(L, "%s: the %s is closed", fname, tname);
-  p = *u;
+  return *u;
+}
+
+void *lrag_takeobject(lua_State *L, int idx, const char *tname, const char *fname) {
+  void **u = (void **)lrag_peekobject(L, idx, tname, fname), *p = u;
+  u = (void **)lua_touserdata(L, idx);
   *u = NULL;
   return p;
 }

@@ -1155,21 +1155,70 @@ static void push_hit(lua_State *L, rag_index *ix, const rag_index_hit *h) {
   lua_createtable(L, 0, 2);
   if (h->rank_bm25 > 0) lrag_setint(L, "bm25", (lua_Integer)h->rank_bm25);
   if (h->rank_vec > 0) lrag_setint(L, "vector", (lua_Integer)h->rank_vec);
+  if (h->rank_field[RAG_INDEX_KEYWORDS] > 0)
+    lrag_setint(L, "keywords", (lua_Integer)h->rank_field[RAG_INDEX_KEYWORDS]);
+  if (h->rank_field[RAG_INDEX_SUMMARY] > 0)
+    lrag_setint(L, "summary", (lua_Integer)h->rank_field[RAG_INDEX_SUMMARY]);
+  if (h->rank_q > 0) lrag_setint(L, "questions", (lua_Integer)h->rank_q);
   lua_setfield(L, -2, "ranks");
 }
 
 /*
-** ix:search(query, opts, default_mode, qvec) -> hits | nil, msg, code:
-** qvec (a vector, or nil) is the query's embedding when the mode needs it.
+** The enrichment parts of the table at idx, borrowed for one search:
+** { keywords = rag.bm25, summary = rag.bm25, weights = { keywords =,
+** summary = }, questions = rag.vec | rag.hnsw, qmax = n }; NULL for nil.
+*/
+static const rag_index_fields *read_fields(lua_State *L, int idx, rag_index_fields *fl,
+                                           size_t dim) {
+  static const char *fname = "rag.index.search";
+  static const char *const names[] = {"keywords", "summary"};
+  int i, w;
+  if (lua_isnoneornil(L, idx)) return NULL;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  memset(fl, 0, sizeof *fl);
+  lua_getfield(L, idx, "weights");
+  w = lua_gettop(L);
+  for (i = 0; i < RAG_INDEX_FIELDS; i++) {
+    lua_getfield(L, idx, names[i]);
+    if (!lua_isnil(L, -1)) {
+      fl->bm25[i] = (rag_bm25 *)lrag_peekobject(L, lua_gettop(L), "rag.bm25", fname);
+      fl->weight[i] = lua_istable(L, w) ? lrag_optnumber(L, w, fname, names[i], 1, 0, 1e9) : 1;
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "questions");
+  if (!lua_isnil(L, -1)) {
+    int t = lua_gettop(L);
+    size_t qd;
+    if (luaL_testudata(L, t, "rag.hnsw") != NULL) {
+      fl->qh = (rag_hnsw *)lrag_peekobject(L, t, "rag.hnsw", fname);
+      qd = rag_hnsw_config(fl->qh)->dim;
+    } else {
+      fl->q = (rag_vec *)lrag_peekobject(L, t, "rag.vec", fname);
+      qd = rag_vec_config(fl->q)->dim;
+    }
+    if (qd != dim) luaL_error(L, "%s: the questions' vectors differ in dimension", fname);
+    fl->qmax = (uint32_t)lrag_optinteger(L, idx, fname, "qmax", 1, 0, 1000);
+  }
+  lua_pop(L, 1);
+  return fl;
+}
+
+/*
+** ix:search(query, opts, default_mode, qvec, fields) -> hits | nil, msg,
+** code: qvec (a vector, or nil) is the query's embedding when the mode
+** needs it; fields the enrichment's parts (read_fields) or nil.
 */
 static int index_search(lua_State *L) {
   static const char *fname = "rag.index.search";
   static const char *const allowed[] = {"mode", "k", "fetch_k", "rrf", "weights", "filter",
-                                        "group", "expand", "ef", NULL};
+                                        "group", "expand", "ef", "fields", NULL};
   lindex *x = check_open(L, fname);
   rag_index_query q;
   rag_store_filter sf;
   rag_id_filter docs;
+  rag_index_fields fields;
   const rag_index_hit *hits;
   size_t n, i, errpos = 0, dim = rag_index_dim(x->ix);
   rag_vec_bad bad;
@@ -1232,6 +1281,7 @@ static int index_search(lua_State *L) {
     lrag_checkvector(L, 5, dim, fname, v);
     q.vec = v;
   }
+  q.fields = read_fields(L, 6, &fields, dim);
   rc = rag_index_search(x->ix, &q, &hits, &n, &errpos, &bad);
   if (rc == RAG_EINVAL) return lrag_vecerror(L, rc, fname, dim, &bad);
   if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
@@ -1414,6 +1464,36 @@ fail:
   return lrag_file_error(L, rc, fname, path, why, err);
 }
 
+/*
+** ix:keywords(chunk name, n) -> { word, ... }: the chunk's n words of
+** highest BM25 weight (rag_index_keywords), lowercased (ASCII); {} for a
+** name that is not a live leaf chunk.
+*/
+static int index_keywords(lua_State *L) {
+  lindex *x = check_open(L, "rag.index.keywords");
+  size_t len, n, count, i;
+  const char *name = lrag_checkid(L, 2, "rag.index.keywords", &len);
+  const rag_index_word *w;
+  int rc;
+  n = (size_t)luaL_checkinteger(L, 3);
+  if (n > 1000) luaL_error(L, "rag.index.keywords: n must be at most 1000");
+  rc = rag_index_keywords(x->ix, name, len, n, &w, &count);
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.index.keywords", NULL);
+  lua_createtable(L, (int)count, 0);
+  for (i = 0; i < count; i++) {
+    luaL_Buffer b;
+    size_t k;
+    luaL_buffinit(L, &b);
+    for (k = 0; k < w[i].len; k++) {
+      char ch = w[i].s[k];
+      luaL_addchar(&b, ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch);
+    }
+    luaL_pushresult(&b);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
 static const luaL_Reg index_methods[] = {
     {"stage", index_stage}, {"chunk", index_chunk}, {"commit", index_commit},
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
@@ -1421,7 +1501,8 @@ static const luaL_Reg index_methods[] = {
     {"chunk_at", index_chunk_get}, {"chunks", index_chunks}, {"hash", index_hash_of},
     {"search", index_search}, {"stats", index_stats}, {"save", index_save},
     {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
-    {"to_hnsw", index_to_hnsw}, {NULL, NULL},
+    {"to_hnsw", index_to_hnsw}, {"keywords", index_keywords},
+    {NULL, NULL},
 };
 
 static const luaL_Reg index_metamethods[] = {{"__len", index_len}, {NULL, NULL}};

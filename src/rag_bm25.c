@@ -1025,6 +1025,54 @@ int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
   return RAG_OK;
 }
 
+int rag_bm25_explain_text(rag_bm25 *b, const char *q, size_t len, rag_bm25_explain *out,
+                          size_t *errpos) {
+  scorer sc;
+  double nd;
+  uint32_t dl = 0;
+  size_t i;
+  int rc;
+  memset(out, 0, sizeof *out);
+  rc = parse_query(b, q, len, 1, errpos);
+  if (rc != RAG_OK) return rc;
+  if (b->nq > b->excap) {
+    rag_bm25_term *v = (rag_bm25_term *)rag_grow(b->ex, &b->excap, b->nq, sizeof *v);
+    if (v == NULL) return RAG_ENOMEM;
+    b->ex = v;
+  }
+  for (i = 0; i < b->nq; i++) dl += b->qt[i].qtf;
+  nd = (double)(b->nlive > 0 ? b->nlive : 1);
+  scorer_init(&sc, b, b->nlive > 0 ? (double)b->total / nd : (double)dl);
+  for (i = 0; i < b->nq; i++) {
+    const qterm *qt = &b->qt[i];
+    rag_bm25_term *x = &b->ex[i];
+    memset(x, 0, sizeof *x);
+    x->qtf = x->tf = qt->qtf;
+    if (qt->tid == NONE) {
+      x->term = b->qtext + qt->off;
+      x->len = qt->len;
+      continue;
+    }
+    {
+      rag_bm25_tinfo t;
+      rag_bm25_term_info(b, qt->tid, &t);
+      x->term = t.s;
+      x->len = t.len;
+      x->df = t.df;
+      if (t.df == 0) continue;
+      x->idf = idf_of(sc.v, t.df, nd);
+      x->weight = x->idf * tfc(&sc, x->tf, dl);
+      out->score += x->weight;
+    }
+  }
+  out->terms = b->ex;
+  out->nterms = b->nq;
+  out->dl = dl;
+  out->avgdl = b->nlive > 0 ? (double)b->total / nd : 0;
+  out->docs = b->nlive;
+  return RAG_OK;
+}
+
 /* {====== Statistics ======} */
 
 void rag_bm25_stats_get(const rag_bm25 *b, rag_bm25_stats *s) {

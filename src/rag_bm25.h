@@ -140,6 +140,16 @@ int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
                          size_t idlen, rag_bm25_explain *out, int *found,
                          size_t *errpos);
 
+/*
+** Weighs the terms of text `q` as the index would weigh them in a document
+** of that text: each distinct term's tf is its count in q, dl is q's
+** length in terms, idf and avgdl are the index's (weight = idf times the tf
+** part; qtf = tf; a term no live document holds weighs 0). For keywords:
+** no posting list is read. RAG_EENCODING (*errpos), RAG_ENOMEM.
+*/
+int rag_bm25_explain_text(rag_bm25 *b, const char *q, size_t len, rag_bm25_explain *out,
+                          size_t *errpos);
+
 typedef struct rag_bm25_stats {
   size_t docs;          /* live documents */
   size_t terms;         /* distinct terms in live documents */

@@ -20,6 +20,16 @@ typedef struct hitlist {
   size_t n, cap;
 } hitlist;
 
+/* The lists a search takes: text BM25, vectors, the fields, the questions. */
+enum { L_BM25, L_VEC, L_KW, L_SUM, L_Q, NLISTS };
+
+/* A name and score of one of the lists combine merges. */
+struct entry {
+  const char *id;
+  size_t len;
+  double score;
+};
+
 struct rag_index {
   rag_bm25 *b;
   rag_vec *v;
@@ -39,11 +49,27 @@ struct rag_index {
   uint32_t stamp;
   unsigned char *leaf; /* which chunks of a document being put are leaves */
   size_t leafcap;
-  hitlist l[2]; /* BM25, vectors */
+  hitlist l[NLISTS];
+  hitlist qraw;       /* the questions' hits, named by their chunks, before dedup */
+  hitlist comb[2];    /* the lexical and vector lists with the fields merged in */
+  const hitlist *fuse[2]; /* what gather fuses: l[L_BM25] or comb[0], l[L_VEC] or comb[1] */
+  struct entry *ent;  /* combine's scratch */
+  size_t entcap;
+  char *qnames;       /* a filter's question names, end to end */
+  size_t qnamescap;
+  const char **qids;  /* ... as an id filter */
+  size_t *qlens, qcap;
   rag_fused *fused;
   size_t fusedcap;
   rag_index_hit *hits;
   size_t hitscap;
+  rag_analyzer *an; /* BM25's analyzer again, for keywords' spans (made on first use) */
+  char *text;       /* a chunk's indexed text, for keywords */
+  size_t textcap;
+  size_t *pick;     /* keywords: the chosen terms' places in the explanation */
+  size_t pickcap;
+  rag_index_word *words;
+  size_t wordscap;
 };
 
 /* Room for n bytes in ix->buf. */
@@ -96,10 +122,23 @@ void rag_index_free(rag_index *ix) {
   rag_free(ix->flens);
   rag_free(ix->mark);
   rag_free(ix->leaf);
-  hitlist_free(&ix->l[0]);
-  hitlist_free(&ix->l[1]);
+  {
+    int i;
+    for (i = 0; i < NLISTS; i++) hitlist_free(&ix->l[i]);
+  }
+  hitlist_free(&ix->qraw);
+  hitlist_free(&ix->comb[0]);
+  hitlist_free(&ix->comb[1]);
+  rag_free(ix->ent);
+  rag_free(ix->qnames);
+  rag_free((void *)ix->qids);
+  rag_free(ix->qlens);
   rag_free(ix->fused);
   rag_free(ix->hits);
+  rag_analyzer_free(ix->an);
+  rag_free(ix->text);
+  rag_free(ix->pick);
+  rag_free(ix->words);
   rag_free(ix);
 }
 
@@ -423,38 +462,206 @@ static int build_filter(rag_index *ix, const rag_store_filter *sf, rag_id_filter
   return rc;
 }
 
-/* The BM25 list of up to `fetch` hits. */
-static int list_bm25(rag_index *ix, const rag_index_query *q, size_t fetch,
+/* The BM25 list of b, up to `fetch` hits, into l. */
+static int list_bm25(rag_bm25 *b, hitlist *l, const rag_index_query *q, size_t fetch,
                      const rag_id_filter *f, size_t *errpos) {
   const rag_hit *h;
   size_t n, i;
-  hitlist *l = &ix->l[0];
-  int rc = rag_bm25_search(ix->b, q->text, q->len, fetch, f, &h, &n, errpos);
+  int rc = rag_bm25_search(b, q->text, q->len, fetch, f, &h, &n, errpos);
   if (rc != RAG_OK) return rc;
   if ((rc = hitlist_fit(l, n + 1)) != RAG_OK) return rc;
   for (i = 0; i < n; i++) {
-    l->ids[i] = rag_bm25_id(ix->b, h[i].id, &l->lens[i]);
+    l->ids[i] = rag_bm25_id(b, h[i].id, &l->lens[i]);
     l->scores[i] = h[i].score;
   }
   l->n = n;
   return RAG_OK;
 }
 
-static int list_vec(rag_index *ix, const rag_index_query *q, size_t fetch, const rag_id_filter *f,
-                    rag_vec_bad *bad) {
+/* The vector list of v or h, up to `fetch` hits, into l. */
+static int list_vec(rag_vec *v, rag_hnsw *hn, hitlist *l, const rag_index_query *q,
+                    size_t fetch, const rag_id_filter *f, rag_vec_bad *bad) {
   const rag_hit *h;
   size_t n, i;
-  hitlist *l = &ix->l[1];
-  int rc = ix->v != NULL ? rag_vec_search(ix->v, q->vec, fetch, f, &h, &n, bad)
-                         : rag_hnsw_search(ix->h, q->vec, fetch, q->ef, f, &h, &n, bad);
+  int rc = v != NULL ? rag_vec_search(v, q->vec, fetch, f, &h, &n, bad)
+                     : rag_hnsw_search(hn, q->vec, fetch, q->ef, f, &h, &n, bad);
   if (rc != RAG_OK) return rc;
   if ((rc = hitlist_fit(l, n + 1)) != RAG_OK) return rc;
   for (i = 0; i < n; i++) {
-    l->ids[i] = ix->v != NULL ? rag_vec_id(ix->v, h[i].id, &l->lens[i])
-                              : rag_hnsw_id(ix->h, h[i].id, &l->lens[i]);
+    l->ids[i] = v != NULL ? rag_vec_id(v, h[i].id, &l->lens[i]) : rag_hnsw_id(hn, h[i].id, &l->lens[i]);
     l->scores[i] = h[i].score;
   }
   l->n = n;
+  return RAG_OK;
+}
+
+static int entry_name_cmp(const void *a, const void *b) {
+  const struct entry *x = (const struct entry *)a, *y = (const struct entry *)b;
+  int c = memcmp(x->id, y->id, x->len < y->len ? x->len : y->len);
+  if (c != 0) return c;
+  return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static int entry_score_cmp(const void *a, const void *b) {
+  const struct entry *x = (const struct entry *)a, *y = (const struct entry *)b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return entry_name_cmp(a, b);
+}
+
+/*
+** Merges n lists by name into out, best first, ties by name, at most
+** `limit`: a name scores the sum of w[i] times its score in list i, or
+** with `best` its highest score.
+*/
+static int combine(rag_index *ix, hitlist *out, const hitlist *const *in, const double *w,
+                   size_t n, int best, size_t limit) {
+  size_t total = 0, i, j, m = 0;
+  struct entry *e;
+  int rc;
+  for (i = 0; i < n; i++) total += in[i]->n;
+  e = (struct entry *)rag_grow(ix->ent, &ix->entcap, total + 1, sizeof *e);
+  if (e == NULL) return RAG_ENOMEM;
+  ix->ent = e;
+  for (i = 0; i < n; i++)
+    for (j = 0; j < in[i]->n; j++, m++) {
+      e[m].id = in[i]->ids[j];
+      e[m].len = in[i]->lens[j];
+      e[m].score = best ? in[i]->scores[j] : w[i] * in[i]->scores[j];
+    }
+  qsort(e, total, sizeof *e, entry_name_cmp);
+  for (i = 0, m = 0; i < total; i++) {
+    if (m > 0 && e[m - 1].len == e[i].len && memcmp(e[m - 1].id, e[i].id, e[i].len) == 0) {
+      if (!best) e[m - 1].score += e[i].score;
+      else if (e[i].score > e[m - 1].score) e[m - 1].score = e[i].score;
+      continue;
+    }
+    e[m++] = e[i];
+  }
+  qsort(e, m, sizeof *e, entry_score_cmp);
+  if (m > limit) m = limit;
+  if ((rc = hitlist_fit(out, m + 1)) != RAG_OK) return rc;
+  for (i = 0; i < m; i++) {
+    out->ids[i] = e[i].id;
+    out->lens[i] = e[i].len;
+    out->scores[i] = e[i].score;
+  }
+  out->n = m;
+  return RAG_OK;
+}
+
+static size_t ndigits(uint32_t k) {
+  size_t d = 1;
+  while (k >= 10) k /= 10, d++;
+  return d;
+}
+
+/* The question names "<name>?<k>" of the chunk names f allows, as an id filter in *qf. */
+static int question_filter(rag_index *ix, const rag_id_filter *f, uint32_t qmax, rag_id_filter *qf) {
+  size_t total = 0, count, i, at = 0, m = 0;
+  uint32_t k;
+  char *p;
+  if (RAG_MUL_OVERFLOWS(f->n, (size_t)qmax + 11)) return RAG_ENOMEM;
+  count = f->n * qmax;
+  for (k = 1; k <= qmax; k++) total += (1 + ndigits(k)) * f->n;
+  for (i = 0; i < f->n; i++) total += f->lens[i] * qmax; /* names fit in memory already */
+  p = (char *)rag_grow(ix->qnames, &ix->qnamescap, total + 1, 1);
+  if (p == NULL) return RAG_ENOMEM;
+  ix->qnames = p;
+  if (count + 1 > ix->qcap) {
+    size_t c1 = ix->qcap, c2 = ix->qcap;
+    const char **ids = (const char **)rag_grow((void *)ix->qids, &c1, count + 1, sizeof *ids);
+    size_t *lens;
+    if (ids == NULL) return RAG_ENOMEM;
+    ix->qids = ids;
+    lens = (size_t *)rag_grow(ix->qlens, &c2, count + 1, sizeof *lens);
+    if (lens == NULL) return RAG_ENOMEM;
+    ix->qlens = lens;
+    ix->qcap = c1 < c2 ? c1 : c2;
+  }
+  for (i = 0; i < f->n; i++)
+    for (k = 1; k <= qmax; k++) {
+      char num[12];
+      size_t d = ndigits(k), j;
+      uint32_t v = k;
+      for (j = d; j > 0; j--, v /= 10) num[j - 1] = (char)('0' + v % 10);
+      ix->qids[m] = p + at;
+      memcpy(p + at, f->ids[i], f->lens[i]);
+      at += f->lens[i];
+      p[at++] = '?';
+      memcpy(p + at, num, d);
+      at += d;
+      ix->qlens[m] = f->lens[i] + 1 + d;
+      m++;
+    }
+  qf->ids = ix->qids;
+  qf->lens = ix->qlens;
+  qf->n = m;
+  return RAG_OK;
+}
+
+/*
+** The questions' list into l[L_Q]: a chunk by its best question (a
+** question's name without its "?k"), best first.
+*/
+static int list_questions(rag_index *ix, const rag_index_query *q, size_t fetch,
+                          const rag_id_filter *f, rag_vec_bad *bad) {
+  const rag_index_fields *fl = q->fields;
+  hitlist *raw = &ix->qraw;
+  const hitlist *in = raw;
+  rag_id_filter qf;
+  size_t i, deep;
+  int rc;
+  if (RAG_MUL_OVERFLOWS(fetch, (size_t)fl->qmax)) return RAG_ENOMEM;
+  deep = fetch * fl->qmax;
+  if (f != NULL && (rc = question_filter(ix, f, fl->qmax, &qf)) != RAG_OK) return rc;
+  rc = list_vec(fl->q, fl->qh, &ix->qraw, q, deep, f != NULL ? &qf : NULL, bad);
+  if (rc != RAG_OK) return rc;
+  for (i = 0; i < raw->n; i++) { /* the chunk's name: up to the last '?' */
+    size_t len = raw->lens[i];
+    while (len > 0 && raw->ids[i][len - 1] != '?') len--;
+    raw->lens[i] = len > 0 ? len - 1 : raw->lens[i];
+  }
+  return combine(ix, &ix->l[L_Q], &in, NULL, 1, 1, fetch);
+}
+
+/* The lexical and vector lists gather fuses, the fields and questions merged in. */
+static int lists(rag_index *ix, const rag_index_query *q, size_t fetch, const rag_id_filter *fp,
+                 int bm, int vec, size_t *errpos, rag_vec_bad *bad) {
+  const rag_index_fields *fl = q->fields;
+  int rc, i;
+  ix->fuse[0] = &ix->l[L_BM25];
+  ix->fuse[1] = &ix->l[L_VEC];
+  for (i = 0; i < NLISTS; i++) ix->l[i].n = 0;
+  if (bm) {
+    const hitlist *in[1 + RAG_INDEX_FIELDS];
+    double w[1 + RAG_INDEX_FIELDS];
+    size_t n = 1;
+    if ((rc = list_bm25(ix->b, &ix->l[L_BM25], q, fetch, fp, errpos)) != RAG_OK) return rc;
+    in[0] = &ix->l[L_BM25];
+    w[0] = 1;
+    for (i = 0; fl != NULL && i < RAG_INDEX_FIELDS; i++) {
+      hitlist *l = &ix->l[L_KW + i];
+      if (fl->bm25[i] == NULL || !(fl->weight[i] > 0)) continue;
+      if ((rc = list_bm25(fl->bm25[i], l, q, fetch, fp, errpos)) != RAG_OK) return rc;
+      in[n] = l;
+      w[n++] = fl->weight[i];
+    }
+    if (n > 1) {
+      if ((rc = combine(ix, &ix->comb[0], in, w, n, 0, fetch)) != RAG_OK) return rc;
+      ix->fuse[0] = &ix->comb[0];
+    }
+  }
+  if (vec) {
+    if ((rc = list_vec(ix->v, ix->h, &ix->l[L_VEC], q, fetch, fp, bad)) != RAG_OK) return rc;
+    if (fl != NULL && (fl->q != NULL || fl->qh != NULL) && fl->qmax > 0) {
+      const hitlist *in[2];
+      if ((rc = list_questions(ix, q, fetch, fp, bad)) != RAG_OK) return rc;
+      in[0] = &ix->l[L_VEC];
+      in[1] = &ix->l[L_Q];
+      if ((rc = combine(ix, &ix->comb[1], in, NULL, 2, 1, fetch)) != RAG_OK) return rc;
+      ix->fuse[1] = &ix->comb[1];
+    }
+  }
   return RAG_OK;
 }
 
@@ -479,22 +686,22 @@ static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
   int rc;
   if (q->mode == RAG_INDEX_HYBRID) {
     rag_fuse_list fl[2];
-    size_t total = ix->l[0].n + ix->l[1].n;
+    size_t total = ix->fuse[0]->n + ix->fuse[1]->n;
     rag_fused *f = (rag_fused *)rag_grow(ix->fused, &ix->fusedcap, total + 1, sizeof *f);
     if (f == NULL) return RAG_ENOMEM;
     ix->fused = f;
     for (i = 0; i < 2; i++) {
-      fl[i].ids = ix->l[i].ids;
-      fl[i].lens = ix->l[i].lens;
+      fl[i].ids = ix->fuse[i]->ids;
+      fl[i].lens = ix->fuse[i]->lens;
       fl[i].scores = NULL;
-      fl[i].n = ix->l[i].n;
+      fl[i].n = ix->fuse[i]->n;
     }
     fl[0].weight = q->w_bm25;
     fl[1].weight = q->w_vec;
     rc = rag_fuse_rrf(fl, 2, q->rrf_k, q->rrf_base, 1, SIZE_MAX, ix->fused, &n);
     if (rc != RAG_OK) return rc;
   } else {
-    const hitlist *l = &ix->l[q->mode == RAG_INDEX_BM25 ? 0 : 1];
+    const hitlist *l = ix->fuse[q->mode == RAG_INDEX_BM25 ? 0 : 1];
     rag_fused *f = (rag_fused *)rag_grow(ix->fused, &ix->fusedcap, l->n + 1, sizeof *f);
     if (f == NULL) return RAG_ENOMEM;
     ix->fused = f;
@@ -512,7 +719,8 @@ static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
       continue; /* cannot happen while the parts are in step */
     h->start = h->stop = 0; /* set for the hits kept (spans), not for every candidate */
     h->score = ix->fused[i].score;
-    h->rank_bm25 = h->rank_vec = 0;
+    h->rank_bm25 = h->rank_vec = h->rank_q = 0;
+    memset(h->rank_field, 0, sizeof h->rank_field);
     m++;
   }
   *count = m;
@@ -577,7 +785,8 @@ static void merge_parents(rag_index *ix, double ratio, size_t *count) {
       ix->hits[i].start = d->chunks[p - 1].start;
       ix->hits[i].stop = d->chunks[p - 1].stop;
       ix->hits[i].score = sum / (double)hit;
-      ix->hits[i].rank_bm25 = ix->hits[i].rank_vec = 0;
+      ix->hits[i].rank_bm25 = ix->hits[i].rank_vec = ix->hits[i].rank_q = 0;
+      memset(ix->hits[i].rank_field, 0, sizeof ix->hits[i].rank_field);
       for (j = i + 1, k = i + 1; j < n; j++) {
         if (ix->hits[j].doc == ix->hits[i].doc &&
             d->chunks[ix->hits[j].chunk - 1].parent == p)
@@ -650,7 +859,7 @@ int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hi
   *n = 0;
   *errpos = 0;
   if (vec && ix->dim == 0) return RAG_EINVAL;
-  ix->l[0].n = ix->l[1].n = 0;
+  ix->l[L_BM25].n = ix->l[L_VEC].n = 0;
   if (q->filter != NULL) {
     if ((rc = build_filter(ix, q->filter, &f)) != RAG_OK) return rc;
     if (f.n == 0) return RAG_OK;
@@ -659,8 +868,7 @@ int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hi
   if (q->k == 0) return RAG_OK;
   for (;;) {
     int more;
-    if (bm && (rc = list_bm25(ix, q, fetch, fp, errpos)) != RAG_OK) return rc;
-    if (vec && (rc = list_vec(ix, q, fetch, fp, bad)) != RAG_OK) return rc;
+    if ((rc = lists(ix, q, fetch, fp, bm, vec, errpos, bad)) != RAG_OK) return rc;
     if ((rc = gather(ix, q, &count)) != RAG_OK) return rc;
     if (q->merge > 0) {
       if (count > q->k) count = q->k;
@@ -668,7 +876,7 @@ int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hi
     }
     if (q->group && (count = group_docs(ix, count)) == SIZE_MAX) return RAG_ENOMEM;
     /* too few documents, while a list may hold more: fetch deeper */
-    more = (bm && ix->l[0].n == fetch) || (vec && ix->l[1].n == fetch);
+    more = (bm && ix->fuse[0]->n == fetch) || (vec && ix->fuse[1]->n == fetch);
     if (count >= q->k || !q->group || !more || fetch > SIZE_MAX / 2) break;
     fetch *= 2;
   }
@@ -682,12 +890,114 @@ int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hi
     if (!d->chunks[h->chunk - 1].leaf) continue;
     if ((rc = need_buf(ix, d->idlen + 11)) != RAG_OK) return rc;
     nl = rag_store_chunk_name(ix->buf, d->id, d->idlen, h->chunk);
-    if (bm) h->rank_bm25 = rank_in(&ix->l[0], ix->buf, nl);
-    if (vec) h->rank_vec = rank_in(&ix->l[1], ix->buf, nl);
+    if (bm) h->rank_bm25 = rank_in(&ix->l[L_BM25], ix->buf, nl);
+    if (vec) h->rank_vec = rank_in(&ix->l[L_VEC], ix->buf, nl);
+    h->rank_field[RAG_INDEX_KEYWORDS] = rank_in(&ix->l[L_KW], ix->buf, nl);
+    h->rank_field[RAG_INDEX_SUMMARY] = rank_in(&ix->l[L_SUM], ix->buf, nl);
+    h->rank_q = rank_in(&ix->l[L_Q], ix->buf, nl);
   }
   if (q->window > 0) widen(ix, q->window, count);
   *hits = ix->hits;
   *n = count;
+  return RAG_OK;
+}
+
+/* {====== Offline keywords ======} */
+
+/* Whether term a ranks before term b: higher weight, then bytewise. */
+static int term_before(const rag_bm25_term *a, const rag_bm25_term *b) {
+  int c;
+  if (a->weight != b->weight) return a->weight > b->weight;
+  c = memcmp(a->term, b->term, a->len < b->len ? a->len : b->len);
+  return c != 0 ? c < 0 : a->len < b->len;
+}
+
+#define FOUND_ALL (-1000) /* find_span's stop: not a RAG_E* code */
+
+typedef struct span_find {
+  const rag_bm25_term *terms;
+  const size_t *pick;
+  size_t n, left;
+  rag_index_word *words; /* words[i] for pick[i]; s NULL until found */
+  const char *text;
+} span_find;
+
+static int find_span(void *ud, const char *term, size_t termlen, uint32_t hash, size_t start,
+                     size_t stop) {
+  span_find *f = (span_find *)ud;
+  size_t i;
+  (void)hash;
+  for (i = 0; i < f->n; i++) {
+    const rag_bm25_term *t = &f->terms[f->pick[i]];
+    if (f->words[i].s == NULL && t->len == termlen && memcmp(t->term, term, termlen) == 0) {
+      f->words[i].s = f->text + start;
+      f->words[i].len = stop - start;
+      return --f->left == 0 ? FOUND_ALL : 0;
+    }
+  }
+  return 0;
+}
+
+int rag_index_keywords(rag_index *ix, const char *name, size_t len, size_t n,
+                       const rag_index_word **words, size_t *count) {
+  uint32_t slot, cn;
+  const rag_store_doc *d;
+  const rag_store_chunk *c;
+  rag_bm25_explain ex;
+  size_t tl, i, j, m, errpos = 0;
+  int rc;
+  span_find f;
+  *words = NULL;
+  *count = 0;
+  if (!rag_store_chunk_find(ix->s, name, len, &slot, &cn)) return RAG_OK;
+  d = rag_store_doc_at(ix->s, slot);
+  c = &d->chunks[cn - 1];
+  if (!c->leaf) return RAG_OK;
+  tl = rag_index_text_size(d, c);
+  {
+    char *t = (char *)rag_grow(ix->text, &ix->textcap, tl + 1, 1);
+    if (t == NULL) return RAG_ENOMEM;
+    ix->text = t;
+  }
+  (void)rag_index_text(d, c, ix->text);
+  rc = rag_bm25_explain_text(ix->b, ix->text, tl, &ex, &errpos);
+  if (rc == RAG_EENCODING) return RAG_OK; /* cannot be: the text was indexed */
+  if (rc != RAG_OK) return rc;
+  m = n < ex.nterms ? n : ex.nterms;
+  if (m == 0) return RAG_OK;
+  {
+    size_t *p = (size_t *)rag_grow(ix->pick, &ix->pickcap, m + 1, sizeof *p);
+    rag_index_word *w;
+    if (p == NULL) return RAG_ENOMEM;
+    ix->pick = p;
+    w = (rag_index_word *)rag_grow(ix->words, &ix->wordscap, m + 1, sizeof *w);
+    if (w == NULL) return RAG_ENOMEM;
+    ix->words = w;
+  }
+  for (i = 0, j = 0; i < ex.nterms; i++) { /* the best m, kept sorted (insertion) */
+    size_t k = j < m ? j++ : m;
+    if (k == m && !term_before(&ex.terms[i], &ex.terms[ix->pick[m - 1]])) continue;
+    if (k == m) k = m - 1;
+    while (k > 0 && term_before(&ex.terms[i], &ex.terms[ix->pick[k - 1]])) {
+      ix->pick[k] = ix->pick[k - 1];
+      k--;
+    }
+    ix->pick[k] = i;
+  }
+  if (ix->an == NULL && (rc = rag_analyzer_new(&rag_bm25_config(ix->b)->analyzer, &ix->an)) != RAG_OK)
+    return rc == RAG_EINVAL ? RAG_OK : rc;
+  for (i = 0; i < m; i++) ix->words[i].s = NULL;
+  f.terms = ex.terms;
+  f.pick = ix->pick;
+  f.n = f.left = m;
+  f.words = ix->words;
+  f.text = ix->text;
+  rc = rag_analyzer_run(ix->an, ix->text, tl, find_span, &f, &errpos);
+  if (rc != RAG_OK && rc != FOUND_ALL) return rc;
+  for (i = 0, j = 0; i < m; i++) /* a term never found (cannot be) is left out */
+    if (ix->words[i].s != NULL) ix->words[j++] = ix->words[i];
+  *words = ix->words;
+  *count = j;
   return RAG_OK;
 }
 

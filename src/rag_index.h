@@ -85,6 +85,26 @@ int rag_index_remove(rag_index *ix, const char *id, size_t len, int *removed);
 
 typedef enum rag_index_mode { RAG_INDEX_HYBRID, RAG_INDEX_BM25, RAG_INDEX_VECTOR } rag_index_mode;
 
+/* The text fields an enriched index keeps per leaf chunk (rag.index's enrich). */
+enum { RAG_INDEX_KEYWORDS, RAG_INDEX_SUMMARY, RAG_INDEX_FIELDS };
+
+/*
+** An enriched index's extra parts, borrowed for one search (any may be
+** NULL). bm25[f] holds field f of each leaf chunk under the chunk's name;
+** the lexical list scores a chunk by its text's BM25 plus weight[f] times
+** each field's (each list's best fetch_k, a chunk absent from one adding
+** 0). q (a rag_vec) or qh holds the chunks' hypothetical questions under
+** "<chunk name>?<k>", 1 <= k <= qmax; the vector list scores a chunk by the
+** better of its own vector and its best question.
+*/
+typedef struct rag_index_fields {
+  rag_bm25 *bm25[RAG_INDEX_FIELDS];
+  double weight[RAG_INDEX_FIELDS];
+  rag_vec *q;
+  rag_hnsw *qh;
+  uint32_t qmax;
+} rag_index_fields;
+
 typedef struct rag_index_query {
   rag_index_mode mode;
   const char *text; /* the query, for BM25 */
@@ -98,6 +118,7 @@ typedef struct rag_index_query {
   int group;        /* one hit per document, its best */
   uint32_t window;  /* widen each hit by this many chunks of its level each side */
   double merge;     /* > 0: replace hit children by their parent when this share of them is hit */
+  const rag_index_fields *fields; /* NULL: none */
 } rag_index_query;
 
 typedef struct rag_index_hit {
@@ -105,6 +126,7 @@ typedef struct rag_index_hit {
   uint32_t start, stop;  /* the span returned, in the document's text */
   double score;
   uint32_t rank_bm25, rank_vec; /* 1-based places in the two lists, 0: not in it */
+  uint32_t rank_field[RAG_INDEX_FIELDS], rank_q; /* ... in the fields' and questions' lists */
 } rag_index_hit;
 
 /*
@@ -116,6 +138,22 @@ typedef struct rag_index_hit {
 */
 int rag_index_search(rag_index *ix, const rag_index_query *q, const rag_index_hit **hits,
                      size_t *n, size_t *errpos, rag_vec_bad *bad);
+
+/*
+** The offline keywords of leaf chunk `name`: the n terms of its indexed
+** text (rag_index_text) with the highest BM25 weight in the index (the
+** chunk's tf, the corpus's idf), best first, ties by term bytewise, each
+** as its first occurrence in that text: words[i] (words[i].len bytes at
+** words[i].s, valid until the next call). *count is 0 when the chunk is
+** not a live leaf. RAG_ENOMEM.
+*/
+typedef struct rag_index_word {
+  const char *s;
+  size_t len;
+} rag_index_word;
+
+int rag_index_keywords(rag_index *ix, const char *name, size_t len, size_t n,
+                       const rag_index_word **words, size_t *count);
 
 /* The name of a hit's chunk ("<doc id>#<n>") in a buffer valid until the next call. */
 const char *rag_index_chunk_name(rag_index *ix, const rag_index_hit *h, size_t *len);

@@ -34,6 +34,8 @@ local SCHEMA = {
   hnsw = { "table" },
   metric = { "string", default = "cosine", enum = { "cosine", "dot", "l2" } },
   batch = { "number", default = 256, int = true, min = 1 },
+  enrich = { "boolean|table" },
+  llm = { "table|userdata" },
 }
 
 -- {====== Settings ======}
@@ -165,6 +167,10 @@ local function settings(fname, opts)
   end
   b.analyzer = b.analyzer or o.analyzer
   o.bm25_opts = b
+  if o.llm ~= nil and type(o.llm.chat) ~= "function" then
+    error(fname .. ": option 'llm' must have a :chat(messages, opts) method", 3)
+  end
+  o.enrich = require("rag.enrich").settings(fname, o.enrich, o.llm, 3)
   return o
 end
 
@@ -182,6 +188,7 @@ local function record(self)
     vector_option = self.o.vector,
     hnsw = self.o.hnsw and json.object(self.o.hnsw) or nil,
     metric = self.o.metric,
+    enrich = self.enrich and require("rag.enrich").record(self.enrich.o) or nil,
   }
 end
 
@@ -210,6 +217,9 @@ function M.new(opts)
       end
     end
     o = settings("rag.index.new", o)
+    if o.enrich then
+      error("rag.index.new: option 'enrich' is not available with a store yet", 2)
+    end
     if type(store) ~= "table" or type(store.index) ~= "function" then
       error("rag.index.new: option 'store' must be a store (rag.store.postgres{...}), got "
         .. type(store), 2)
@@ -220,7 +230,11 @@ function M.new(opts)
   local edesc = describe(o.embedder)
   local dim = edesc and edesc.dim
   local b, v = new_parts("rag.index.new", o, dim)
-  return wrap(cindex.new(b, v), o, edesc)
+  local idx = wrap(cindex.new(b, v), o, edesc)
+  if o.enrich then
+    idx.enrich = require("rag.enrich").new(o.enrich, o.bm25_opts, o.llm)
+  end
+  return idx
 end
 
 local function check_open(self, fname, write)
@@ -249,11 +263,21 @@ local function ensure_vectors(self, dim)
   self.edesc.dim = dim
 end
 
+-- A run without limits for enrichment's LLM calls (add, and add_many
+-- without `limits` or `run`).
+local function enrich_run(fname, limits)
+  local l = { steps = math.huge, llm_calls = math.huge }
+  for k, v in pairs(limits or {}) do
+    l[k] = v
+  end
+  return require("rag.pipeline.runtime").new({ name = fname, limits = l })
+end
+
 -- Stages the documents list[pos], list[pos + 1], ... that changed, up to
 -- `limit` of them; chunks, maybe embeds, and puts them (all in C but the
 -- embedder). Returns how many it read and how many were unchanged, added
--- and updated | nil, msg, code.
-local function apply(self, fname, list, pos, limit)
+-- and updated | nil, msg, code. `run` holds the enrichment's LLM calls.
+local function apply(self, fname, list, pos, limit, run)
   local o, c = self.o, self.c
   local n, unchanged, batch
   if self.stage then -- a store elsewhere: it knows what changed, a scratch index chunks
@@ -274,10 +298,34 @@ local function apply(self, fname, list, pos, limit)
   if type(o.chunk.tokenizer) == "string" then -- an opened index loads it on its first add
     o.chunk.tokenizer = require("rag.tokenizer").get(o.chunk.tokenizer)
   end
-  local embedder = self.embedder
-  local texts, msg, code = c:chunk(batch, o.chunker, o.chunk, fname, embedder and true)
+  local embedder, enrich = self.embedder, self.enrich
+  local texts, msg, code = c:chunk(batch, o.chunker, o.chunk, fname, (embedder or enrich) and true)
   if not texts then
     return nil, msg, code
+  end
+  local staged, prepared, qtexts, where, qvecs
+  if enrich then -- the LLM's and functions' steps first: they may fail
+    staged = c:staged(batch)
+    local originals = {}
+    for i = pos, pos + n - 1 do
+      local d = list[i]
+      originals[type(d.id) == "number" and tostring(d.id) or d.id] = d
+    end
+    prepared, msg, code = enrich:prepare(staged, texts, originals, run or enrich_run(fname))
+    if not prepared then
+      return nil, msg, code
+    end
+    local ids = {}
+    for i, d in ipairs(staged) do
+      ids[i] = d.id
+    end
+    qtexts, where = enrich:questions(prepared, ids)
+    if embedder and #qtexts > 0 then
+      qvecs, msg, code = embedder:embed(qtexts, { packed = true })
+      if not qvecs then
+        return nil, msg, code
+      end
+    end
   end
   local vectors
   if embedder and #texts > 0 then
@@ -302,6 +350,15 @@ local function apply(self, fname, list, pos, limit)
   end
   local added, updated
   added, updated, code = c:commit(batch, vectors)
+  if enrich then -- for the documents that went in
+    local ids = {}
+    for _, d in ipairs(staged) do
+      if c:hash(d.id) == d.hash then
+        ids[#ids + 1] = d.id
+      end
+    end
+    enrich:commit(self, ids, prepared, qvecs, where)
+  end
   if not added then
     return nil, updated, code
   end
@@ -351,6 +408,8 @@ local ADD_MANY = {
   progress = { "function" },
   budget_ms = { "number", above = 0 },
   batch = { "number", int = true, min = 1 },
+  limits = { "table" },
+  run = { "table" },
 }
 
 -- add_many and sync of at least this many documents end by giving the
@@ -401,6 +460,10 @@ local function stepper(self, fname, list, o)
   local counts = { added = 0, updated = 0, unchanged = 0, removed = 0 }
   local pos, total = 1, #list
   local batch = o.batch or self.o.batch
+  local run = self.enrich and (o.run or enrich_run(fname, o.limits))
+  if run then -- what the enrichment's LLM calls cost so far
+    counts.llm_calls, counts.tokens = 0, 0
+  end
   local rate -- seconds per weighted byte, measured
   local function step(budget)
     local deadline = budget and (now() + budget / 1000)
@@ -417,7 +480,11 @@ local function stepper(self, fname, list, o)
           limit = 1
         end
       end
-      local n, unchanged, added, updated = apply(self, fname, list, pos, limit)
+      local n, unchanged, added, updated = apply(self, fname, list, pos, limit, run)
+      if run then
+        local u = run:usage()
+        counts.llm_calls, counts.tokens = u.llm_calls, u.total_tokens
+      end
       if not n then
         pos = total + 1
         return nil, unchanged, added
@@ -488,7 +555,8 @@ end
 function Index:sync(docs, opts)
   check_open(self, "rag.index.sync", true)
   local o = opts_check("rag.index.sync", opts, { progress = { "function" },
-    batch = { "number", int = true, min = 1 }, keep = { "function" } }, 2)
+    batch = { "number", int = true, min = 1 }, keep = { "function" }, limits = { "table" },
+    run = { "table" } }, 2)
   local list, ids = collect("rag.index.sync", docs)
   local step = stepper(self, "rag.index.sync", list, o)
   local counts
@@ -530,6 +598,9 @@ function Index:sync(docs, opts)
       if self.graph then
         self.graph:remove_doc(id)
       end
+      if self.enrich then
+        self.enrich:remove(id)
+      end
     end
   end
   counts.removed = #gone
@@ -542,6 +613,9 @@ function Index:remove(id)
   local removed = self.c:remove(id)
   if removed and self.graph then -- the graph's edges from it go too
     self.graph:remove_doc(type(id) == "number" and tostring(id) or id)
+  end
+  if removed and self.enrich then
+    self.enrich:remove(type(id) == "number" and tostring(id) or id)
   end
   return removed
 end
@@ -611,6 +685,7 @@ function Index:stats()
   s.embedder = self.edesc and self.edesc.name or false
   s.chunker = self.o.chunker_name
   s.default_mode = self:default_mode()
+  s.enrich = self.enrich and self.enrich:coverage() or nil
   return s
 end
 
@@ -651,7 +726,15 @@ function Index:search(query, opts)
     end
     qv = vs[1]
   end
-  return self.c:search(query, opts or {}, default, qv)
+  local enrich = self.enrich
+  if not enrich then
+    return self.c:search(query, opts or {}, default, qv)
+  end
+  local hits, msg, code = self.c:search(query, opts or {}, default, qv, enrich:parts(opts))
+  if not hits then
+    return nil, msg, code
+  end
+  return enrich:decorate(hits)
 end
 
 -- {====== Saving and opening ======}
@@ -725,7 +808,8 @@ function M.generation(dir)
   return current_gen(dir)
 end
 
-local PARTS = { store = true, bm25 = true, vectors = true, graph = true, manifest = true }
+local PARTS = { store = true, bm25 = true, vectors = true, graph = true, manifest = true,
+  enrich = true, keywords = true, summary = true, questions = true }
 
 -- Removes the files of other generations and stale temporary files.
 local function tidy(dir, keep)
@@ -765,6 +849,14 @@ function Index:save(dir)
     names.graph = "graph-" .. gen .. ".rag"
     gpath = join(dir, names.graph)
   end
+  local epaths
+  if self.enrich then -- the enrichment's values, cache and fields
+    epaths = {}
+    for _, part in ipairs(self.enrich:part_names()) do
+      names[part] = part .. "-" .. gen .. ".rag"
+      epaths[part] = join(dir, names[part])
+    end
+  end
   local sums
   sums, msg, code = self.c:save(paths)
   if not sums then
@@ -777,6 +869,16 @@ function Index:save(dir)
       return nil, msg, code
     end
     sums.graph = gs
+  end
+  if epaths then
+    local es
+    es, msg, code = self.enrich:save(epaths)
+    if not es then
+      return nil, msg, code
+    end
+    for part, sum in pairs(es) do
+      sums[part] = sum
+    end
   end
   local files, keep = {}, { [MANIFEST] = true }
   for part, name in pairs(names) do
@@ -799,6 +901,8 @@ end
 
 local OPEN = {
   readonly = { "boolean", default = false },
+  llm = { "table|userdata" },
+  enrich = { "table" },
   embedder = { "table|userdata|boolean" },
   chunker = { "function|string" },
   chunk = { "table" },
@@ -893,6 +997,15 @@ function M.open(dir, opts)
     end
     idx.graph = g
   end
+  if m.enrich then
+    local e
+    e, msg, code = require("rag.enrich").open(fname, m.enrich, paths, o, { analyzer = nil })
+    if not e then
+      idx:close()
+      return nil, msg, code
+    end
+    idx.enrich = e
+  end
   return idx
 end
 
@@ -905,6 +1018,10 @@ function Index:close()
   if self.graph then
     self.graph:close()
     self.graph = nil
+  end
+  if self.enrich then
+    self.enrich:close()
+    self.enrich = nil
   end
 end
 

@@ -123,8 +123,8 @@ describe("rag.llm.extractive", function()
     assert.has_error(function() llm:chat({}) end)
   end)
 
-  it("recognises every prompt of both languages but the judge's, two of the agent's and the "
-    .. "graph's",
+  it("recognises every prompt of both languages but the judge's, two of the agent's, the "
+    .. "graph's and the enrichment's",
     function()
     for _, set in ipairs({ EN, ZH }) do
       for name in pairs(prompts.slots) do
@@ -133,11 +133,12 @@ describe("rag.llm.extractive", function()
           truth = "1. g", tools = "search: s", tool_names = "search", scratchpad = "",
           error = "e", entities = "A, B", relations = "A knows B" }
         local reply = assert(llm:chat(prompts.messages(set, name, slots)))
-        if name:match("^eval_") or name:match("^graph_") or name == "agent_tools"
-            or name == "agent_retry" then
+        if name:match("^eval_") or name:match("^graph_") or name:match("^enrich_")
+            or name == "agent_tools" or name == "agent_retry" then
           -- (agent_tools is for LLMs with function calling; agent_retry
-          -- is sent as an observation, never alone; rag.graph's prompts go
-          -- to a model, the extractive LLM takes the heuristic path instead)
+          -- is sent as an observation, never alone; rag.graph's and
+          -- rag.enrich's prompts go to a model, offline indexes take the
+          -- heuristic path and the offline steps instead)
           -- not recognised: answered as a question, which no judge reply parses as
           assert.equal("answer", reply.task, set.lang .. "." .. name)
           assert.is_nil(prompts.json(reply.text))

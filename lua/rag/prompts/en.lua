@@ -201,6 +201,34 @@ return {
     user = "Entities: {entities}\n\nRelations:\n{relations}",
   },
 
+  -- rag.index's enrichment: what each chunk is about, for search.
+  enrich_keywords = {
+    system = "You pick the search keywords of a passage: the {n} words or short phrases "
+      .. "a reader would type to find it, including names, technical terms and synonyms "
+      .. "it does not use itself. Reply with JSON only: [\"...\", \"...\"]",
+    user = "Passage:\n{text}",
+  },
+
+  enrich_summary = {
+    system = "You summarise a passage in one or two sentences that say what it states, "
+      .. "for someone deciding whether to read it. Use only the passage. Reply with the "
+      .. "summary only.",
+    user = "Passage:\n{text}",
+  },
+
+  enrich_questions = {
+    system = "You write the {n} questions a reader could ask that this passage answers, "
+      .. "each one on its own and specific enough to need this passage. Reply with JSON "
+      .. "only: [\"...?\", \"...?\"]",
+    user = "Passage:\n{text}",
+  },
+
+  enrich_title = {
+    system = "You give a document a short title (at most ten words) that names its "
+      .. "subject. Reply with the title only.",
+    user = "Document:\n{text}",
+  },
+
   -- The judge prompts of rag.eval.ragas; each asks for one JSON object.
   eval_statements = {
     system = "Break the text into short, self-contained statements: one fact "

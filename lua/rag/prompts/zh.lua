@@ -160,6 +160,30 @@ return {
     user = "实体：{entities}\n\n关系：\n{relations}",
   },
 
+  -- rag.index 的富化：每个片段讲什么，供检索使用。
+  enrich_keywords = {
+    system = "你为一段文字挑选检索关键词：读者为找到它会输入的 {n} 个词或短语，"
+      .. "包括名称、术语以及原文没有用到的同义词。只回复 JSON：[\"...\", \"...\"]",
+    user = "段落：\n{text}",
+  },
+
+  enrich_summary = {
+    system = "你用一两句话概括一段文字陈述了什么，供人判断是否需要阅读。只使用段落中的内容。"
+      .. "只回复摘要。",
+    user = "段落：\n{text}",
+  },
+
+  enrich_questions = {
+    system = "你写出这段文字能够回答的 {n} 个问题：每个问题独立成立，具体到需要这段文字才能回答。"
+      .. "只回复 JSON：[\"...？\", \"...？\"]",
+    user = "段落：\n{text}",
+  },
+
+  enrich_title = {
+    system = "你为一篇文档起一个简短的标题（不超过二十个字），点明其主题。只回复标题。",
+    user = "文档：\n{text}",
+  },
+
   -- rag.eval.ragas 的评判提示词；每个都要求回复一个 JSON 对象。
   eval_statements = {
     system = "把文本拆成简短、独立的陈述：每条只含一个事实，代词换成它所指的事物，"

@@ -1,0 +1,713 @@
+--- rag.enrich: what rag.index keeps about each chunk besides its text, so
+-- that search matches what users ask and not only the author's words:
+-- keywords, a summary and the questions the chunk answers (and a title for
+-- a document without one). Each step is written by an LLM (prompts as
+-- data, English and Chinese), by an offline default (keywords by the
+-- corpus's BM25 weights, the lead sentence as summary, the first line as
+-- title) or by a function `(chunk, doc) -> value`. What an LLM or a
+-- function wrote is cached by content hash, so an unchanged chunk never
+-- costs a call again, and saved with the index. Keywords and summaries are
+-- searched as BM25 fields (rag.core.bm25), questions as vectors pointing at
+-- their chunk; rag.core.index merges them into its lists. See
+-- docs/index.md (Enrichment).
+-- @module rag.enrich
+local core = require("rag.core")
+local opts_check = require("rag.opts").check
+
+local M = {}
+
+local json, fs = core.json, core.fs
+local type, pairs, ipairs, tostring, error, setmetatable, next, getmetatable = type, pairs,
+  ipairs, tostring, error, setmetatable, next, getmetatable
+local concat, sort = table.concat, table.sort
+
+-- The format of the saved enrichment (enrich-N.rag, JSON) and of the cache keys.
+local FORMAT_VERSION = 1
+
+--- The steps, in the order they run.
+M.STEPS = { "keywords", "summary", "questions", "title" }
+
+-- What each step may be: `true` (the LLM when the index has one, else the
+-- offline default), "llm", "offline", a function, or false.
+local KINDS = { keywords = { llm = true, offline = true }, summary = { llm = true, offline = true },
+  questions = { llm = true }, title = { llm = true, offline = true } }
+
+local SCHEMA = {
+  keywords = { "boolean|string|function", default = false },
+  summary = { "boolean|string|function", default = false },
+  questions = { "boolean|string|function", default = false },
+  title = { "boolean|string|function", default = false },
+  lang = { "string", default = "auto", enum = { "auto", "en", "zh" } },
+  prompts = { "table" },
+  n_keywords = { "number", default = 8, int = true, min = 1, max = 100 },
+  n_questions = { "number", default = 3, int = true, min = 1, max = 20 },
+  weights = { "table" },
+  tag = { "string", default = "" },
+}
+
+local WEIGHTS = {
+  keywords = { "number", min = 0 },
+  summary = { "number", min = 0 },
+}
+
+--- The field weights when `enrich.weights` does not say: a field's BM25
+-- score counts this much of the text's (docs/index.md gives the measurement).
+M.WEIGHTS = { keywords = 0.1, summary = 0.05 }
+
+-- The longest text a step sends to an LLM, in bytes (a document's title
+-- step reads its beginning).
+local MAX_INPUT = 6000
+-- The longest summary, title and keyword kept, in bytes.
+local MAX_SUMMARY, MAX_TITLE, MAX_KEYWORD = 1000, 200, 80
+
+--- Checks `enrich` (true for keywords and summary; a list of step names; or
+-- a table of steps and options) and resolves each step against `llm`.
+-- @return settings | nil when nothing is enriched
+-- @raise on a bad option, or an LLM step without an LLM
+function M.settings(fname, enrich, llm, level)
+  level = (level or 1) + 1
+  if enrich == nil or enrich == false then
+    return nil
+  end
+  if enrich == true then
+    enrich = { keywords = true, summary = true }
+  elseif type(enrich) == "table" and enrich[1] ~= nil then
+    local t = {}
+    for _, name in ipairs(enrich) do
+      if not KINDS[name] then
+        error(fname .. ": unknown enrichment step '" .. tostring(name) .. "'", level)
+      end
+      t[name] = true
+    end
+    enrich = t
+  elseif type(enrich) ~= "table" then
+    error(fname .. ": option 'enrich' must be true, a list of steps or a table, got "
+      .. type(enrich), level)
+  end
+  local o = opts_check(fname .. ": enrich", enrich, SCHEMA, level)
+  local w = opts_check(fname .. ": enrich.weights", o.weights, WEIGHTS, level)
+  o.weights = { keywords = w.keywords or M.WEIGHTS.keywords,
+    summary = w.summary or M.WEIGHTS.summary }
+  o.kinds = {}
+  local any = false
+  for _, step in ipairs(M.STEPS) do
+    local v = o[step]
+    local kind
+    if v == true then
+      kind = llm and "llm" or (KINDS[step].offline and "offline")
+      if not kind then
+        error(fname .. ": enrichment step '" .. step .. "' needs option 'llm' or a function", level)
+      end
+    elseif type(v) == "function" then
+      kind = "function"
+    elseif type(v) == "string" then
+      if not KINDS[step][v] then
+        error(fname .. ": enrichment step '" .. step .. "' cannot be '" .. v .. "'", level)
+      end
+      kind = v
+    end
+    if kind == "llm" and not llm then
+      error(fname .. ": enrichment step '" .. step .. "' is written by an LLM: pass option 'llm'",
+        level)
+    end
+    o.kinds[step] = kind or nil
+    any = any or kind ~= nil
+  end
+  if not any then
+    return nil
+  end
+  return o
+end
+
+--- The settings as a manifest records them (no functions).
+function M.record(o)
+  return { version = FORMAT_VERSION, kinds = json.object(o.kinds), lang = o.lang,
+    n_keywords = o.n_keywords, n_questions = o.n_questions,
+    weights = json.object(o.weights), tag = o.tag }
+end
+
+-- Settings back from a manifest's record; function steps come from `given`
+-- (rag.index.open's `enrich`), LLM steps need `llm` only to add documents.
+local function from_record(fname, r, given)
+  if type(r) ~= "table" or type(r.kinds) ~= "table" or type(r.version) ~= "number" then
+    return nil, fname .. ": the manifest's enrichment settings are damaged", "corrupt"
+  end
+  if r.version > FORMAT_VERSION then
+    return nil, fname .. ": the enrichment was written by a newer version of rag", "version"
+  end
+  local o = { kinds = {}, lang = r.lang or "auto", n_keywords = r.n_keywords or 8,
+    n_questions = r.n_questions or 3, tag = r.tag or "",
+    weights = { keywords = (r.weights or {}).keywords or M.WEIGHTS.keywords,
+      summary = (r.weights or {}).summary or M.WEIGHTS.summary } }
+  for _, step in ipairs(M.STEPS) do
+    local kind = r.kinds[step]
+    if kind ~= nil then
+      o.kinds[step] = kind
+      if kind == "function" then
+        o[step] = type(given) == "table" and type(given[step]) == "function" and given[step] or nil
+      end
+    end
+  end
+  return o
+end
+
+-- {====== Cleaning what a step wrote ======}
+
+-- s with invalid UTF-8 replaced and surrounding space trimmed.
+local function clean_text(s, limit)
+  if type(s) ~= "string" then
+    return nil
+  end
+  if not core.text.valid(s) then
+    s = core.text.normalize(s, { form = false, invalid = "replace" })
+  end
+  s = s:gsub("^%s+", ""):gsub("%s+$", "")
+  if #s > limit then -- cut at a character boundary
+    local i = limit
+    while i > 1 and s:byte(i + 1) and s:byte(i + 1) >= 0x80 and s:byte(i + 1) < 0xC0 do
+      i = i - 1
+    end
+    s = s:sub(1, i)
+  end
+  return s
+end
+
+-- A list of at most n distinct non-empty strings, from a list or from a
+-- reply's lines (or comma-separated items, for keywords).
+local function clean_list(v, n, limit, split_commas)
+  local items = {}
+  if type(v) == "string" then
+    local j = require("rag.prompts").json(v)
+    if type(j) == "table" then
+      v = j
+    else
+      local pattern = split_commas and "[^\n,;，；、]+" or "[^\n]+"
+      for item in v:gmatch(pattern) do
+        items[#items + 1] = item
+      end
+      v = items
+    end
+  end
+  if type(v) ~= "table" then
+    return {}
+  end
+  local out, seen = {}, {}
+  for _, item in ipairs(v) do
+    if #out >= n then
+      break
+    end
+    local s = type(item) == "string" and clean_text(item, limit)
+    if s then
+      s = s:gsub("^%d+[%.%)]%s*", ""):gsub("^[%-%*•]%s*", ""):gsub("^[\"'“‘]", "")
+        :gsub("[\"'”’]$", "")
+      s = s:gsub("^%s+", ""):gsub("%s+$", "")
+      local key = s:lower()
+      if s ~= "" and not seen[key] then
+        seen[key] = true
+        out[#out + 1] = s
+      end
+    end
+  end
+  return out
+end
+
+-- The value of step `step` as kept: keywords and questions lists, summary
+-- and title strings; nil for nothing usable.
+local function clean(o, step, v)
+  if step == "keywords" then
+    return clean_list(v, o.n_keywords, MAX_KEYWORD, true)
+  elseif step == "questions" then
+    return clean_list(v, o.n_questions, MAX_SUMMARY, false)
+  end
+  local s = clean_text(v, step == "title" and MAX_TITLE or MAX_SUMMARY)
+  if s and step == "title" then
+    s = s:match("^[^\n]*"):gsub("^[#\"'“]+%s*", ""):gsub("[\"'”]+$", "")
+  end
+  return s ~= "" and s or nil
+end
+
+-- {====== Offline defaults ======}
+
+-- The first sentence of text (its first line when no sentence ends).
+local function lead(text, limit)
+  local s = core.text.sentences(clean_text(text, 2 * limit) or "")
+  local first = s[1] and s[1].text or text:match("^[^\n]*")
+  return clean_text(first, limit)
+end
+
+-- {====== The enrichment of an index ======}
+
+local Enrich = {}
+Enrich.__index = Enrich
+
+local function new_bm25(bm25_opts)
+  return core.bm25.new(bm25_opts)
+end
+
+--- The enrichment part of a new index.
+-- @param o settings (M.settings)
+-- @tparam table bm25_opts the index's BM25 options (the fields use its analyzer)
+function M.new(o, bm25_opts, llm)
+  local e = setmetatable({ o = o, llm = llm, cache = {}, fresh = {}, chunks = {}, docs = {},
+    bm25_opts = bm25_opts }, Enrich)
+  if o.kinds.keywords then
+    e.kw = new_bm25(bm25_opts)
+  end
+  if o.kinds.summary then
+    e.sum = new_bm25(bm25_opts)
+  end
+  return e
+end
+
+-- The cache key of step `step` over `text`: its settings and the text.
+local function key(self, step, kind, lang, text)
+  local o = self.o
+  local parts = { "rag.enrich", FORMAT_VERSION, step, kind, o.tag, lang,
+    step == "keywords" and o.n_keywords or step == "questions" and o.n_questions or 0 }
+  if kind == "llm" then
+    local p = require("rag.prompts").get(lang, o.prompts)["enrich_" .. step]
+    parts[#parts + 1] = p.system or ""
+    parts[#parts + 1] = p.user
+  end
+  parts[#parts + 1] = text
+  for i, v in ipairs(parts) do
+    parts[i] = #tostring(v) .. ":" .. tostring(v)
+  end
+  return core.text.hash(concat(parts))
+end
+
+-- The text a step reads, cut to MAX_INPUT bytes at a character boundary.
+local function input(text)
+  return clean_text(text, MAX_INPUT) or ""
+end
+
+-- Runs an LLM or function step for one chunk or document through the
+-- cache. Returns the cleaned value (maybe nil), nil, nil, its cache key |
+-- nil, msg, code.
+local function run_step(self, step, text, chunk, doc, run)
+  local o = self.o
+  local kind = o.kinds[step]
+  local lang = o.lang == "auto" and require("rag.prompts").detect(text) or o.lang
+  local k = key(self, step, kind, lang, text)
+  local hit = self.cache[k]
+  if hit ~= nil then
+    return hit.v, nil, nil, k
+  end
+  local v, msg, code
+  if kind == "function" then
+    local fn = o[step]
+    if not fn then
+      error("rag.index.add: enrichment step '" .. step .. "' is a function: pass it again as "
+        .. "rag.index.open(dir, { enrich = { " .. step .. " = fn } })", 0)
+    end
+    v, msg, code = fn(chunk, doc)
+    if v == nil and msg ~= nil then
+      return nil, msg, code
+    end
+  else
+    if not self.llm then
+      error("rag.index.add: enrichment step '" .. step .. "' is written by an LLM: pass it as "
+        .. "rag.index.open(dir, { llm = chat })", 0)
+    end
+    local prompts = require("rag.prompts")
+    local set = prompts.get(lang, o.prompts)
+    local messages = prompts.messages(set, "enrich_" .. step, { text = text,
+      n = step == "keywords" and o.n_keywords or o.n_questions })
+    local reply
+    reply, msg, code = run:chat(self.llm, messages)
+    if not reply then
+      return nil, msg, code
+    end
+    v = reply.text
+  end
+  v = clean(o, step, v)
+  self.cache[k] = { v = v }
+  self.fresh[k] = true
+  return v, nil, nil, k
+end
+
+--- Runs the LLM and function steps of a chunked batch, before it is put:
+-- `docs` are rag.core.index's staged documents, `texts` their leaf texts
+-- in order (title and text, as BM25 sees them), `originals` the documents
+-- by id. Every result is cached as soon as it is known, so a run stopped
+-- by a limit loses nothing it paid for.
+-- @return the batch's values `{ [doc id] = { title =, leaves = { { name =,
+--   text =, keywords =, summary =, questions = } } } }` | nil, msg, code
+function Enrich:prepare(docs, texts, originals, run)
+  local kinds = self.o.kinds
+  local out, t = {}, 0
+  for _, d in ipairs(docs) do
+    local orig = originals[d.id]
+    local doc = { id = d.id, text = orig.text, title = orig.title, source = orig.source,
+      meta = orig.meta }
+    local rec = { leaves = {} }
+    out[d.id] = rec
+    if kinds.title and kinds.title ~= "offline" and (doc.title == nil or doc.title == "") then
+      local v, msg, code, k = run_step(self, "title", input(doc.text), nil, doc, run)
+      if v == nil and msg ~= nil then
+        return nil, msg, code
+      end
+      rec.title, rec.title_key = v, k
+    end
+    for n, c in ipairs(d.chunks) do
+      if c.leaf then
+        t = t + 1
+        local body = doc.text:sub(c.start, c.stop)
+        local leaf = { name = d.id .. "#" .. n, text = texts[t], body = body, keys = {} }
+        local chunk = { id = leaf.name, doc_id = d.id, text = body, start = c.start,
+          stop = c.stop, title = doc.title, source = doc.source, meta = doc.meta }
+        for _, step in ipairs({ "keywords", "summary", "questions" }) do
+          local kind = kinds[step]
+          if kind == "llm" or kind == "function" then
+            local v, msg, code, k = run_step(self, step, input(leaf.text), chunk, doc, run)
+            if v == nil and msg ~= nil then
+              return nil, msg, code
+            end
+            leaf[step], leaf.keys[step] = v, k
+          end
+        end
+        rec.leaves[#rec.leaves + 1] = leaf
+      end
+    end
+  end
+  return out
+end
+
+--- The questions of a prepared batch, in order, for the embedder; and
+-- where each goes (`{ name, k }`).
+function Enrich:questions(prepared, ids)
+  local texts, where = {}, {}
+  for _, id in ipairs(ids) do
+    local rec = prepared[id]
+    for _, leaf in ipairs(rec and rec.leaves or {}) do
+      for k, q in ipairs(leaf.questions or {}) do
+        texts[#texts + 1] = q
+        where[#where + 1] = { leaf.name, k }
+      end
+    end
+  end
+  return texts, where
+end
+
+-- Takes document id's chunks out of the fields.
+local function drop(self, id)
+  local d = self.docs[id]
+  if not d then
+    return
+  end
+  for _, name in ipairs(d.names) do
+    local ch = self.chunks[name]
+    if self.kw then
+      self.kw:remove(name)
+    end
+    if self.sum then
+      self.sum:remove(name)
+    end
+    if self.q and ch and ch.questions then
+      for k = 1, #ch.questions do
+        self.q:remove(name .. "?" .. k)
+      end
+    end
+    self.chunks[name] = nil
+  end
+  self.docs[id] = nil
+end
+
+--- Removes a document's enrichment (its chunks left the index).
+function Enrich:remove(id)
+  drop(self, id)
+end
+
+-- The vector part for questions, made on the first vectors (the index's kind).
+local function question_part(self, index, dim)
+  if not self.q then
+    local st = index.c:stats()
+    if st.vector == "hnsw" then
+      local h = { dim = dim, metric = index.o.metric }
+      for k, v in pairs(index.o.hnsw or {}) do
+        h[k] = v
+      end
+      self.q = core.hnsw.new(h)
+    else
+      self.q = core.vec.new({ dim = dim, metric = index.o.metric })
+    end
+  end
+  return self.q
+end
+
+--- Puts the enrichment of documents that were just put in the index:
+-- the prepared values, the offline steps (which read the index's BM25, now
+-- holding the chunks), the fields and the question vectors.
+-- @param index the rag.index
+-- @tparam table ids the staged documents' ids that the index now holds
+-- @param prepared what `prepare` returned
+-- @param qvecs the questions' vectors (packed), in `questions` order, or nil
+function Enrich:commit(index, ids, prepared, qvecs, where)
+  local kinds, o = self.o.kinds, self.o
+  local qv = {}
+  for i, w in ipairs(where or {}) do
+    qv[w[1] .. "?" .. w[2]] = qvecs and qvecs[i]
+  end
+  for _, id in ipairs(ids) do
+    drop(self, id)
+    local rec = prepared[id]
+    local names = {}
+    local doc
+    if kinds.title == "offline" then
+      doc = doc or index.c:get(id)
+      if doc and (doc.title == nil or doc.title == "") then
+        rec.title = lead(doc.text:match("^%s*([^\n]*)") or "", MAX_TITLE)
+      end
+    end
+    for _, leaf in ipairs(rec.leaves) do
+      local name = leaf.name
+      names[#names + 1] = name
+      if kinds.keywords == "offline" then
+        leaf.keywords = index.c:keywords(name, o.n_keywords)
+      end
+      if kinds.summary == "offline" then
+        leaf.summary = lead(leaf.body, MAX_SUMMARY)
+      end
+      local ch = { keywords = leaf.keywords, summary = leaf.summary, keys = leaf.keys }
+      if self.kw and leaf.keywords and #leaf.keywords > 0 then
+        self.kw:add(name, concat(leaf.keywords, ", "))
+      end
+      if self.sum and leaf.summary then
+        self.sum:add(name, leaf.summary)
+      end
+      if leaf.questions and #leaf.questions > 0 then
+        ch.questions = leaf.questions
+        for k in ipairs(leaf.questions) do
+          local v = qv[name .. "?" .. k]
+          if v then
+            question_part(self, index, math.floor(#v / 4)):add(name .. "?" .. k, v)
+          end
+        end
+      end
+      self.chunks[name] = ch
+    end
+    self.docs[id] = { names = names, title = rec.title, title_key = rec.title_key }
+  end
+end
+
+--- The parts rag.core.index's search merges, for search options `opts`
+-- (`fields = { keywords =, summary = }` overrides the weights).
+function Enrich:parts(opts)
+  local w = self.o.weights
+  local f = opts and opts.fields
+  if f ~= nil then
+    if type(f) ~= "table" then
+      error("rag.index.search: option 'fields' must be a table, got " .. type(f), 3)
+    end
+    f = opts_check("rag.index.search: fields", f, WEIGHTS, 3)
+    w = { keywords = f.keywords or w.keywords, summary = f.summary or w.summary }
+  end
+  return { keywords = self.kw, summary = self.sum, weights = w, questions = self.q,
+    qmax = self.o.n_questions }
+end
+
+--- Adds `enrich = { keywords =, summary =, questions =, title = }` to each
+-- hit that has any.
+function Enrich:decorate(hits)
+  for _, h in ipairs(hits) do
+    local ch = self.chunks[h.id]
+    local d = self.docs[h.doc_id]
+    local title = d and d.title
+    if ch or title then
+      h.enrich = { keywords = ch and ch.keywords, summary = ch and ch.summary,
+        questions = ch and ch.questions, title = title }
+    end
+  end
+  return hits
+end
+
+--- What the enrichment covers: `{ steps = { step = kind }, chunks =,
+-- keywords =, summary =, questions =, titles =, cached = }`.
+function Enrich:coverage()
+  local c = { steps = {}, chunks = 0, keywords = 0, summary = 0, questions = 0, titles = 0,
+    cached = 0 }
+  for step, kind in pairs(self.o.kinds) do
+    c.steps[step] = kind
+  end
+  for _, ch in pairs(self.chunks) do
+    c.chunks = c.chunks + 1
+    c.keywords = c.keywords + ((ch.keywords and #ch.keywords > 0) and 1 or 0)
+    c.summary = c.summary + (ch.summary and 1 or 0)
+    c.questions = c.questions + (ch.questions and #ch.questions or 0)
+  end
+  for _, d in pairs(self.docs) do
+    c.titles = c.titles + (d.title and 1 or 0)
+  end
+  for _ in pairs(self.cache) do
+    c.cached = c.cached + 1
+  end
+  return c
+end
+
+-- {====== Saving and opening ======}
+
+-- The saved cache: the entries the live chunks' and documents' values
+-- came from, and those made since the index was opened that nothing uses
+-- yet (a run stopped by a limit before their documents were put: the next
+-- run finds them). Unused entries saved by an earlier session are dropped.
+local function kept_cache(self)
+  local keep = {}
+  for k in pairs(self.fresh) do
+    keep[k] = true
+  end
+  for _, ch in pairs(self.chunks) do
+    for _, k in pairs(ch.keys or {}) do
+      keep[k] = true
+    end
+  end
+  for _, d in pairs(self.docs) do
+    if d.title_key then
+      keep[d.title_key] = true
+    end
+  end
+  local out = {}
+  for k in pairs(keep) do
+    local entry = self.cache[k]
+    if entry then
+      out[k] = entry.v == nil and json.null or entry.v
+    end
+  end
+  return out
+end
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do
+    ks[#ks + 1] = k
+  end
+  sort(ks)
+  return ks
+end
+
+--- Saves the enrichment's parts as `paths` = { enrich =, keywords =,
+-- summary =, questions = } (those it has). @return sums | nil, msg, code
+function Enrich:save(paths)
+  local sums = {}
+  local docs = {}
+  for _, id in ipairs(sorted_keys(self.docs)) do
+    local d = self.docs[id]
+    local chunks = {}
+    for i, name in ipairs(d.names) do
+      local ch = self.chunks[name] or {}
+      chunks[i] = json.object({ keywords = ch.keywords, summary = ch.summary,
+        questions = ch.questions, keys = ch.keys and next(ch.keys) and ch.keys or nil })
+    end
+    docs[#docs + 1] = { id = id, title = d.title, title_key = d.title_key, chunks = chunks,
+      names = d.names }
+  end
+  local body = json.encode({ format = "rag.enrich", version = FORMAT_VERSION, docs = docs,
+    cache = json.object(kept_cache(self)), questions = self.q and getmetatable(self.q).__name
+      or nil }) .. "\n"
+  local ok, msg, code = fs.write(paths.enrich, body)
+  if not ok then
+    return nil, msg, code
+  end
+  local size, crc = fs.sum(paths.enrich)
+  if not size then
+    return nil, crc, "io"
+  end
+  sums.enrich = { size = size, crc32 = crc }
+  for part, obj in pairs({ keywords = self.kw, summary = self.sum, questions = self.q }) do
+    if paths[part] then
+      ok, msg, code = obj:save(paths[part])
+      if not ok then
+        return nil, msg, code
+      end
+      size, crc = fs.sum(paths[part])
+      if not size then
+        return nil, crc, "io"
+      end
+      sums[part] = { size = size, crc32 = crc }
+    end
+  end
+  return sums
+end
+
+--- The parts this enrichment saves, by name (for the manifest's files).
+function Enrich:part_names()
+  local names = { "enrich" }
+  if self.kw then
+    names[#names + 1] = "keywords"
+  end
+  if self.sum then
+    names[#names + 1] = "summary"
+  end
+  if self.q then
+    names[#names + 1] = "questions"
+  end
+  return names
+end
+
+--- Opens the enrichment saved with an index.
+-- @tparam table record the manifest's `enrich`
+-- @tparam table paths the parts' paths
+-- @tparam table opts rag.index.open's `{ llm =, enrich = }`
+-- @return Enrich | nil, msg, code
+function M.open(fname, record, paths, opts, bm25_opts)
+  local o, msg, code = from_record(fname, record, opts.enrich)
+  if not o then
+    return nil, msg, code
+  end
+  local f, err = io.open(paths.enrich or "", "rb")
+  if not f then
+    return nil, fname .. ": the enrichment part is missing: " .. tostring(err), "corrupt"
+  end
+  local s = f:read("*a")
+  f:close()
+  local t = json.decode(s)
+  if type(t) ~= "table" or t.format ~= "rag.enrich" or type(t.docs) ~= "table"
+      or type(t.cache) ~= "table" then
+    return nil, fname .. ": '" .. paths.enrich .. "': not an enrichment part", "corrupt"
+  end
+  local e = setmetatable({ o = o, llm = opts.llm, cache = {}, fresh = {}, chunks = {}, docs = {},
+    bm25_opts = bm25_opts }, Enrich)
+  for k, v in pairs(t.cache) do
+    e.cache[k] = { v = v ~= json.null and v or nil }
+  end
+  for _, d in ipairs(t.docs) do
+    if type(d) ~= "table" or type(d.names) ~= "table" or type(d.chunks) ~= "table" then
+      return nil, fname .. ": '" .. paths.enrich .. "': a document entry is damaged", "corrupt"
+    end
+    for i, name in ipairs(d.names) do
+      local ch = d.chunks[i] or {}
+      e.chunks[name] = { keywords = ch.keywords, summary = ch.summary, questions = ch.questions,
+        keys = ch.keys }
+    end
+    e.docs[d.id] = { names = d.names, title = d.title, title_key = d.title_key }
+  end
+  for part, load in pairs({ keywords = core.bm25.load, summary = core.bm25.load,
+    questions = t.questions == "rag.hnsw" and core.hnsw.load or core.vec.load }) do
+    if paths[part] then
+      local obj
+      obj, msg, code = load(paths[part])
+      if not obj then
+        return nil, msg, code
+      end
+      e[part == "keywords" and "kw" or part == "summary" and "sum" or "q"] = obj
+    end
+  end
+  if o.kinds.keywords and not e.kw then
+    e.kw = new_bm25(bm25_opts)
+  end
+  if o.kinds.summary and not e.sum then
+    e.sum = new_bm25(bm25_opts)
+  end
+  return e
+end
+
+--- Closes the fields; idempotent.
+function Enrich:close()
+  for _, k in ipairs({ "kw", "sum", "q" }) do
+    if self[k] then
+      self[k]:close()
+      self[k] = nil
+    end
+  end
+end
+
+return M
