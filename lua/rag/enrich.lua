@@ -64,7 +64,7 @@ local MAX_SUMMARY, MAX_TITLE, MAX_KEYWORD = 1000, 200, 80
 -- a table of steps and options) and resolves each step against `llm`.
 -- @return settings | nil when nothing is enriched
 -- @raise on a bad option, or an LLM step without an LLM
-function M.settings(fname, enrich, llm, level)
+function M._settings(fname, enrich, llm, level)
   level = (level or 1) + 1
   if enrich == nil or enrich == false then
     return nil
@@ -120,7 +120,7 @@ function M.settings(fname, enrich, llm, level)
 end
 
 --- The settings as a manifest records them (no functions).
-function M.record(o)
+function M._record(o)
   return { version = FORMAT_VERSION, kinds = json.object(o.kinds), lang = o.lang,
     n_keywords = o.n_keywords, n_questions = o.n_questions,
     weights = json.object(o.weights), tag = o.tag }
@@ -247,7 +247,7 @@ end
 --- The enrichment part of a new index.
 -- @param o settings (M.settings)
 -- @tparam table bm25_opts the index's BM25 options (the fields use its analyzer)
-function M.new(o, bm25_opts, llm)
+function M._new(o, bm25_opts, llm)
   local e = setmetatable({ o = o, llm = llm, cache = {}, fresh = {}, chunks = {}, docs = {},
     bm25_opts = bm25_opts }, Enrich)
   if o.kinds.keywords then
@@ -648,7 +648,7 @@ end
 -- @tparam table paths the parts' paths
 -- @tparam table opts rag.index.open's `{ llm =, enrich = }`
 -- @return Enrich | nil, msg, code
-function M.open(fname, record, paths, opts, bm25_opts)
+function M._open(fname, record, paths, opts, bm25_opts)
   local o, msg, code = from_record(fname, record, opts.enrich)
   if not o then
     return nil, msg, code

@@ -170,7 +170,7 @@ local function settings(fname, opts)
   if o.llm ~= nil and type(o.llm.chat) ~= "function" then
     error(fname .. ": option 'llm' must have a :chat(messages, opts) method", 3)
   end
-  o.enrich = require("rag.enrich").settings(fname, o.enrich, o.llm, 3)
+  o.enrich = require("rag.enrich")._settings(fname, o.enrich, o.llm, 3)
   return o
 end
 
@@ -188,7 +188,7 @@ local function record(self)
     vector_option = self.o.vector,
     hnsw = self.o.hnsw and json.object(self.o.hnsw) or nil,
     metric = self.o.metric,
-    enrich = self.enrich and require("rag.enrich").record(self.enrich.o) or nil,
+    enrich = self.enrich and require("rag.enrich")._record(self.enrich.o) or nil,
   }
 end
 
@@ -232,7 +232,7 @@ function M.new(opts)
   local b, v = new_parts("rag.index.new", o, dim)
   local idx = wrap(cindex.new(b, v), o, edesc)
   if o.enrich then
-    idx.enrich = require("rag.enrich").new(o.enrich, o.bm25_opts, o.llm)
+    idx.enrich = require("rag.enrich")._new(o.enrich, o.bm25_opts, o.llm)
   end
   return idx
 end
@@ -999,7 +999,7 @@ function M.open(dir, opts)
   end
   if m.enrich then
     local e
-    e, msg, code = require("rag.enrich").open(fname, m.enrich, paths, o, { analyzer = nil })
+    e, msg, code = require("rag.enrich")._open(fname, m.enrich, paths, o, { analyzer = nil })
     if not e then
       idx:close()
       return nil, msg, code
