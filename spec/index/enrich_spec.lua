@@ -1,0 +1,357 @@
+-- rag.index's enrichment (issue 29): keywords, summaries, hypothetical
+-- questions and titles, written by a scripted LLM, offline defaults or
+-- functions; cached, limited, resumable, saved, searched and shown in hits.
+local rag = require("rag")
+local support = require("spec.support.llm")
+
+local json = rag.json
+
+-- Splits a text at blank lines: one chunk per paragraph (exact spans).
+local function paragraphs(text)
+  local out, pos = {}, 1
+  while pos <= #text do
+    local s, e = text:find("\n\n", pos, true)
+    local stop = s and s - 1 or #text
+    if stop >= pos then
+      out[#out + 1] = { text = text:sub(pos, stop), start = pos, stop = stop,
+        tokens = stop - pos + 1 }
+    end
+    if not s then
+      break
+    end
+    pos = e + 1
+  end
+  return out
+end
+
+-- What the scripted LLM writes, by the marker word of a passage.
+local SCRIPT = {
+  alpha = { keywords = { "xylophonic", "copper gizmo" }, summary = "Quuxly metallurgy overview.",
+    questions = { "What metal is the gizmo made of?", "Who forged the gizmo?" },
+    title = "The Copper Gizmo" },
+  beta = { keywords = { "feline", "naps" }, summary = "Zorbly sleeping habits of cats.",
+    questions = { "How long do cats sleep?" }, title = "Cat Sleep" },
+  gamma = { keywords = { "ocean", "tides" }, summary = "Blorp lunar forces.",
+    questions = { "What causes the tides?" }, title = "Tides" },
+}
+
+-- A scripted LLM that answers the enrichment prompts from SCRIPT; `asked`
+-- counts the prompts it was sent (by step and marker).
+local function scripted()
+  local llm
+  llm = support.scripted({}, { forever = function(messages)
+    local system, user = messages[1].content, messages[#messages].content
+    local marker = user:match("(%l+)%-marker") or "none"
+    local v = SCRIPT[marker] or { keywords = {}, summary = "", questions = {}, title = "" }
+    local step = system:find("search keywords") and "keywords"
+      or system:find("summarise") and "summary"
+      or system:find("questions") and "questions" or system:find("title") and "title"
+    llm.asked[#llm.asked + 1] = step .. ":" .. user
+    local out = v[step]
+    if type(out) == "table" then
+      out = json.encode(out)
+    end
+    return { text = out, usage = { prompt_tokens = 10, completion_tokens = 5 } }
+  end })
+  llm.asked = {}
+  return llm
+end
+
+local DOCS = {
+  { id = "a", title = "Metals", text = "The alpha-marker gizmo is made of copper.\n\nIt was forged "
+    .. "in alpha-marker 1901 by Ada." },
+  { id = "b", text = "The beta-marker cats sleep sixteen hours a day." },
+  { id = "c", title = "Sea", text = "The gamma-marker tides follow the moon." },
+}
+
+local function copy(docs)
+  local out = {}
+  for i, d in ipairs(docs) do
+    out[i] = { id = d.id, title = d.title, text = d.text }
+  end
+  return out
+end
+
+local ALL = { keywords = true, summary = true, questions = true, title = true }
+
+local function new_index(llm, extra)
+  local o = { chunker = paragraphs, embedder = rag.embed.hashing({ dim = 64 }), enrich = ALL,
+    llm = llm }
+  for k, v in pairs(extra or {}) do
+    o[k] = v
+  end
+  return rag.index.new(o)
+end
+
+local function by_id(hits)
+  local t = {}
+  for _, h in ipairs(hits) do
+    t[h.id] = h
+  end
+  return t
+end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  return d
+end
+
+describe("rag.index enrichment", function()
+  it("stores every field the LLM wrote, shows it in hits, saves and reopens it", function()
+    local llm = scripted()
+    local idx = new_index(llm)
+    -- 4 chunks x 3 steps, and a title for "b", the one document without one
+    assert.same({ added = 3, updated = 0, unchanged = 0, removed = 0, llm_calls = 13,
+      tokens = 195 }, idx:add_many(copy(DOCS)))
+    assert.equal(13, #llm.calls)
+    local function check(ix)
+      local hits = by_id(ix:search("gizmo copper", { mode = "bm25", k = 10 }))
+      local h = hits["a#1"]
+      assert.same({ "xylophonic", "copper gizmo" }, h.enrich.keywords)
+      assert.equal("Quuxly metallurgy overview.", h.enrich.summary)
+      assert.same({ "What metal is the gizmo made of?", "Who forged the gizmo?" },
+        h.enrich.questions)
+      assert.is_nil(h.enrich.title) -- "a" has its own title
+      local b = ix:search("zorbly", { mode = "bm25" })[1]
+      assert.equal("b#1", b.id)
+      assert.equal("Cat Sleep", b.enrich.title)
+      assert.same({ summary = 1 }, b.ranks) -- found by its summary alone
+      local x = ix:search("xylophonic", { mode = "bm25" })
+      assert.equal(2, #x) -- both chunks of "a" have alpha's keywords
+      assert.same({ keywords = 1 }, x[1].ranks)
+      local q = ix:search("How long do cats sleep?", { mode = "vector", k = 1 })[1]
+      assert.equal("b#1", q.id)
+      assert.equal(1, q.ranks.questions)
+      local st = ix:stats().enrich
+      assert.same({ keywords = "llm", summary = "llm", questions = "llm", title = "llm" }, st.steps)
+      assert.equal(4, st.chunks)
+      assert.equal(4, st.keywords)
+      assert.equal(4, st.summary)
+      assert.equal(6, st.questions)
+      assert.equal(1, st.titles)
+    end
+    check(idx)
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    local ro = assert(rag.index.open(dir, { readonly = true }))
+    check(ro)
+    ro:close()
+    -- opened with the LLM, an unchanged corpus costs no call
+    local llm2 = scripted()
+    local again = assert(rag.index.open(dir, { llm = llm2, chunker = paragraphs }))
+    assert.same({ added = 0, updated = 0, unchanged = 3, removed = 0, llm_calls = 0, tokens = 0 },
+      again:add_many(copy(DOCS)))
+    assert.equal(0, #llm2.calls)
+    again:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("asks again only for the chunks whose text changed", function()
+    local llm = scripted()
+    local idx = new_index(llm)
+    assert(idx:add_many(copy(DOCS)))
+    local before = #llm.calls
+    assert.equal("unchanged", idx:add(copy(DOCS)[1]))
+    assert.equal(before, #llm.calls)
+    -- the second paragraph of "a" changes, the first does not
+    local a = copy(DOCS)[1]
+    a.text = a.text:gsub("1901", "1902")
+    assert.equal("updated", idx:add(a))
+    assert.equal(before + 3, #llm.calls) -- keywords, summary, questions of a#2
+    for i = before + 1, #llm.calls do
+      assert.truthy(llm.asked[i]:find("1902", 1, true))
+    end
+    -- the same text under another document id costs nothing either
+    local twin = { id = "z", title = "Metals", text = a.text }
+    assert.equal("added", idx:add(twin))
+    assert.equal(before + 3, #llm.calls)
+  end)
+
+  it("stops at exactly the LLM-call limit and resumes without asking anything twice", function()
+    for _, cut in ipairs({ 1, 5, 12 }) do
+      local llm = scripted()
+      local idx = new_index(llm)
+      local counts, msg, code = idx:add_many(copy(DOCS), { limits = { llm_calls = cut } })
+      assert.is_nil(counts)
+      assert.equal("budget", code)
+      assert.matches("llm call limit reached", msg)
+      assert.equal(cut, #llm.calls)
+      assert.equal(0, #idx) -- the batch is not put; what the calls wrote is kept
+      -- the next run, in another process: saved, opened, run again
+      local dir = tmpdir()
+      assert(idx:save(dir))
+      local llm2 = scripted()
+      local again = assert(rag.index.open(dir, { llm = llm2, chunker = paragraphs }))
+      local done = assert(again:add_many(copy(DOCS)))
+      assert.equal(3, done.added)
+      assert.equal(13 - cut, #llm2.calls)
+      local seen = {}
+      for _, p in ipairs(llm.asked) do
+        seen[p] = true
+      end
+      for _, p in ipairs(llm2.asked) do
+        assert.is_nil(seen[p], "asked twice: " .. p)
+        seen[p] = true
+      end
+      local n = 0
+      for _ in pairs(seen) do
+        n = n + 1
+      end
+      assert.equal(13, n)
+      assert.equal("Cat Sleep", again:search("zorbly", { mode = "bm25" })[1].enrich.title)
+      again:close()
+      os.execute("rm -rf '" .. dir .. "'")
+    end
+  end)
+
+  it("forgets a removed document's fields", function()
+    local idx = new_index(scripted())
+    assert(idx:add_many(copy(DOCS)))
+    assert.equal(1, #idx:search("zorbly", { mode = "bm25" }))
+    assert.is_true(idx:remove("b"))
+    assert.same({}, idx:search("zorbly", { mode = "bm25" }))
+    assert.same({}, idx:search("feline", { mode = "bm25" }))
+    assert.equal(3, idx:stats().enrich.chunks)
+    -- and sync's removals too
+    assert(idx:sync({ copy(DOCS)[3] }))
+    assert.same({}, idx:search("xylophonic", { mode = "bm25" }))
+    assert.equal(1, idx:stats().enrich.chunks)
+  end)
+
+  it("applies the filter inside the field lists", function()
+    local docs = copy(DOCS)
+    docs[1].meta = { lang = "en" }
+    docs[2].meta = { lang = "fr" }
+    docs[3].meta = { lang = "en" }
+    local idx = new_index(scripted())
+    assert(idx:add_many(docs))
+    assert.same({}, idx:search("zorbly feline", { mode = "bm25", filter = { lang = "en" } }))
+    assert.equal("b#1", idx:search("zorbly", { mode = "bm25", filter = { lang = "fr" } })[1].id)
+    local v = idx:search("How long do cats sleep?", { mode = "vector", k = 10,
+      filter = { doc_id = { "c" } } })
+    assert.equal(1, #v)
+    assert.equal("c#1", v[1].id)
+  end)
+
+  it("scores the lexical list as the text's BM25 plus each field's, times its weight", function()
+    local kw = { a = "copper metal forge", b = "cat nap sleep", c = "ocean moon metal" }
+    local idx = rag.index.new({ embedder = false, chunker = paragraphs,
+      enrich = { keywords = function(chunk) return { kw[chunk.doc_id] } end,
+        summary = function(chunk) return "summary of " .. chunk.text end,
+        weights = { keywords = 0.4, summary = 0.25 } } })
+    assert(idx:add_many(copy(DOCS)))
+    -- the reference: three separate rag.bm25 indexes over the same texts
+    local text, kwi, sumi = rag.bm25.new(), rag.bm25.new(), rag.bm25.new()
+    for _, d in ipairs(DOCS) do
+      for n, c in ipairs(paragraphs(d.text)) do
+        local name = d.id .. "#" .. n
+        text:add(name, (d.title and d.title .. "\n" or "") .. c.text)
+        kwi:add(name, kw[d.id])
+        sumi:add(name, "summary of " .. c.text)
+      end
+    end
+    for _, q in ipairs({ "metal gizmo", "sleep moon", "summary of the tides", "copper" }) do
+      local want = {}
+      for _, part in ipairs({ { text, 1 }, { kwi, 0.4 }, { sumi, 0.25 } }) do
+        for _, h in ipairs(part[1]:search(q, 50)) do
+          want[h.id] = (want[h.id] or 0) + part[2] * h.score
+        end
+      end
+      local hits = idx:search(q, { mode = "bm25", k = 10 })
+      local n = 0
+      for _ in pairs(want) do
+        n = n + 1
+      end
+      assert.equal(n, #hits, q)
+      for i, h in ipairs(hits) do
+        assert.near(want[h.id], h.score, 1e-12, q .. " " .. h.id)
+        if i > 1 then
+          local p = hits[i - 1]
+          assert.is_true(p.score > h.score or (p.score == h.score and p.id < h.id))
+        end
+      end
+      -- weights 0: the text's BM25 alone
+      local plain = idx:search(q, { mode = "bm25", k = 10, fields = { keywords = 0, summary = 0 } })
+      local ref = text:search(q, 10)
+      assert.equal(#ref, #plain)
+      for i, h in ipairs(ref) do
+        assert.equal(h.id, plain[i].id)
+        assert.near(h.score, plain[i].score, 1e-12)
+      end
+    end
+  end)
+
+  it("scores a chunk's vector by the better of its own and its best question", function()
+    local e = rag.embed.hashing({ dim = 64 })
+    local qs = { a = { "who made the gizmo", "where is copper mined" }, b = { "why cats nap" },
+      c = { "what moves the sea", "how high are tides", "when is low tide" } }
+    local idx = rag.index.new({ embedder = e, chunker = paragraphs,
+      enrich = { questions = function(chunk) return qs[chunk.doc_id] end, n_questions = 3 } })
+    assert(idx:add_many(copy(DOCS)))
+    local function cos(x, y)
+      local d, nx, ny = 0, 0, 0
+      for i = 1, #x do
+        d, nx, ny = d + x[i] * y[i], nx + x[i] * x[i], ny + y[i] * y[i]
+      end
+      return d / math.sqrt(nx * ny)
+    end
+    for _, q in ipairs({ "who made the gizmo?", "tides of the sea", "cats" }) do
+      local qv = e:embed({ q })[1]
+      local want = {}
+      for _, d in ipairs(DOCS) do
+        for n, c in ipairs(paragraphs(d.text)) do
+          local best = cos(qv, e:embed({ (d.title and d.title .. "\n" or "") .. c.text })[1])
+          for _, v in ipairs(e:embed(qs[d.id])) do
+            best = math.max(best, cos(qv, v))
+          end
+          want[d.id .. "#" .. n] = best
+        end
+      end
+      local hits = idx:search(q, { mode = "vector", k = 10 })
+      assert.equal(4, #hits)
+      for _, h in ipairs(hits) do
+        assert.near(want[h.id], h.score, 1e-6, q .. " " .. h.id)
+      end
+    end
+  end)
+
+  it("has offline defaults: keywords by BM25 weight, the lead sentence as summary", function()
+    local idx = rag.index.new({ embedder = false, chunker = paragraphs,
+      enrich = { keywords = "offline", summary = "offline", title = "offline", n_keywords = 2 } })
+    assert(idx:add_many({
+      { id = "1", text = "Zebras graze. Zebras run and zebras sleep. Lions sleep." },
+      { id = "2", text = "Lions sleep all day. Lions hunt." },
+      { id = "3", text = "Lions roar at night." },
+    }))
+    -- doc 1: zebra (tf 3, df 1) outweighs graze and run (tf 1, df 1), then
+    -- graze before run (equal weight, bytewise); sleep and lion are common
+    local h = idx:search("zebras", { mode = "bm25" })[1]
+    assert.same({ "zebras", "graze" }, h.enrich.keywords)
+    assert.equal("Zebras graze.", h.enrich.summary)
+    assert.equal("Zebras graze.", h.enrich.title)
+    local l = idx:search("roar", { mode = "bm25" })[1]
+    assert.same({ "night", "roar" }, l.enrich.keywords) -- equal weights: bytewise
+    assert.equal("Lions roar at night.", l.enrich.summary)
+  end)
+
+  it("refuses bad settings with a clear message", function()
+    local e = rag.embed.hashing({ dim = 8 })
+    assert.has_error(function() rag.index.new({ embedder = e, enrich = { "colour" } }) end,
+      "rag.index.new: unknown enrichment step 'colour'")
+    assert.has_error(function() rag.index.new({ embedder = e, enrich = { questions = true } }) end,
+      "rag.index.new: enrichment step 'questions' needs option 'llm' or a function")
+    assert.has_error(function() rag.index.new({ embedder = e, enrich = { summary = "llm" } }) end,
+      "rag.index.new: enrichment step 'summary' is written by an LLM: pass option 'llm'")
+    assert.has_error(function() rag.index.new({ embedder = e, enrich = { keywords = "maybe" } }) end,
+      "rag.index.new: enrichment step 'keywords' cannot be 'maybe'")
+    assert.has_error(function() rag.index.new({ embedder = e, enrich = 3 }) end,
+      "rag.index.new: 'enrich' must be a boolean or table, got number")
+    assert.has_error(function() rag.index.new({ embedder = e, llm = {}, enrich = true }) end,
+      "rag.index.new: option 'llm' must have a :chat(messages, opts) method")
+    local idx = rag.index.new({ embedder = e, enrich = true })
+    assert.has_error(function() idx:search("x", { fields = { keyword = 1 } }) end)
+    assert.has_error(function() idx:search("x", { fields = 2 }) end,
+      "rag.index.search: option 'fields' must be a table, got number")
+  end)
+end)
