@@ -69,6 +69,7 @@ build = {
     ["rag.pipeline.router"] = "lua/rag/pipeline/router.lua",
     ["rag.pipeline.agent"] = "lua/rag/pipeline/agent.lua",
     ["rag.pipeline.graph"] = "lua/rag/pipeline/graph.lua",
+    ["rag.pipeline.summary"] = "lua/rag/pipeline/summary.lua",
     ["rag.pipeline._offline"] = "lua/rag/pipeline/_offline.lua",
     ["rag.transport"] = "lua/rag/transport/init.lua",
     ["rag.providers"] = "lua/rag/providers/init.lua",

@@ -1213,7 +1213,7 @@ static const rag_index_fields *read_fields(lua_State *L, int idx, rag_index_fiel
 static int index_search(lua_State *L) {
   static const char *fname = "rag.index.search";
   static const char *const allowed[] = {"mode", "k", "fetch_k", "rrf", "weights", "filter",
-                                        "group", "expand", "ef", "fields", NULL};
+                                        "group", "expand", "ef", "fields", "level", NULL};
   lindex *x = check_open(L, fname);
   rag_index_query q;
   rag_store_filter sf;

@@ -906,7 +906,7 @@ end
 
 local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
   window = true, multihop = true, adaptive = true, corrective = true, graph = true,
-  agent = true }
+  agent = true, summary = true }
 
 -- The settings of `rag ask` and `rag serve` for the index in dir (flags
 -- in o): the effective settings, with the pipeline name checked, and the LLM.
@@ -1820,7 +1820,9 @@ rag ask DIR QUESTION [options]
   --pipeline NAME     naive (default), hybrid, fusion, hyde, stepback,
                       window, multihop, adaptive, corrective, graph
                       (an entity graph, built on first use when the index
-                      has none), agent (the LLM calls search and read)
+                      has none), agent (the LLM calls search and read),
+                      summary (documents by their summaries first; an
+                      index built with --enrich doc_summary)
   --llm LLM           extractive (default), openai, ollama
   --model M           the model for openai or ollama
   --k N               passages to answer from, default 5

@@ -25,18 +25,20 @@ local concat, sort = table.concat, table.sort
 local FORMAT_VERSION = 1
 
 --- The steps, in the order they run.
-M.STEPS = { "keywords", "summary", "questions", "title" }
+M.STEPS = { "keywords", "summary", "questions", "title", "doc_summary" }
 
 -- What each step may be: `true` (the LLM when the index has one, else the
 -- offline default), "llm", "offline", a function, or false.
 local KINDS = { keywords = { llm = true, offline = true }, summary = { llm = true, offline = true },
-  questions = { llm = true }, title = { llm = true, offline = true } }
+  questions = { llm = true }, title = { llm = true, offline = true },
+  doc_summary = { llm = true, offline = true } }
 
 local SCHEMA = {
   keywords = { "boolean|string|function", default = false },
   summary = { "boolean|string|function", default = false },
   questions = { "boolean|string|function", default = false },
   title = { "boolean|string|function", default = false },
+  doc_summary = { "boolean|string|function", default = false },
   lang = { "string", default = "auto", enum = { "auto", "en", "zh" } },
   prompts = { "table" },
   n_keywords = { "number", default = 8, int = true, min = 1, max = 100 },
@@ -57,8 +59,9 @@ M.WEIGHTS = { keywords = 0.1, summary = 0.05 }
 -- The longest text a step sends to an LLM, in bytes (a document's title
 -- step reads its beginning).
 local MAX_INPUT = 6000
--- The longest summary, title and keyword kept, in bytes.
-local MAX_SUMMARY, MAX_TITLE, MAX_KEYWORD = 1000, 200, 80
+-- The longest summary, title and keyword kept, in bytes; a document's
+-- offline summary takes chunks' lead sentences up to MAX_DOC_LEAD bytes.
+local MAX_SUMMARY, MAX_TITLE, MAX_KEYWORD, MAX_DOC, MAX_DOC_LEAD = 1000, 200, 80, 2000, 600
 
 --- Checks `enrich` (true for keywords and summary; a list of step names; or
 -- a table of steps and options) and resolves each step against `llm`.
@@ -219,7 +222,8 @@ local function clean(o, step, v)
   elseif step == "questions" then
     return clean_list(v, o.n_questions, MAX_SUMMARY, false)
   end
-  local s = clean_text(v, step == "title" and MAX_TITLE or MAX_SUMMARY)
+  local s = clean_text(v, step == "title" and MAX_TITLE or step == "doc_summary" and MAX_DOC
+    or MAX_SUMMARY)
   if s and step == "title" then
     s = s:match("^[^\n]*"):gsub("^[#\"'“]+%s*", ""):gsub("[\"'”]+$", "")
   end
@@ -244,12 +248,42 @@ local function new_bm25(bm25_opts)
   return core.bm25.new(bm25_opts)
 end
 
+-- The summary level's embedder: the index's, except that a batch's node
+-- vectors, made before anything is put (an embedder may fail), are given
+-- back from `pending` when the level's index asks for them.
+local function proxy(real)
+  if not real then
+    return false
+  end
+  local mt = getmetatable(real)
+  local p = { pending = {}, lexical = real.lexical,
+    name = type(real.name) == "string" and real.name or (mt and mt.__name) or "custom" }
+  function p.embed(self, texts, opts)
+    local out = {}
+    for i, t in ipairs(texts) do
+      out[i] = self.pending[t]
+      if not out[i] then
+        return real:embed(texts, opts)
+      end
+    end
+    return out
+  end
+  return p
+end
+
 --- The enrichment part of a new index.
--- @param o settings (M.settings)
+-- @param o settings (M._settings)
 -- @tparam table bm25_opts the index's BM25 options (the fields use its analyzer)
-function M._new(o, bm25_opts, llm)
+-- @param llm the LLM of the LLM steps, or nil
+-- @param tree a function(embedder) making the summary level's rag.index
+-- @param embedder the index's embedder (or false)
+function M._new(o, bm25_opts, llm, tree, embedder)
   local e = setmetatable({ o = o, llm = llm, cache = {}, fresh = {}, chunks = {}, docs = {},
     bm25_opts = bm25_opts }, Enrich)
+  if o.kinds.doc_summary then
+    e.embed = proxy(embedder)
+    e.tree = tree(e.embed)
+  end
   if o.kinds.keywords then
     e.kw = new_bm25(bm25_opts)
   end
@@ -326,6 +360,36 @@ local function run_step(self, step, text, chunk, doc, run)
   return v, nil, nil, k
 end
 
+-- A document's offline summary: its chunks' lead sentences, in order,
+-- up to MAX_DOC_LEAD bytes (at least the first).
+local function offline_doc_summary(rec)
+  local parts, size = {}, 0
+  for _, leaf in ipairs(rec.leaves) do
+    local l = leaf.summary or lead(leaf.body, MAX_SUMMARY)
+    if l and l ~= "" then
+      if #parts > 0 and size + #l > MAX_DOC_LEAD then
+        break
+      end
+      parts[#parts + 1] = l
+      size = size + #l + 1
+    end
+  end
+  return #parts > 0 and concat(parts, " ") or nil
+end
+
+-- What a document's summary is written from: its chunks' summaries in
+-- order when the summary step made them, else the beginning of its text.
+local function doc_input(doc, rec)
+  local parts = {}
+  for _, leaf in ipairs(rec.leaves) do
+    parts[#parts + 1] = leaf.summary
+  end
+  if #parts > 0 then
+    return input(concat(parts, "\n"))
+  end
+  return input(doc.text)
+end
+
 --- Runs the LLM and function steps of a chunked batch, before it is put:
 -- `docs` are rag.core.index's staged documents, `texts` their leaf texts
 -- in order (title and text, as BM25 sees them), `originals` the documents
@@ -340,7 +404,7 @@ function Enrich:prepare(docs, texts, originals, run)
     local orig = originals[d.id]
     local doc = { id = d.id, text = orig.text, title = orig.title, source = orig.source,
       meta = orig.meta }
-    local rec = { leaves = {} }
+    local rec = { leaves = {}, doc = doc }
     out[d.id] = rec
     if kinds.title and kinds.title ~= "offline" and (doc.title == nil or doc.title == "") then
       local v, msg, code, k = run_step(self, "title", input(doc.text), nil, doc, run)
@@ -358,7 +422,9 @@ function Enrich:prepare(docs, texts, originals, run)
           stop = c.stop, title = doc.title, source = doc.source, meta = doc.meta }
         for _, step in ipairs({ "keywords", "summary", "questions" }) do
           local kind = kinds[step]
-          if kind == "llm" or kind == "function" then
+          if kind == "offline" and step == "summary" then
+            leaf.summary = lead(body, MAX_SUMMARY)
+          elseif kind == "llm" or kind == "function" then
             local v, msg, code, k = run_step(self, step, input(leaf.text), chunk, doc, run)
             if v == nil and msg ~= nil then
               return nil, msg, code
@@ -369,8 +435,62 @@ function Enrich:prepare(docs, texts, originals, run)
         rec.leaves[#rec.leaves + 1] = leaf
       end
     end
+    if kinds.title == "offline" and (doc.title == nil or doc.title == "") then
+      rec.title = lead(doc.text:match("^%s*([^\n]*)") or "", MAX_TITLE)
+    end
+    if kinds.doc_summary == "offline" then
+      rec.doc_summary = offline_doc_summary(rec)
+    elseif kinds.doc_summary then
+      local v, msg, code, k = run_step(self, "doc_summary", doc_input(doc, rec), nil, doc, run)
+      if v == nil and msg ~= nil then
+        return nil, msg, code
+      end
+      rec.doc_summary, rec.doc_summary_key = v, k
+    end
   end
   return out
+end
+
+-- A document's node on the summary level, or nil without a summary.
+local function node_of(doc, rec)
+  if not rec.doc_summary or rec.doc_summary == "" then
+    return nil
+  end
+  local title = doc.title
+  if title == nil or title == "" then
+    title = rec.title
+  end
+  return { id = doc.id, text = rec.doc_summary, title = title, source = doc.source,
+    meta = doc.meta }
+end
+
+--- Embeds a prepared batch's summary nodes that an LLM or a function
+-- wrote (before anything is put), for the summary level.
+-- @return true | nil, msg, code
+function Enrich:embed_nodes(prepared, embedder)
+  if not (self.tree and embedder) then
+    return true
+  end
+  local texts = {}
+  for id, rec in pairs(prepared) do
+    local node = node_of(rec.doc, rec)
+    if node then
+      texts[#texts + 1] = node.title and node.title ~= "" and node.title .. "\n" .. node.text
+        or node.text
+    end
+  end
+  if #texts == 0 then
+    return true
+  end
+  sort(texts)
+  local vs, msg, code = embedder:embed(texts, { packed = true })
+  if not vs then
+    return nil, msg, code
+  end
+  for i, t in ipairs(texts) do
+    self.embed.pending[t] = vs[i]
+  end
+  return true
 end
 
 --- The questions of a prepared batch, in order, for the embedder; and
@@ -411,6 +531,9 @@ local function drop(self, id)
     self.chunks[name] = nil
   end
   self.docs[id] = nil
+  if self.tree then
+    self.tree:remove(id)
+  end
 end
 
 --- Removes a document's enrichment (its chunks left the index).
@@ -452,21 +575,11 @@ function Enrich:commit(index, ids, prepared, qvecs, where)
     drop(self, id)
     local rec = prepared[id]
     local names = {}
-    local doc
-    if kinds.title == "offline" then
-      doc = doc or index.c:get(id)
-      if doc and (doc.title == nil or doc.title == "") then
-        rec.title = lead(doc.text:match("^%s*([^\n]*)") or "", MAX_TITLE)
-      end
-    end
     for _, leaf in ipairs(rec.leaves) do
       local name = leaf.name
       names[#names + 1] = name
       if kinds.keywords == "offline" then
         leaf.keywords = index.c:keywords(name, o.n_keywords)
-      end
-      if kinds.summary == "offline" then
-        leaf.summary = lead(leaf.body, MAX_SUMMARY)
       end
       local ch = { keywords = leaf.keywords, summary = leaf.summary, keys = leaf.keys }
       if self.kw and leaf.keywords and #leaf.keywords > 0 then
@@ -486,7 +599,15 @@ function Enrich:commit(index, ids, prepared, qvecs, where)
       end
       self.chunks[name] = ch
     end
-    self.docs[id] = { names = names, title = rec.title, title_key = rec.title_key }
+    self.docs[id] = { names = names, title = rec.title, title_key = rec.title_key,
+      doc_summary_key = rec.doc_summary_key }
+    local node = self.tree and node_of(rec.doc, rec)
+    if node then
+      assert(self.tree:add(node)) -- its vector is pending, its text valid
+    end
+  end
+  if self.embed then
+    self.embed.pending = {}
   end
 end
 
@@ -504,6 +625,27 @@ function Enrich:parts(opts)
   end
   return { keywords = self.kw, summary = self.sum, weights = w, questions = self.q,
     qmax = self.o.n_questions }
+end
+
+--- Searches the summary level: one node per document, its summary under
+-- its title (`opts` as rag.index.search's, without `level` and `fields`).
+-- @return hits `{ id = "<doc id>#summary", doc_id, level = "summary", score,
+--   text, title, source, meta, ranks }` | nil, msg, code
+function Enrich:search_summaries(query, opts)
+  local o = {}
+  for k, v in pairs(opts) do
+    if k ~= "level" and k ~= "fields" then
+      o[k] = v
+    end
+  end
+  local hits, msg, code = self.tree:search(query, o)
+  if not hits then
+    return nil, msg, code
+  end
+  for _, h in ipairs(hits) do
+    h.id, h.level, h.start, h.stop = h.doc_id .. "#summary", "summary", nil, nil
+  end
+  return hits
 end
 
 --- Adds `enrich = { keywords =, summary =, questions =, title = }` to each
@@ -538,6 +680,7 @@ function Enrich:coverage()
   for _, d in pairs(self.docs) do
     c.titles = c.titles + (d.title and 1 or 0)
   end
+  c.doc_summaries = self.tree and #self.tree or 0
   for _ in pairs(self.cache) do
     c.cached = c.cached + 1
   end
@@ -563,6 +706,9 @@ local function kept_cache(self)
   for _, d in pairs(self.docs) do
     if d.title_key then
       keep[d.title_key] = true
+    end
+    if d.doc_summary_key then
+      keep[d.doc_summary_key] = true
     end
   end
   local out = {}
@@ -598,7 +744,7 @@ function Enrich:save(paths)
         questions = ch.questions, keys = ch.keys and next(ch.keys) and ch.keys or nil })
     end
     docs[#docs + 1] = { id = id, title = d.title, title_key = d.title_key, chunks = chunks,
-      names = d.names }
+      names = d.names, doc_summary_key = d.doc_summary_key }
   end
   local body = json.encode({ format = "rag.enrich", version = FORMAT_VERSION, docs = docs,
     cache = json.object(kept_cache(self)), questions = self.q and getmetatable(self.q).__name
@@ -612,6 +758,15 @@ function Enrich:save(paths)
     return nil, crc, "io"
   end
   sums.enrich = { size = size, crc32 = crc }
+  if self.tree then
+    local ts
+    ts, msg, code = self.tree.c:save({ store = paths.treestore, bm25 = paths.treebm25,
+      vectors = paths.treevectors })
+    if not ts then
+      return nil, msg, code
+    end
+    sums.treestore, sums.treebm25, sums.treevectors = ts.store, ts.bm25, ts.vectors
+  end
   for part, obj in pairs({ keywords = self.kw, summary = self.sum, questions = self.q }) do
     if paths[part] then
       ok, msg, code = obj:save(paths[part])
@@ -631,6 +786,13 @@ end
 --- The parts this enrichment saves, by name (for the manifest's files).
 function Enrich:part_names()
   local names = { "enrich" }
+  if self.tree then
+    names[#names + 1] = "treestore"
+    names[#names + 1] = "treebm25"
+    if self.tree.c:stats().vector ~= "none" then
+      names[#names + 1] = "treevectors"
+    end
+  end
   if self.kw then
     names[#names + 1] = "keywords"
   end
@@ -647,8 +809,10 @@ end
 -- @tparam table record the manifest's `enrich`
 -- @tparam table paths the parts' paths
 -- @tparam table opts rag.index.open's `{ llm =, enrich = }`
+-- @param tree function(embedder, paths) opening the summary level
+-- @param embedder the index's embedder (or false)
 -- @return Enrich | nil, msg, code
-function M._open(fname, record, paths, opts, bm25_opts)
+function M._open(fname, record, paths, opts, bm25_opts, tree, embedder)
   local o, msg, code = from_record(fname, record, opts.enrich)
   if not o then
     return nil, msg, code
@@ -678,7 +842,8 @@ function M._open(fname, record, paths, opts, bm25_opts)
       e.chunks[name] = { keywords = ch.keywords, summary = ch.summary, questions = ch.questions,
         keys = ch.keys }
     end
-    e.docs[d.id] = { names = d.names, title = d.title, title_key = d.title_key }
+    e.docs[d.id] = { names = d.names, title = d.title, title_key = d.title_key,
+      doc_summary_key = d.doc_summary_key }
   end
   for part, load in pairs({ keywords = core.bm25.load, summary = core.bm25.load,
     questions = t.questions == "rag.hnsw" and core.hnsw.load or core.vec.load }) do
@@ -689,6 +854,18 @@ function M._open(fname, record, paths, opts, bm25_opts)
         return nil, msg, code
       end
       e[part == "keywords" and "kw" or part == "summary" and "sum" or "q"] = obj
+    end
+  end
+  if o.kinds.doc_summary then
+    e.embed = proxy(embedder)
+    if paths.treestore then
+      e.tree, msg, code = tree(e.embed, paths)
+      if not e.tree then
+        e:close()
+        return nil, msg, code
+      end
+    else
+      e.tree = tree(e.embed)
     end
   end
   if o.kinds.keywords and not e.kw then
@@ -702,7 +879,7 @@ end
 
 --- Closes the fields; idempotent.
 function Enrich:close()
-  for _, k in ipairs({ "kw", "sum", "q" }) do
+  for _, k in ipairs({ "kw", "sum", "q", "tree" }) do
     if self[k] then
       self[k]:close()
       self[k] = nil

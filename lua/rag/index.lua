@@ -199,6 +199,34 @@ local function wrap(c, o, edesc, readonly)
     readonly = readonly or false, gen = 0 }, Index)
 end
 
+-- The summary level's chunker: a node's summary is one chunk.
+local function whole(text)
+  if text == "" then
+    return {}
+  end
+  return { { text = text, start = 1, stop = #text, tokens = #text } }
+end
+
+-- A function(embedder [, paths]) making (or with paths opening) the
+-- summary level of an enriched index with settings `o`: a rag.index of one
+-- node per document, exact vectors, the index's BM25 settings.
+local function tree_of(o, readonly)
+  return function(embedder, paths)
+    local so = settings("rag.index.new", { chunker = whole, chunk = { unit = "char" },
+      embedder = embedder, vector = "exact", metric = o.metric, bm25 = o.bm25_opts })
+    if not paths then
+      local b, v = new_parts("rag.index.new", so, nil)
+      return wrap(cindex.new(b, v), so, describe(embedder))
+    end
+    local c, msg, code = cindex.open({ store = paths.treestore, bm25 = paths.treebm25,
+      vectors = paths.treevectors, kind = "exact", map = readonly })
+    if not c then
+      return nil, msg, code
+    end
+    return wrap(c, so, describe(embedder), readonly)
+  end
+end
+
 --- A new, empty index. See docs/index.md for the options.
 -- @tparam[opt] table opts
 -- @treturn Index
@@ -232,7 +260,8 @@ function M.new(opts)
   local b, v = new_parts("rag.index.new", o, dim)
   local idx = wrap(cindex.new(b, v), o, edesc)
   if o.enrich then
-    idx.enrich = require("rag.enrich")._new(o.enrich, o.bm25_opts, o.llm)
+    idx.enrich = require("rag.enrich")._new(o.enrich, o.bm25_opts, o.llm, tree_of(o),
+      o.embedder)
   end
   return idx
 end
@@ -325,6 +354,11 @@ local function apply(self, fname, list, pos, limit, run)
       if not qvecs then
         return nil, msg, code
       end
+    end
+    local ok
+    ok, msg, code = enrich:embed_nodes(prepared, embedder)
+    if not ok then
+      return nil, msg, code
     end
   end
   local vectors
@@ -712,6 +746,17 @@ function Index:search(query, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("rag.index.search: options must be a table, got " .. type(opts), 2)
   end
+  if opts and opts.level ~= nil and opts.level ~= "chunk" then
+    if opts.level ~= "summary" then
+      error("rag.index.search: option 'level' must be \"chunk\" or \"summary\", got "
+        .. tostring(opts.level), 2)
+    end
+    if not (self.enrich and self.enrich.tree) then
+      error("rag.index.search: this index has no summary level (rag.index.new{ enrich = "
+        .. "{ doc_summary = true } })", 2)
+    end
+    return self.enrich:search_summaries(query, opts)
+  end
   local default = self:default_mode()
   local mode = opts and opts.mode or default
   local qv
@@ -809,7 +854,8 @@ function M.generation(dir)
 end
 
 local PARTS = { store = true, bm25 = true, vectors = true, graph = true, manifest = true,
-  enrich = true, keywords = true, summary = true, questions = true }
+  enrich = true, keywords = true, summary = true, questions = true, treestore = true,
+  treebm25 = true, treevectors = true }
 
 -- Removes the files of other generations and stale temporary files.
 local function tidy(dir, keep)
@@ -999,7 +1045,8 @@ function M.open(dir, opts)
   end
   if m.enrich then
     local e
-    e, msg, code = require("rag.enrich")._open(fname, m.enrich, paths, o, { analyzer = nil })
+    e, msg, code = require("rag.enrich")._open(fname, m.enrich, paths, o, {},
+      tree_of(s, o.readonly), embedder)
     if not e then
       idx:close()
       return nil, msg, code

@@ -333,7 +333,7 @@ end
 
 local PIPELINES = { naive = true, hybrid = true, fusion = true, hyde = true, stepback = true,
   window = true, multihop = true, adaptive = true, corrective = true, graph = true,
-  agent = true }
+  agent = true, summary = true }
 local ASK_KEYS = { question = true, pipeline = true, history = true, k = true }
 local ROLES = { user = true, assistant = true }
 

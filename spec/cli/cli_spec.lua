@@ -184,7 +184,7 @@ describe("rag.cli.prepare, save and ask", function()
     local idx = rag.index.new({ embedder = false })
     assert.has_error(function() cli.ask(idx, "why?", dir) end,
       "rag.cli.ask: unknown pipeline 'nope' (expected adaptive, agent, corrective, fusion, graph,"
-        .. " hybrid, hyde, multihop, naive, stepback, window)")
+        .. " hybrid, hyde, multihop, naive, stepback, summary, window)")
     helpers.write(dir .. "/rag.toml", "overlap = 600\n")
     assert.has_error(function() cli.prepare({ "spec/fixtures/texts" }, dir) end,
       "rag.cli.prepare: the overlap (600) must be smaller than the chunk size (512)")

@@ -22,5 +22,6 @@ M.corrective = require("rag.pipeline.corrective")
 M.router = require("rag.pipeline.router")
 M.agent = require("rag.pipeline.agent")
 M.graph = require("rag.pipeline.graph")
+M.summary = require("rag.pipeline.summary")
 
 return M

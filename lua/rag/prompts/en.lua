@@ -223,6 +223,14 @@ return {
     user = "Passage:\n{text}",
   },
 
+  enrich_doc_summary = {
+    system = "You summarise a document in two or three sentences: what it is about and "
+      .. "what sets it apart from similar documents (the names, places, dates and figures "
+      .. "it is about). It is read to decide which document answers a question. Reply "
+      .. "with the summary only.",
+    user = "Document (or the summaries of its parts):\n{text}",
+  },
+
   enrich_title = {
     system = "You give a document a short title (at most ten words) that names its "
       .. "subject. Reply with the title only.",

@@ -41,6 +41,7 @@ M.slots = {
   enrich_summary = { "text" },
   enrich_questions = { "text", "n" },
   enrich_title = { "text" },
+  enrich_doc_summary = { "text" },
   graph_community = { "entities", "relations" },
   eval_statements = { "question", "text" },
   eval_support = { "context", "statements" },
