@@ -175,6 +175,8 @@ local SETTINGS = {
   mode = { "string", env = "RAG_MODE" },
   include = { "list" },
   exclude = { "list" },
+  enrich = { "string", env = "RAG_ENRICH" },
+  max_llm_calls = { "integer", min = 0 },
 }
 
 -- A setting's value from a string (a flag or an environment variable).
@@ -368,7 +370,7 @@ local function progress_bar()
   end
   local last, shown = -1, false
   return {
-    update = function(_, what, n, total, force)
+    update = function(_, what, n, total, force, extra)
       local t = now()
       if not force and n < total and t - last < 0.05 then
         return
@@ -376,8 +378,8 @@ local function progress_bar()
       last = t
       local width = 30
       local fill = total > 0 and math.floor(width * math.min(n, total) / total) or 0
-      io.stderr:write(format("\r%-9s [%s%s] %d/%d\27[K", what, ("#"):rep(fill),
-        ("."):rep(width - fill), n, total))
+      io.stderr:write(format("\r%-9s [%s%s] %d/%d%s\27[K", what, ("#"):rep(fill),
+        ("."):rep(width - fill), n, total, extra or ""))
       io.stderr:flush()
       shown = true
     end,
@@ -504,6 +506,52 @@ local function failed_ids(reports)
   end
 end
 
+local ENRICH_STEPS = { keywords = true, summary = true, questions = true, title = true,
+  doc_summary = true }
+
+-- The enrichment `spec` asks for ("keywords,summary", or with kinds
+-- "keywords:llm,summary:offline"): { step = "llm" | "offline" }, nil for
+-- none. A step without a kind is the LLM's when `llm` is one (not
+-- "extractive"), else offline.
+local function enrich_kinds(spec, llm)
+  if not spec or spec == "" or spec == "none" then
+    return nil
+  end
+  local kinds = {}
+  for item in spec:gmatch("[^,%s]+") do
+    local step, kind = item:match("^([%w_]+):?(%a*)$")
+    if not step or not ENRICH_STEPS[step] then
+      stop(2, "unknown enrichment step '" .. item .. "' (expected keywords, summary, questions,"
+        .. " title or doc_summary)")
+    end
+    if kind == "" then
+      kind = llm ~= "extractive" and "llm" or "offline"
+    end
+    if kind ~= "llm" and kind ~= "offline" then
+      stop(2, "enrichment step '" .. item .. "': the kind must be llm or offline")
+    end
+    if step == "questions" and kind == "offline" then
+      stop(2, "enrichment step 'questions' needs an LLM (--llm openai or ollama)")
+    end
+    if kind == "llm" and llm == "extractive" then
+      stop(2, "enrichment step '" .. step .. "' is written by an LLM: give --llm openai or"
+        .. " ollama")
+    end
+    kinds[step] = kind
+  end
+  return next(kinds) and kinds or nil
+end
+
+-- Enrichment kinds as a spec: "step:kind,..." sorted; "none" for none.
+local function enrich_spec(kinds)
+  local items = {}
+  for step, kind in pairs(kinds or {}) do
+    items[#items + 1] = step .. ":" .. kind
+  end
+  sort(items)
+  return #items > 0 and concat(items, ",") or "none"
+end
+
 -- Settings that decide the index's contents; a change rebuilds it.
 local function changed_settings(dir, cfg)
   local m = manifest_of(dir)
@@ -520,6 +568,11 @@ local function changed_settings(dir, cfg)
     diffs[#diffs + 1] = format("chunks %s/%s -> %d/%d", tostring(opts.size),
       tostring(opts.overlap or 0), cfg.chunk_size, cfg.overlap)
   end
+  local was_enrich = enrich_spec(m.enrich and m.enrich.kinds)
+  local now_enrich = enrich_spec(cfg.enrich_kinds)
+  if was_enrich ~= now_enrich then
+    diffs[#diffs + 1] = format("enrichment %s -> %s", was_enrich, now_enrich)
+  end
   return #diffs > 0 and concat(diffs, ", ") or false
 end
 
@@ -533,6 +586,7 @@ local function record_settings(dir, cfg)
   end
   t.embedder = recorded_spec(cfg.embedder)
   t.chunk_size, t.overlap = cfg.chunk_size, cfg.overlap
+  t.enrich = cfg.enrich_kinds and enrich_spec(cfg.enrich_kinds) or nil
   must(rag.core.fs.write(path, json.encode(t) .. "\n"))
 end
 
@@ -553,11 +607,13 @@ local function index_settings(o, into)
     stop(2, format("the overlap (%d) must be smaller than the chunk size (%d)", cfg.overlap,
       cfg.chunk_size))
   end
+  cfg.enrich_kinds = enrich_kinds(cfg.enrich, cfg.llm)
   return cfg
 end
 
-local function index_options(cfg, embedder)
-  return { embedder = embedder, chunk = { size = cfg.chunk_size, overlap = cfg.overlap } }
+local function index_options(cfg, embedder, kinds, llm)
+  return { embedder = embedder, chunk = { size = cfg.chunk_size, overlap = cfg.overlap },
+    enrich = kinds, llm = llm }
 end
 
 -- The documents of the paths as given, loaded as `rag index` loads them.
@@ -665,18 +721,37 @@ local function cmd_index(o, args)
   local t0 = now()
   local idx, cfg, changed
   if url then
+    if o.enrich or o.max_llm_calls then
+      stop(2, "'--enrich' is not available with a PostgreSQL index yet")
+    end
     idx, cfg = url_index(o, into)
   else
     cfg = index_settings(o, into)
     local embedder = make_embedder(cfg.embedder)
+    local kinds = cfg.enrich_kinds
+    local llm
+    for _, kind in pairs(kinds or {}) do
+      if kind == "llm" then
+        llm = make_llm(cfg.llm, cfg.model)
+      end
+    end
     changed = changed_settings(into, cfg)
     if changed == nil or changed then
       if changed then
         say("rag index: settings changed (", changed, "): indexing everything again")
       end
-      idx = rag.index.new(index_options(cfg, embedder))
+      idx = rag.index.new(index_options(cfg, embedder, kinds, llm))
+      if changed and idx.enrich then -- what an LLM wrote before is not paid for again
+        local ok, old = pcall(rag.index.open, into, { readonly = true, embedder = false })
+        if ok and old and old.enrich then
+          idx.enrich.cache = old.enrich.cache
+        end
+        if ok and old then
+          old:close()
+        end
+      end
     else
-      local ok, opened, msg = pcall(rag.index.open, into, { embedder = embedder })
+      local ok, opened, msg = pcall(rag.index.open, into, { embedder = embedder, llm = llm })
       if not ok then
         stop(2, tostring(opened):gsub("^rag%.index%.open: ", ""))
       end
@@ -685,12 +760,26 @@ local function cmd_index(o, args)
   end
   local bar = progress_bar()
   local docs, reports = load_paths(args, cfg, bar)
-  local counts = must(idx:sync(docs, {
+  local limits = cfg.max_llm_calls and { llm_calls = cfg.max_llm_calls } or nil
+  if limits and not idx.enrich then
+    stop(2, "option '--max-llm-calls' limits enrichment: give --enrich too")
+  end
+  local counts, msg, code = idx:sync(docs, {
     keep = failed_ids(reports),
-    progress = function(done, total)
-      bar:update("indexing", done, total)
+    limits = idx.enrich and limits or nil,
+    progress = function(done, total, c)
+      bar:update("indexing", done, total, false, c.llm_calls and
+        format(" %d LLM calls, %d tokens", c.llm_calls, c.tokens) or nil)
     end,
-  }))
+  })
+  if not counts and code == "budget" and not url then -- keep what was done and paid for
+    bar:update("saving", 1, 1, true)
+    save_index(idx, into, cfg)
+    bar:done()
+    stop(1, tostring(msg):gsub("^[%w%.]+: ", "") .. "; what was done is saved: run 'rag index'"
+      .. " again to go on", code)
+  end
+  counts = must(counts, msg, code)
   -- the entity graph (rag.graph): made with --graph, kept in step once there
   local graph_changed = false
   if o.graph or idx.graph then
@@ -1569,8 +1658,31 @@ local function cmd_info(_, args)
       st.dim) or "") },
     { "vectors", tostring(st.vector) },
     { "search mode", st.default_mode },
-    { "written by", "rag " .. tostring(m.library) },
   }
+  local e = st.enrich
+  if e then
+    local leaves = math.max(e.chunks, 1)
+    rows[#rows + 1] = { "enrichment", enrich_spec(e.steps):gsub(",", ", ") }
+    local parts = {}
+    if e.steps.keywords then
+      parts[#parts + 1] = format("keywords %.0f%%", 100 * e.keywords / leaves)
+    end
+    if e.steps.summary then
+      parts[#parts + 1] = format("summaries %.0f%%", 100 * e.summary / leaves)
+    end
+    if e.steps.questions then
+      parts[#parts + 1] = format("%d questions (%.1f a chunk)", e.questions, e.questions / leaves)
+    end
+    if e.steps.title then
+      parts[#parts + 1] = format("%d titles made", e.titles)
+    end
+    if e.steps.doc_summary then
+      parts[#parts + 1] = format("%d of %d documents summarised", e.doc_summaries, st.documents)
+    end
+    rows[#rows + 1] = { "enriched", format("%d chunks: %s", e.chunks, concat(parts, ", ")) }
+    rows[#rows + 1] = { "llm cache", format("%d answers", e.cached) }
+  end
+  rows[#rows + 1] = { "written by", "rag " .. tostring(m.library) }
   for _, r in ipairs(rows) do
     print(format("%-12s %s", r[1], r[2]))
   end
@@ -1623,10 +1735,12 @@ local ENCODINGS = { cl100k_base = true, o200k_base = true, approx = true }
 local COMMANDS = {
   index = {
     synopsis = "rag index PATH... --into DIR [--chunk-size N] [--overlap N] [--embedder E]"
-      .. " [--include GLOB]... [--exclude GLOB]... [--graph]",
+      .. " [--include GLOB]... [--exclude GLOB]... [--graph] [--enrich STEPS] [--llm LLM]"
+      .. " [--model M] [--max-llm-calls N]",
     options = { into = "into", ["chunk-size"] = "chunk_size", overlap = "overlap",
       embedder = "embedder", include = { "include", many = true },
-      exclude = { "exclude", many = true }, graph = { "graph", flag = true } },
+      exclude = { "exclude", many = true }, graph = { "graph", flag = true },
+      enrich = "enrich", llm = "llm", model = "model", ["max-llm-calls"] = "max_llm_calls" },
     min = 1, nargs = math.huge,
     run = cmd_index,
   },
@@ -1789,8 +1903,22 @@ rag index PATH... --into DIR [options]
   --graph             also build the entity graph (rag.graph, offline
                       extractor) for `rag ask --pipeline graph`; once an
                       index has one, every run keeps it in step
+  --enrich STEPS      keep with each chunk what it is searched by besides
+                      its words (docs/index.md, Enrichment): a comma list
+                      of keywords, summary, questions, title (for documents
+                      without one) and doc_summary (a summary level, for
+                      `rag ask --pipeline summary`). With --llm openai or
+                      ollama an LLM writes them; else the offline defaults
+                      (keywords by BM25 weight, lead sentences); questions
+                      need an LLM. step:offline or step:llm picks one.
+                      "none" turns enrichment off.
+  --llm LLM, --model M   the LLM that writes the enrichment
+  --max-llm-calls N   stop after N LLM calls; what was done and paid for is
+                      saved, and the next run goes on from there
 
-  Changing the embedder or the chunk settings indexes everything again.
+  Changing the embedder, the chunk settings or the enrichment indexes
+  everything again (what an LLM wrote is kept and not asked again). The
+  progress bar counts LLM calls and tokens.
 ]],
   search = [[
 rag search DIR QUERY [options]

@@ -357,3 +357,81 @@ describe("rag index --graph and rag ask --pipeline graph|agent", function()
       os.execute("rm -rf '" .. root .. "'")
     end)
 end)
+
+describe("rag index --enrich", function()
+  if os.getenv("RAG_ASAN") then
+    pending("runs a second interpreter; covered by the plain runs")
+    return
+  end
+  local lua = helpers.lua_command()
+  local base, stop_llmd
+
+  setup(function()
+    base, stop_llmd = helpers.start_httpd("llmd.py")
+  end)
+
+  teardown(function()
+    stop_llmd()
+  end)
+
+  it("counts LLM calls in the progress bar, stops at --max-llm-calls, and the next run "
+    .. "asks only for the rest", function()
+    local root = helpers.tmpname()
+    local docs, into = root .. "/docs", root .. "/kb"
+    os.execute("mkdir -p '" .. docs .. "' && cp spec/fixtures/multihop/*.txt '" .. docs .. "'")
+    local model = helpers.uniq_model("enrich")
+    local function rag_cmd(args, tty)
+      return helpers.spawn("RAG_TTY=" .. (tty and 1 or 0) .. " OPENAI_BASE_URL=" .. base
+        .. "/v1 OPENAI_API_KEY=k " .. lua .. " bin/rag " .. args .. " < /dev/null")
+    end
+    local flags = "index '" .. docs .. "' --into '" .. into .. "' --enrich keywords,summary"
+      .. " --llm openai --model " .. model
+    local out, err, status = rag_cmd(flags .. " --max-llm-calls 5")
+    assert.equal(1, status, err)
+    assert.equal("", out)
+    assert.matches("llm call limit reached %(5 calls%); what was done is saved: run 'rag "
+      .. "index' again to go on", err)
+    assert.equal(5, #helpers.llmd_log(base, model))
+    out, err, status = rag_cmd(flags, true)
+    assert.equal(0, status, err)
+    assert.truthy(out:find("6 added", 1, true), out)
+    -- 6 one-chunk documents, 2 steps: 12 prompts in all, none asked twice
+    local log = helpers.llmd_log(base, model)
+    assert.equal(12, #log)
+    local seen = {}
+    for _, r in ipairs(log) do
+      local msgs = r.body.messages
+      local key = msgs[1].content .. msgs[#msgs].content
+      assert.is_nil(seen[key], "asked twice")
+      seen[key] = true
+    end
+    assert.truthy(err:find("\rindexing%s+%[#+%] 6/6 7 LLM calls, %d+ tokens"), err)
+    out, err, status = rag_cmd("info '" .. into .. "'")
+    assert.equal(0, status, err)
+    assert.truthy(out:find("enrichment   keywords:llm, summary:llm", 1, true), out)
+    assert.truthy(out:find("enriched     6 chunks: keywords 100%, summaries 100%", 1, true), out)
+    assert.truthy(out:find("llm cache    12 answers", 1, true), out)
+    -- unchanged: no call; without the LLM that wrote them: a usage error
+    out, err, status = rag_cmd(flags)
+    assert.equal(0, status, err)
+    assert.truthy(out:find("6 unchanged", 1, true), out)
+    assert.equal(12, #helpers.llmd_log(base, model))
+    out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. into .. "'")
+    assert.equal(2, status)
+    assert.matches("enrichment step '%a+' is written by an LLM: give %-%-llm openai or ollama",
+      err)
+    -- offline steps need no LLM; questions do
+    out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. root .. "/kb2' --enrich "
+      .. "keywords,doc_summary")
+    assert.equal(0, status, err)
+    out, err, status = rag_cmd("ask '" .. root .. "/kb2' 'Where was the founder of Acme "
+      .. "Robotics born?' --pipeline summary")
+    assert.equal(0, status, err)
+    assert.truthy(out:find("acme.txt", 1, true), out)
+    out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. root .. "/kb3' --enrich "
+      .. "questions")
+    assert.equal(2, status)
+    assert.truthy(err:find("enrichment step 'questions' needs an LLM", 1, true), err)
+    os.execute("rm -rf '" .. root .. "'")
+  end)
+end)
