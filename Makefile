@@ -50,7 +50,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
-  bench-cli bench-icount bench-index bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
+  bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
   check-exports clean host host-bench test-host
 
 all: $(SO)
@@ -279,6 +279,12 @@ bench-graph: all
 # what a read-only opening adds; one core (taskset). Peers: bench-index-peers.
 bench-index: all
 	@$(RUN) taskset -c 0 $(LUA) bench/index.lua $(DATA)/scifact
+
+# rag.index's offline enrichment on SciFact (issue 29 B): BM25-mode nDCG@10
+# and Recall@100 with and without it, a sweep of the field weights, and its
+# cost in docs/s, queries/s and size on disk; one core.
+bench-enrich: all
+	@$(RUN) taskset -c 0 $(LUA) bench/enrich.lua $(DATA)/scifact
 
 # rag.hnsw and rag.vec against hnswlib and FAISS (Debian's) on seeded data:
 # recall@10 and queries/s over an ef sweep, build time, memory, removals.

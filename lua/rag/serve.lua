@@ -401,6 +401,10 @@ local function ask(cur)
   if not PIPELINES[name] then
     bad("unknown_pipeline", "unknown pipeline '" .. name .. "'")
   end
+  if name == "summary" and not (cur.idx.enrich and cur.idx.enrich.tree) then
+    bad("unknown_pipeline", "pipeline 'summary' needs an index with a summary level "
+      .. "(rag index --enrich doc_summary)")
+  end
   local history = history_of(t)
   local k = want_int(t, "k", 1, S.o.k_max) or S.o.k or 5
   local p = rag.pipeline[name]({ index = cur.idx, llm = S.llm, k = k,

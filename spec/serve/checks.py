@@ -325,6 +325,8 @@ BAD = [
     ("ask_question_too_long", "POST", "/ask", {"question": LONG}, auth(), 400, "bad_request"),
     ("ask_unknown_pipeline", "POST", "/ask", {"question": "x", "pipeline": "nope"}, auth(),
      400, "unknown_pipeline"),
+    ("ask_summary_without_level", "POST", "/ask", {"question": "x", "pipeline": "summary"},
+     auth(), 400, "unknown_pipeline"),
     ("ask_pipeline_number", "POST", "/ask", {"question": "x", "pipeline": 5}, auth(), 400,
      "bad_request"),
     ("ask_history_string", "POST", "/ask", {"question": "x", "history": "hi"}, auth(), 400,
