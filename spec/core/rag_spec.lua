@@ -212,6 +212,19 @@ describe("examples", function()
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 
+  it("runs examples/12_enrich.lua offline", function()
+    local out = lines(run_lua .. " examples/12_enrich.lua 2>&1; echo \"exit=$?\"")
+    assert.truthy(out:find("limited run: nil (budget); 2 calls\n  rag.index.add_many: llm call "
+      .. "limit reached (2 calls)\nnext run: added 3, 6 chunks, 2 more calls\nagain: 3 "
+      .. "unchanged, 0 calls\n", 1, true), out)
+    assert.truthy(out:find("1. notes-falcon#1   bm25=1 keywords=1\n", 1, true), out)
+    assert.truthy(out:find("1. notes-falcon#1   vector=2 questions=1\n", 1, true), out)
+    assert.truthy(out:find("summary node notes-heron#summary: These release notes cover the "
+      .. "Heron router.", 1, true), out)
+    assert.truthy(out:find("[1] notes-osprey\n", 1, true), out)
+    assert.truthy(out:find("exit=0\n", 1, true), out)
+  end)
+
   it("runs examples/04_bm25.lua offline", function()
     local out = lines(run_lua .. " examples/04_bm25.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("search 'ranking documents with BM25':\n  1. bm25 ", 1, true), out)

@@ -205,6 +205,34 @@ describe("rag.index enrichment", function()
     end
   end)
 
+  it("needs the LLM and the functions again to add to a reopened index, not to search it",
+    function()
+    local idx = new_index(scripted(), { enrich = { keywords = true,
+      summary = function(chunk) return "sum " .. chunk.doc_id end } })
+    assert(idx:add_many(copy(DOCS)))
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    local again = assert(rag.index.open(dir, { chunker = paragraphs }))
+    assert.equal("b#1", again:search("sum b", { mode = "bm25" })[1].id)
+    local changed = copy(DOCS)[2]
+    changed.text = changed.text .. " More."
+    assert.has_error(function() again:add(changed) end,
+      "rag.index.add: enrichment step 'keywords' is written by an LLM: pass it as "
+      .. "rag.index.open(dir, { llm = chat })")
+    again:close()
+    again = assert(rag.index.open(dir, { chunker = paragraphs, llm = scripted() }))
+    assert.has_error(function() again:add(changed) end,
+      "rag.index.add: enrichment step 'summary' is a function: pass it again as "
+      .. "rag.index.open(dir, { enrich = { summary = fn } })")
+    again:close()
+    again = assert(rag.index.open(dir, { chunker = paragraphs, llm = scripted(),
+      enrich = { summary = function(chunk) return "new " .. chunk.doc_id end } }))
+    assert.equal("updated", again:add(changed))
+    assert.equal("new b", again:search("new", { mode = "bm25" })[1].enrich.summary)
+    again:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("forgets a removed document's fields", function()
     local idx = new_index(scripted())
     assert(idx:add_many(copy(DOCS)))
