@@ -383,3 +383,65 @@ describe("rag.index enrichment", function()
       "rag.index.search: option 'fields' must be a table, got number")
   end)
 end)
+
+describe("rag.index enrichment allocation failures", function()
+  local helpers = require("spec.helpers")
+  if not rag.core._fail_alloc then
+    it("need a RAG_TESTING build", function()
+      pending("run make asan")
+    end)
+    return
+  end
+
+  it("searches over the fields and questions, and offline keywords, raise and recover at "
+    .. "every fault point", function()
+    local idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 16 }), chunker = paragraphs,
+      enrich = { keywords = "offline", summary = "offline",
+        questions = function(chunk) return { "what about " .. chunk.doc_id, "why " .. chunk.id } end } })
+    assert(idx:add_many(copy(DOCS)))
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    -- every allocation of a search on a fresh copy (whose scratch is empty)
+    -- fails in turn: the search raises, or succeeds (the analyzer's cache
+    -- may go without), and gives the same hits afterwards either way
+    local fail_alloc = rag.core._fail_alloc
+    local e = rag.embed.hashing({ dim = 16 })
+    local q = "gizmo cats sea what about"
+    local qv = e:embed({ q }, { packed = true })[1]
+    for _, o in ipairs({ { mode = "hybrid", k = 3 }, { mode = "bm25", k = 2, group = "doc" },
+      { mode = "vector", k = 2, filter = { doc_id = { "a", "c" } } } }) do
+      local want = idx:search(q, o)
+      local function fresh_search(n)
+        local fresh = assert(rag.index.open(dir, { chunker = paragraphs }))
+        local parts = fresh.enrich:parts(o)
+        fail_alloc(n)
+        local ok, err = pcall(fresh.c.search, fresh.c, q, o, "bm25", qv, parts)
+        local left = fail_alloc(0)
+        if not ok then
+          assert.matches("not enough memory", err)
+        end
+        assert.same(want, fresh.enrich:decorate(fresh.c:search(q, o, "bm25", qv, parts)))
+        fresh:close()
+        return left, ok
+      end
+      local left = fresh_search(1000000)
+      local total, raised = 1000000 - left, 0
+      assert.is_true(total > 10, total)
+      for n = 1, total do
+        local _, ok = fresh_search(n)
+        raised = raised + (ok and 0 or 1)
+      end
+      assert.is_true(raised > 5, raised)
+    end
+    local want = idx.c:keywords("a#1", 5)
+    assert.is_true(#want > 0)
+    local fresh = assert(rag.index.open(dir, { chunker = paragraphs }))
+    assert.is_true(helpers.oom_walk(function()
+      fresh.c:keywords("a#1", 5)
+    end) > 0) -- the first allocation has no fallback
+    assert.same(want, fresh.c:keywords("a#1", 5))
+    fresh:close()
+    assert.same(want, idx.c:keywords("a#1", 5))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
