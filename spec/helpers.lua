@@ -183,6 +183,35 @@ function M.oom_walk(op, after_failure)
   error("operation never completed")
 end
 
+--- The cosine of two vectors (Lua arrays), in doubles: a reference for
+-- what the C kernels compute.
+function M.cosine(a, b)
+  local dot, na, nb = 0, 0, 0
+  for i = 1, #a do
+    dot, na, nb = dot + a[i] * b[i], na + a[i] * a[i], nb + b[i] * b[i]
+  end
+  return dot / math.sqrt(na * nb)
+end
+
+--- A chunker for rag.index: one chunk per paragraph (split at blank
+-- lines), with exact spans and its bytes as tokens.
+function M.paragraphs(text)
+  local out, pos = {}, 1
+  while pos <= #text do
+    local s, e = text:find("\n\n", pos, true)
+    local stop = s and s - 1 or #text
+    if stop >= pos then
+      out[#out + 1] = { text = text:sub(pos, stop), start = pos, stop = stop,
+        tokens = stop - pos + 1 }
+    end
+    if not s then
+      break
+    end
+    pos = e + 1
+  end
+  return out
+end
+
 --- Writes bytes to a file (raises when it cannot).
 function M.write(path, s)
   local f = assert(io.open(path, "wb"))

@@ -960,6 +960,39 @@ static uint32_t tf_of(const uint8_t *p, uint32_t plen, uint32_t d) {
   return 0;
 }
 
+/* Room in b->ex for an explanation of the parsed query's terms. */
+static int explain_room(rag_bm25 *b) {
+  if (b->nq > b->excap) {
+    rag_bm25_term *v = (rag_bm25_term *)rag_grow(b->ex, &b->excap, b->nq, sizeof *v);
+    if (v == NULL) return RAG_ENOMEM;
+    b->ex = v;
+  }
+  return RAG_OK;
+}
+
+/*
+** Starts the explanation x of query term qt: its text, qtf, the given tf,
+** df and idf; 0 when no live document holds it (nothing more to say).
+*/
+static int explain_term(rag_bm25 *b, const qterm *qt, uint32_t tf, const scorer *sc, double nd,
+                        rag_bm25_term *x, rag_bm25_tinfo *t) {
+  memset(x, 0, sizeof *x);
+  x->tf = tf;
+  x->qtf = qt->qtf;
+  if (qt->tid == NONE) {
+    x->term = b->qtext + qt->off;
+    x->len = qt->len;
+    return 0;
+  }
+  rag_bm25_term_info(b, qt->tid, t);
+  x->term = t->s;
+  x->len = t->len;
+  x->df = t->df;
+  if (t->df == 0) return 0;
+  x->idf = idf_of(sc->v, t->df, nd);
+  return 1;
+}
+
 int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
                          size_t idlen, rag_bm25_explain *out, int *found, size_t *errpos) {
   scorer sc;
@@ -974,32 +1007,16 @@ int rag_bm25_explain_doc(rag_bm25 *b, const char *q, size_t len, const char *id,
   d = rag_ids_find(&b->ids, id, idlen);
   if (d == RAG_IDS_NONE) return RAG_OK;
   *found = 1;
-  if (b->nq > b->excap) {
-    rag_bm25_term *v = (rag_bm25_term *)rag_grow(b->ex, &b->excap, b->nq, sizeof *v);
-    if (v == NULL) return RAG_ENOMEM;
-    b->ex = v;
-  }
+  if ((rc = explain_room(b)) != RAG_OK) return rc;
   nd = (double)b->nlive;
   scorer_init(&sc, b, (double)b->total / nd);
   for (i = 0; i < b->nq; i++) {
     const qterm *qt = &b->qt[i];
     rag_bm25_term *x = &b->ex[i];
-    memset(x, 0, sizeof *x);
-    x->qtf = qt->qtf;
-    if (qt->tid == NONE) {
-      x->term = b->qtext + qt->off;
-      x->len = qt->len;
-      continue;
-    }
+    rag_bm25_tinfo t;
+    if (!explain_term(b, qt, 0, &sc, nd, x, &t)) continue;
     {
-      rag_bm25_tinfo t;
       double w, w0;
-      rag_bm25_term_info(b, qt->tid, &t);
-      x->term = t.s;
-      x->len = t.len;
-      x->df = t.df;
-      if (t.df == 0) continue;
-      x->idf = idf_of(sc.v, t.df, nd);
       w = qt->qtf * x->idf;
       w0 = w * tfc0(&sc);
       c += w0;
@@ -1035,35 +1052,16 @@ int rag_bm25_explain_text(rag_bm25 *b, const char *q, size_t len, rag_bm25_expla
   memset(out, 0, sizeof *out);
   rc = parse_query(b, q, len, 1, errpos);
   if (rc != RAG_OK) return rc;
-  if (b->nq > b->excap) {
-    rag_bm25_term *v = (rag_bm25_term *)rag_grow(b->ex, &b->excap, b->nq, sizeof *v);
-    if (v == NULL) return RAG_ENOMEM;
-    b->ex = v;
-  }
+  if ((rc = explain_room(b)) != RAG_OK) return rc;
   for (i = 0; i < b->nq; i++) dl += b->qt[i].qtf;
   nd = (double)(b->nlive > 0 ? b->nlive : 1);
   scorer_init(&sc, b, b->nlive > 0 ? (double)b->total / nd : (double)dl);
   for (i = 0; i < b->nq; i++) {
-    const qterm *qt = &b->qt[i];
     rag_bm25_term *x = &b->ex[i];
-    memset(x, 0, sizeof *x);
-    x->qtf = x->tf = qt->qtf;
-    if (qt->tid == NONE) {
-      x->term = b->qtext + qt->off;
-      x->len = qt->len;
-      continue;
-    }
-    {
-      rag_bm25_tinfo t;
-      rag_bm25_term_info(b, qt->tid, &t);
-      x->term = t.s;
-      x->len = t.len;
-      x->df = t.df;
-      if (t.df == 0) continue;
-      x->idf = idf_of(sc.v, t.df, nd);
-      x->weight = x->idf * tfc(&sc, x->tf, dl);
-      out->score += x->weight;
-    }
+    rag_bm25_tinfo t;
+    if (!explain_term(b, &b->qt[i], b->qt[i].qtf, &sc, nd, x, &t)) continue;
+    x->weight = x->idf * tfc(&sc, x->tf, dl);
+    out->score += x->weight;
   }
   out->terms = b->ex;
   out->nterms = b->nq;

@@ -125,13 +125,7 @@ local function make(path, args)
     "bert_ref.py make failed")
 end
 
-local function cosine(a, b)
-  local dot, na, nb = 0, 0, 0
-  for i = 1, #a do
-    dot, na, nb = dot + a[i] * b[i], na + a[i] * a[i], nb + b[i] * b[i]
-  end
-  return dot / math.sqrt(na * nb)
-end
+local cosine = require("spec.helpers").cosine
 
 local function close_to(a, b, tol, what)
   assert.are.equal(#b, #a, what)

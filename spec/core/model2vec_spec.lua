@@ -178,13 +178,7 @@ local function unit(v)
   return out
 end
 
-local function cosine(a, b)
-  local d, na, nb = 0, 0, 0
-  for i = 1, #a do
-    d, na, nb = d + a[i] * b[i], na + a[i] * a[i], nb + b[i] * b[i]
-  end
-  return d / math.sqrt(na * nb)
-end
+local cosine = require("spec.helpers").cosine
 
 local function fails(code, pattern, ok, msg, got)
   assert(ok == nil, "expected a failure")

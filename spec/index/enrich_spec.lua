@@ -7,22 +7,7 @@ local support = require("spec.support.llm")
 local json = rag.json
 
 -- Splits a text at blank lines: one chunk per paragraph (exact spans).
-local function paragraphs(text)
-  local out, pos = {}, 1
-  while pos <= #text do
-    local s, e = text:find("\n\n", pos, true)
-    local stop = s and s - 1 or #text
-    if stop >= pos then
-      out[#out + 1] = { text = text:sub(pos, stop), start = pos, stop = stop,
-        tokens = stop - pos + 1 }
-    end
-    if not s then
-      break
-    end
-    pos = e + 1
-  end
-  return out
-end
+local paragraphs = require("spec.helpers").paragraphs
 
 -- What the scripted LLM writes, by the marker word of a passage.
 local SCRIPT = {
@@ -317,13 +302,7 @@ describe("rag.index enrichment", function()
     local idx = rag.index.new({ embedder = e, chunker = paragraphs,
       enrich = { questions = function(chunk) return qs[chunk.doc_id] end, n_questions = 3 } })
     assert(idx:add_many(copy(DOCS)))
-    local function cos(x, y)
-      local d, nx, ny = 0, 0, 0
-      for i = 1, #x do
-        d, nx, ny = d + x[i] * y[i], nx + x[i] * x[i], ny + y[i] * y[i]
-      end
-      return d / math.sqrt(nx * ny)
-    end
+    local cos = require("spec.helpers").cosine
     for _, q in ipairs({ "who made the gizmo?", "tides of the sea", "cats" }) do
       local qv = e:embed({ q })[1]
       local want = {}

@@ -6,6 +6,7 @@
 -- second document into its context, `graph` does, offline (the graph built
 -- on first use with the heuristic extractor). Also the global mode.
 local rag = require("rag")
+local support_pipeline = require("spec.support.pipeline")
 local llms = require("spec.support.llm")
 
 local DIR = "spec/fixtures/multihop/"
@@ -61,15 +62,6 @@ end
 
 local QUESTION = "Where was the founder of Acme Robotics born?"
 
-local function cited_docs(result)
-  local docs = {}
-  for _, c in pairs(result.citations) do
-    docs[#docs + 1] = c.doc_id
-  end
-  table.sort(docs)
-  return docs
-end
-
 describe("rag.pipeline.graph", function()
   local function index()
     local idx = rag.index.new({ embedder = false })
@@ -96,7 +88,7 @@ describe("rag.pipeline.graph", function()
     r = assert(g:answer(QUESTION))
     assert.is_true(r.grounded)
     assert.matches("Maria Lopez founded Acme Robotics %[%d%]; she was born in Valparaiso", r.text)
-    assert.are.same({ "acme", "lopez" }, cited_docs(r))
+    assert.are.same({ "acme", "lopez" }, support_pipeline.cited_docs(r))
     assert.is_truthy(idx.graph) -- built on first use
     -- the trace says how: the graph built offline, the entities, the walk
     local steps = {}

@@ -2,6 +2,7 @@
 -- documents that differ in one named fact, picking the document by its
 -- summary first cites the right document where naive top-k does not.
 local rag = require("rag")
+local support_pipeline = require("spec.support.pipeline")
 local support = require("spec.support.llm")
 
 local CITIES = { "Athens", "Dublin", "Lisbon", "Madrid", "Oslo", "Prague", "Vienna", "Warsaw" }
@@ -22,21 +23,7 @@ local function reports()
   return docs
 end
 
--- One chunk per paragraph.
-local function paragraphs(text)
-  local out, pos = {}, 1
-  while pos <= #text do
-    local s, e = text:find("\n\n", pos, true)
-    local stop = s and s - 1 or #text
-    out[#out + 1] = { text = text:sub(pos, stop), start = pos, stop = stop,
-      tokens = stop - pos + 1 }
-    if not s then
-      break
-    end
-    pos = e + 1
-  end
-  return out
-end
+local paragraphs = require("spec.helpers").paragraphs -- a chunk per paragraph
 
 -- The scripted LLM: a document summary names the office the document
 -- covers; an answer quotes the first passage of the context that gives a
@@ -58,15 +45,6 @@ end
 
 local QUESTION = "What was the revenue growth at the Lisbon office?"
 
-local function cited(result)
-  local docs = {}
-  for _, c in pairs(result.citations) do
-    docs[#docs + 1] = c.doc_id
-  end
-  table.sort(docs)
-  return docs
-end
-
 describe("rag.pipeline.summary", function()
   local idx, llm
   setup(function()
@@ -81,11 +59,11 @@ describe("rag.pipeline.summary", function()
     -- naive: the Lisbon intro ranks first (its rare word), then a revenue
     -- paragraph; all eight score alike and the first by id is Athens's
     assert.equal("Revenue growth was 11% [2].", naive.text)
-    assert.same({ "report-athens" }, cited(naive))
+    assert.same({ "report-athens" }, support_pipeline.cited_docs(naive))
     local p = rag.pipeline.summary({ index = idx, llm = llm, k = 2, docs = 1 })
     local r = assert(p:answer(QUESTION))
     assert.equal("Revenue growth was 13% [2].", r.text)
-    assert.same({ "report-lisbon" }, cited(r))
+    assert.same({ "report-lisbon" }, support_pipeline.cited_docs(r))
     -- the trace shows the documents it picked
     local picked
     for _, e in ipairs(r.trace) do

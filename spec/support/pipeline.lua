@@ -56,6 +56,16 @@ function M.ids(hits)
   return out
 end
 
+--- The document ids an answer cites, sorted.
+function M.cited_docs(result)
+  local docs = {}
+  for _, c in pairs(result.citations) do
+    docs[#docs + 1] = c.doc_id
+  end
+  table.sort(docs)
+  return docs
+end
+
 --- The first trace entry of a kind (and name, when given), or nil.
 function M.find(trace, kind, name)
   for _, e in ipairs(trace) do
