@@ -318,7 +318,7 @@ end
 -- Runs an LLM or function step for one chunk or document through the
 -- cache. Returns the cleaned value (maybe nil), nil, nil, its cache key |
 -- nil, msg, code.
-local function run_step(self, step, text, chunk, doc, run)
+local function run_step(self, step, text, chunk, doc, run, tick)
   local o = self.o
   local kind = o.kinds[step]
   local lang = o.lang == "auto" and require("rag.prompts").detect(text) or o.lang
@@ -349,6 +349,9 @@ local function run_step(self, step, text, chunk, doc, run)
       n = step == "keywords" and o.n_keywords or o.n_questions })
     local reply
     reply, msg, code = run:chat(self.llm, messages)
+    if tick then
+      tick()
+    end
     if not reply then
       return nil, msg, code
     end
@@ -394,12 +397,17 @@ end
 -- `docs` are rag.core.index's staged documents, `texts` their leaf texts
 -- in order (title and text, as BM25 sees them), `originals` the documents
 -- by id. Every result is cached as soon as it is known, so a run stopped
--- by a limit loses nothing it paid for.
+-- by a limit loses nothing it paid for. `progress(n)` follows each LLM
+-- call, n the documents of the batch done so far.
 -- @return the batch's values `{ [doc id] = { title =, leaves = { { name =,
 --   text =, keywords =, summary =, questions = } } } }` | nil, msg, code
-function Enrich:prepare(docs, texts, originals, run)
+function Enrich:prepare(docs, texts, originals, run, progress)
   local kinds = self.o.kinds
   local out, t = {}, 0
+  local done = 0 -- documents of the batch prepared
+  local tick = progress and function()
+    progress(done)
+  end
   for _, d in ipairs(docs) do
     local orig = originals[d.id]
     local doc = { id = d.id, text = orig.text, title = orig.title, source = orig.source,
@@ -407,7 +415,7 @@ function Enrich:prepare(docs, texts, originals, run)
     local rec = { leaves = {}, doc = doc }
     out[d.id] = rec
     if kinds.title and kinds.title ~= "offline" and (doc.title == nil or doc.title == "") then
-      local v, msg, code, k = run_step(self, "title", input(doc.text), nil, doc, run)
+      local v, msg, code, k = run_step(self, "title", input(doc.text), nil, doc, run, tick)
       if v == nil and msg ~= nil then
         return nil, msg, code
       end
@@ -425,7 +433,7 @@ function Enrich:prepare(docs, texts, originals, run)
           if kind == "offline" and step == "summary" then
             leaf.summary = lead(body, MAX_SUMMARY)
           elseif kind == "llm" or kind == "function" then
-            local v, msg, code, k = run_step(self, step, input(leaf.text), chunk, doc, run)
+            local v, msg, code, k = run_step(self, step, input(leaf.text), chunk, doc, run, tick)
             if v == nil and msg ~= nil then
               return nil, msg, code
             end
@@ -441,12 +449,14 @@ function Enrich:prepare(docs, texts, originals, run)
     if kinds.doc_summary == "offline" then
       rec.doc_summary = offline_doc_summary(rec)
     elseif kinds.doc_summary then
-      local v, msg, code, k = run_step(self, "doc_summary", doc_input(doc, rec), nil, doc, run)
+      local v, msg, code, k = run_step(self, "doc_summary", doc_input(doc, rec), nil, doc, run,
+        tick)
       if v == nil and msg ~= nil then
         return nil, msg, code
       end
       rec.doc_summary, rec.doc_summary_key = v, k
     end
+    done = done + 1
   end
   return out
 end
@@ -472,7 +482,7 @@ function Enrich:embed_nodes(prepared, embedder)
     return true
   end
   local texts = {}
-  for id, rec in pairs(prepared) do
+  for _, rec in pairs(prepared) do
     local node = node_of(rec.doc, rec)
     if node then
       texts[#texts + 1] = node.title and node.title ~= "" and node.title .. "\n" .. node.text
@@ -495,7 +505,7 @@ end
 
 --- The questions of a prepared batch, in order, for the embedder; and
 -- where each goes (`{ name, k }`).
-function Enrich:questions(prepared, ids)
+function Enrich.questions(_, prepared, ids)
   local texts, where = {}, {}
   for _, id in ipairs(ids) do
     local rec = prepared[id]

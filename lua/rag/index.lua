@@ -305,8 +305,10 @@ end
 -- Stages the documents list[pos], list[pos + 1], ... that changed, up to
 -- `limit` of them; chunks, maybe embeds, and puts them (all in C but the
 -- embedder). Returns how many it read and how many were unchanged, added
--- and updated | nil, msg, code. `run` holds the enrichment's LLM calls.
-local function apply(self, fname, list, pos, limit, run)
+-- and updated | nil, msg, code. `run` holds the enrichment's LLM calls;
+-- `tick(n)`, when given, is called after each of them (n: documents of
+-- the batch enriched so far).
+local function apply(self, fname, list, pos, limit, run, tick)
   local o, c = self.o, self.c
   local n, unchanged, batch
   if self.stage then -- a store elsewhere: it knows what changed, a scratch index chunks
@@ -340,7 +342,7 @@ local function apply(self, fname, list, pos, limit, run)
       local d = list[i]
       originals[type(d.id) == "number" and tostring(d.id) or d.id] = d
     end
-    prepared, msg, code = enrich:prepare(staged, texts, originals, run or enrich_run(fname))
+    prepared, msg, code = enrich:prepare(staged, texts, originals, run or enrich_run(fname), tick)
     if not prepared then
       return nil, msg, code
     end
@@ -495,8 +497,14 @@ local function stepper(self, fname, list, o)
   local pos, total = 1, #list
   local batch = o.batch or self.o.batch
   local run = self.enrich and (o.run or enrich_run(fname, o.limits))
+  local tick -- progress during a batch's LLM calls, which may take minutes
   if run then -- what the enrichment's LLM calls cost so far
     counts.llm_calls, counts.tokens = 0, 0
+    tick = o.progress and function(prepared) -- documents of the batch enriched so far
+      local u = run:usage()
+      counts.llm_calls, counts.tokens = u.llm_calls, u.total_tokens
+      o.progress(pos - 1 + prepared, total, counts)
+    end
   end
   local rate -- seconds per weighted byte, measured
   local function step(budget)
@@ -514,7 +522,7 @@ local function stepper(self, fname, list, o)
           limit = 1
         end
       end
-      local n, unchanged, added, updated = apply(self, fname, list, pos, limit, run)
+      local n, unchanged, added, updated = apply(self, fname, list, pos, limit, run, tick)
       if run then
         local u = run:usage()
         counts.llm_calls, counts.tokens = u.llm_calls, u.total_tokens

@@ -416,12 +416,13 @@ describe("rag index --enrich", function()
     assert.equal(0, status, err)
     assert.truthy(out:find("6 unchanged", 1, true), out)
     assert.equal(12, #helpers.llmd_log(base, model))
-    out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. into .. "'")
+    local _
+    _, err, status = rag_cmd("index '" .. docs .. "' --into '" .. into .. "'")
     assert.equal(2, status)
     assert.matches("enrichment step '%a+' is written by an LLM: give %-%-llm openai or ollama",
       err)
     -- offline steps need no LLM; questions do
-    out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. root .. "/kb2' --enrich "
+    _, err, status = rag_cmd("index '" .. docs .. "' --into '" .. root .. "/kb2' --enrich "
       .. "keywords,doc_summary")
     assert.equal(0, status, err)
     out, err, status = rag_cmd("ask '" .. root .. "/kb2' 'Where was the founder of Acme "

@@ -132,6 +132,22 @@ describe("rag.index enrichment", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("reports progress after every LLM call, not only after each batch", function()
+    local idx = new_index(scripted())
+    local seen = {}
+    assert(idx:add_many(copy(DOCS), { progress = function(done, total, c)
+      seen[#seen + 1] = { done, total, c.llm_calls, c.tokens }
+    end }))
+    -- one batch of 3 documents: a report per call (13), then the batch's
+    assert.equal(14, #seen)
+    assert.same({ 0, 3, 1, 15 }, seen[1]) -- a's first chunk's keywords
+    assert.same({ 1, 3, 7, 105 }, seen[7]) -- a done (6 calls), b's title
+    assert.same({ 3, 3, 13, 195 }, seen[14])
+    for i = 2, 13 do
+      assert.equal(seen[i - 1][3] + 1, seen[i][3])
+    end
+  end)
+
   it("asks again only for the chunks whose text changed", function()
     local llm = scripted()
     local idx = new_index(llm)
@@ -350,7 +366,9 @@ describe("rag.index enrichment", function()
       "rag.index.new: enrichment step 'questions' needs option 'llm' or a function")
     assert.has_error(function() rag.index.new({ embedder = e, enrich = { summary = "llm" } }) end,
       "rag.index.new: enrichment step 'summary' is written by an LLM: pass option 'llm'")
-    assert.has_error(function() rag.index.new({ embedder = e, enrich = { keywords = "maybe" } }) end,
+    assert.has_error(function()
+      rag.index.new({ embedder = e, enrich = { keywords = "maybe" } })
+    end,
       "rag.index.new: enrichment step 'keywords' cannot be 'maybe'")
     assert.has_error(function() rag.index.new({ embedder = e, enrich = 3 }) end,
       "rag.index.new: 'enrich' must be a boolean or table, got number")
@@ -376,7 +394,9 @@ describe("rag.index enrichment allocation failures", function()
     .. "every fault point", function()
     local idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 16 }), chunker = paragraphs,
       enrich = { keywords = "offline", summary = "offline",
-        questions = function(chunk) return { "what about " .. chunk.doc_id, "why " .. chunk.id } end } })
+        questions = function(chunk)
+          return { "what about " .. chunk.doc_id, "why " .. chunk.id }
+        end } })
     assert(idx:add_many(copy(DOCS)))
     local dir = tmpdir()
     assert(idx:save(dir))

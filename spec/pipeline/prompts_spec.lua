@@ -28,8 +28,8 @@ describe("rag.prompts", function()
     -- the pipelines' thirteen, rag.pipeline.agent's three, rag.graph's two,
     -- rag.index's five enrichment prompts and rag.eval.ragas's five judge prompts
     assert.same({ "agent", "agent_retry", "agent_tools", "answer", "answer_strict", "check",
-      "classify", "compress", "condense", "decompose", "direct", "enrich_doc_summary", "enrich_keywords",
-      "enrich_questions", "enrich_summary", "enrich_title", "eval_context",
+      "classify", "compress", "condense", "decompose", "direct", "enrich_doc_summary",
+      "enrich_keywords", "enrich_questions", "enrich_summary", "enrich_title", "eval_context",
       "eval_correctness", "eval_questions", "eval_statements", "eval_support", "grade",
       "graph_community", "graph_extract", "hyde", "multi_query", "rewrite", "stepback" },
       sorted_names())

@@ -36,7 +36,8 @@ local function scripted()
       return { text = "The annual report of the " .. tostring(city) .. " office: its projects, "
         .. "its revenue and its plans." }
     end
-    for n, figure in user:gmatch("%[(%d+)%][^%[]-Revenue growth was (%d+)%%") do
+    local n, figure = user:match("%[(%d+)%][^%[]-Revenue growth was (%d+)%%")
+    if n then
       return { text = "Revenue growth was " .. figure .. "% [" .. n .. "]." }
     end
     return { text = "I don't have enough information to answer this." }
