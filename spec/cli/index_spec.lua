@@ -432,6 +432,7 @@ describe("rag index --enrich", function()
     out, err, status = rag_cmd("index '" .. docs .. "' --into '" .. root .. "/kb3' --enrich "
       .. "questions")
     assert.equal(2, status)
+    assert.equal("", out)
     assert.truthy(err:find("enrichment step 'questions' needs an LLM", 1, true), err)
     os.execute("rm -rf '" .. root .. "'")
   end)
