@@ -560,10 +560,18 @@ static int question_filter(rag_index *ix, const rag_id_filter *f, uint32_t qmax,
   size_t total = 0, count, i, at = 0, m = 0;
   uint32_t k;
   char *p;
-  if (RAG_MUL_OVERFLOWS(f->n, (size_t)qmax + 11)) return RAG_ENOMEM;
+  size_t per = 0; /* bytes of the suffixes "?1" .. "?qmax" together */
+  if (RAG_MUL_OVERFLOWS(f->n, (size_t)qmax)) return RAG_ENOMEM;
   count = f->n * qmax;
-  for (k = 1; k <= qmax; k++) total += (1 + ndigits(k)) * f->n;
-  for (i = 0; i < f->n; i++) total += f->lens[i] * qmax; /* names fit in memory already */
+  for (k = 1; k <= qmax; k++) per += 1 + ndigits(k);
+  if (RAG_MUL_OVERFLOWS(per, f->n)) return RAG_ENOMEM;
+  total = per * f->n;
+  for (i = 0; i < f->n; i++) {
+    if (RAG_MUL_OVERFLOWS(f->lens[i], (size_t)qmax) ||
+        total + f->lens[i] * qmax < total) return RAG_ENOMEM;
+    total += f->lens[i] * qmax;
+  }
+  if (total + 1 == 0) return RAG_ENOMEM;
   p = (char *)rag_grow(ix->qnames, &ix->qnamescap, total + 1, 1);
   if (p == NULL) return RAG_ENOMEM;
   ix->qnames = p;

@@ -776,8 +776,8 @@ local function cmd_index(o, args)
     bar:update("saving", 1, 1, true)
     save_index(idx, into, cfg)
     bar:done()
-    stop(1, tostring(msg):gsub("^[%w%.]+: ", "") .. "; what was done is saved: run 'rag index'"
-      .. " again to go on", code)
+    stop(1, tostring(msg):gsub("^[%w%.]+: ", "") .. "; what was done is saved: run the same"
+      .. " command again to go on", code)
   end
   counts = must(counts, msg, code)
   -- the entity graph (rag.graph): made with --graph, kept in step once there

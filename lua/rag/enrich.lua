@@ -126,7 +126,7 @@ end
 function M._record(o)
   return { version = FORMAT_VERSION, kinds = json.object(o.kinds), lang = o.lang,
     n_keywords = o.n_keywords, n_questions = o.n_questions,
-    weights = json.object(o.weights), tag = o.tag }
+    weights = json.object(o.weights), tag = o.tag, prompts = o.prompts }
 end
 
 -- Settings back from a manifest's record; function steps come from `given`
@@ -140,6 +140,7 @@ local function from_record(fname, r, given)
   end
   local o = { kinds = {}, lang = r.lang or "auto", n_keywords = r.n_keywords or 8,
     n_questions = r.n_questions or 3, tag = r.tag or "",
+    prompts = type(r.prompts) == "table" and r.prompts or nil,
     weights = { keywords = (r.weights or {}).keywords or M.WEIGHTS.keywords,
       summary = (r.weights or {}).summary or M.WEIGHTS.summary } }
   for _, step in ipairs(M.STEPS) do
@@ -175,8 +176,39 @@ local function clean_text(s, limit)
   return s
 end
 
+-- Quotes and bullets an item may start or end with, as whole UTF-8
+-- sequences (a Lua character class would cut a multi-byte one in two).
+local OPENERS = { '"', "'", "“", "‘", "「", "《" }
+local CLOSERS = { '"', "'", "”", "’", "」", "》" }
+local BULLETS = { "-", "*", "•", "·" }
+
+-- s without one of `marks` at its start (or with `tail`, its end).
+local function strip(s, marks, tail)
+  for _, m in ipairs(marks) do
+    if tail and #s >= #m and s:sub(-#m) == m then
+      return s:sub(1, -#m - 1)
+    elseif not tail and s:sub(1, #m) == m then
+      return s:sub(#m + 1)
+    end
+  end
+  return s
+end
+
+-- An item of a list as kept: numbering, a bullet and quotes dropped.
+local function clean_item(s, limit)
+  s = clean_text(s, limit)
+  if not s then
+    return nil
+  end
+  s = s:gsub("^%d+[%.%)]%s*", "")
+  s = strip(s, BULLETS):gsub("^%s+", "")
+  s = strip(strip(s, OPENERS), CLOSERS, true)
+  return clean_text(s, limit)
+end
+
 -- A list of at most n distinct non-empty strings, from a list or from a
--- reply's lines (or comma-separated items, for keywords).
+-- reply's lines (or comma-separated items, for keywords: ASCII and CJK
+-- commas and semicolons).
 local function clean_list(v, n, limit, split_commas)
   local items = {}
   if type(v) == "string" then
@@ -184,8 +216,10 @@ local function clean_list(v, n, limit, split_commas)
     if type(j) == "table" then
       v = j
     else
-      local pattern = split_commas and "[^\n,;，；、]+" or "[^\n]+"
-      for item in v:gmatch(pattern) do
+      if split_commas then
+        v = v:gsub("，", ","):gsub("；", ","):gsub("、", ","):gsub(";", ",")
+      end
+      for item in v:gmatch(split_commas and "[^\n,]+" or "[^\n]+") do
         items[#items + 1] = item
       end
       v = items
@@ -199,11 +233,8 @@ local function clean_list(v, n, limit, split_commas)
     if #out >= n then
       break
     end
-    local s = type(item) == "string" and clean_text(item, limit)
+    local s = type(item) == "string" and clean_item(item, limit)
     if s then
-      s = s:gsub("^%d+[%.%)]%s*", ""):gsub("^[%-%*•]%s*", ""):gsub("^[\"'“‘]", "")
-        :gsub("[\"'”’]$", "")
-      s = s:gsub("^%s+", ""):gsub("%s+$", "")
       local key = s:lower()
       if s ~= "" and not seen[key] then
         seen[key] = true
@@ -225,7 +256,9 @@ local function clean(o, step, v)
   local s = clean_text(v, step == "title" and MAX_TITLE or step == "doc_summary" and MAX_DOC
     or MAX_SUMMARY)
   if s and step == "title" then
-    s = s:match("^[^\n]*"):gsub("^[#\"'“]+%s*", ""):gsub("[\"'”]+$", "")
+    s = clean_item(s:match("^[^\n]*"):gsub("^#+%s*", ""), MAX_TITLE)
+  elseif s then -- a summary in quotes
+    s = clean_text(strip(strip(s, OPENERS), CLOSERS, true), MAX_DOC)
   end
   return s ~= "" and s or nil
 end
@@ -235,8 +268,8 @@ end
 -- The first sentence of text (its first line when no sentence ends).
 local function lead(text, limit)
   local s = core.text.sentences(clean_text(text, 2 * limit) or "")
-  local first = s[1] and s[1].text or text:match("^[^\n]*")
-  return clean_text(first, limit)
+  local first = clean_text(s[1] and s[1].text or text:match("^[^\n]*"), limit)
+  return first ~= "" and first or nil
 end
 
 -- {====== The enrichment of an index ======}
@@ -325,6 +358,7 @@ local function run_step(self, step, text, chunk, doc, run, tick)
   local k = key(self, step, kind, lang, text)
   local hit = self.cache[k]
   if hit ~= nil then
+    self.fresh[k] = true -- paid for: kept at the next save even if nothing uses it yet
     return hit.v, nil, nil, k
   end
   local v, msg, code
@@ -336,7 +370,7 @@ local function run_step(self, step, text, chunk, doc, run, tick)
     end
     v, msg, code = fn(chunk, doc)
     if v == nil and msg ~= nil then
-      return nil, msg, code
+      return nil, msg, code or "provider"
     end
   else
     if not self.llm then
@@ -481,6 +515,7 @@ function Enrich:embed_nodes(prepared, embedder)
   if not (self.tree and embedder) then
     return true
   end
+  self.embed.pending = {} -- none left from a batch that failed after this step
   local texts = {}
   for _, rec in pairs(prepared) do
     local node = node_of(rec.doc, rec)
@@ -592,11 +627,12 @@ function Enrich:commit(index, ids, prepared, qvecs, where)
         leaf.keywords = index.c:keywords(name, o.n_keywords)
       end
       local ch = { keywords = leaf.keywords, summary = leaf.summary, keys = leaf.keys }
+      -- values are valid UTF-8 (clean_text), so adding cannot fail but for memory
       if self.kw and leaf.keywords and #leaf.keywords > 0 then
-        self.kw:add(name, concat(leaf.keywords, ", "))
+        assert(self.kw:add(name, concat(leaf.keywords, ", ")))
       end
       if self.sum and leaf.summary then
-        self.sum:add(name, leaf.summary)
+        assert(self.sum:add(name, leaf.summary))
       end
       if leaf.questions and #leaf.questions > 0 then
         ch.questions = leaf.questions
@@ -637,6 +673,18 @@ function Enrich:parts(opts)
     qmax = self.o.n_questions }
 end
 
+-- A copy of a list (nil for nil): a hit's lists are the caller's to change.
+local function copy_list(t)
+  if not t then
+    return nil
+  end
+  local out = {}
+  for i, v in ipairs(t) do
+    out[i] = v
+  end
+  return out
+end
+
 --- Searches the summary level: one node per document, its summary under
 -- its title (`opts` as rag.index.search's, without `level` and `fields`).
 -- @return hits `{ id = "<doc id>#summary", doc_id, level = "summary", score,
@@ -666,8 +714,8 @@ function Enrich:decorate(hits)
     local d = self.docs[h.doc_id]
     local title = d and d.title
     if ch or title then
-      h.enrich = { keywords = ch and ch.keywords, summary = ch and ch.summary,
-        questions = ch and ch.questions, title = title }
+      h.enrich = { keywords = ch and copy_list(ch.keywords), summary = ch and ch.summary,
+        questions = ch and copy_list(ch.questions), title = title }
     end
   end
   return hits
@@ -756,10 +804,14 @@ function Enrich:save(paths)
     docs[#docs + 1] = { id = id, title = d.title, title_key = d.title_key, chunks = chunks,
       names = d.names, doc_summary_key = d.doc_summary_key }
   end
-  local body = json.encode({ format = "rag.enrich", version = FORMAT_VERSION, docs = docs,
-    cache = json.object(kept_cache(self)), questions = self.q and getmetatable(self.q).__name
-      or nil }) .. "\n"
-  local ok, msg, code = fs.write(paths.enrich, body)
+  local body, msg, code = json.encode({ format = "rag.enrich", version = FORMAT_VERSION,
+    docs = docs, cache = json.object(kept_cache(self)),
+    questions = self.q and getmetatable(self.q).__name or nil })
+  if not body then
+    return nil, "rag.index.save: the enrichment: " .. tostring(msg), code
+  end
+  local ok
+  ok, msg, code = fs.write(paths.enrich, body .. "\n")
   if not ok then
     return nil, msg, code
   end

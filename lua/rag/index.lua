@@ -385,17 +385,27 @@ local function apply(self, fname, list, pos, limit, run, tick)
     return n, unchanged, added, updated
   end
   local added, updated
-  added, updated, code = c:commit(batch, vectors)
-  if enrich then -- for the documents that went in
-    local ids = {}
-    for _, d in ipairs(staged) do
-      if c:hash(d.id) == d.hash then
-        ids[#ids + 1] = d.id
-      end
+  if not enrich then
+    added, updated, code = c:commit(batch, vectors)
+    if not added then
+      return nil, updated, code
     end
-    enrich:commit(self, ids, prepared, qvecs, where)
+    return n, unchanged, added, updated
   end
-  if not added then
+  -- commit may fail or raise after some documents went in: those get
+  -- their enrichment whatever happens, or they would stay without it
+  local ok
+  ok, added, updated, code = pcall(c.commit, c, batch, vectors)
+  local ids = {}
+  for _, d in ipairs(staged) do
+    if c:hash(d.id) == d.hash then
+      ids[#ids + 1] = d.id
+    end
+  end
+  enrich:commit(self, ids, prepared, qvecs, where)
+  if not ok then
+    error(added, 0)
+  elseif not added then
     return nil, updated, code
   end
   return n, unchanged, added, updated
@@ -496,6 +506,10 @@ local function stepper(self, fname, list, o)
   local counts = { added = 0, updated = 0, unchanged = 0, removed = 0 }
   local pos, total = 1, #list
   local batch = o.batch or self.o.batch
+  if (o.limits or o.run) and not self.enrich then
+    error(fname .. ": options 'limits' and 'run' bound an enriched index's LLM calls; this "
+      .. "index has no enrichment", 3)
+  end
   local run = self.enrich and (o.run or enrich_run(fname, o.limits))
   local tick -- progress during a batch's LLM calls, which may take minutes
   if run then -- what the enrichment's LLM calls cost so far
@@ -781,6 +795,10 @@ function Index:search(query, opts)
   end
   local enrich = self.enrich
   if not enrich then
+    if opts and opts.fields ~= nil then
+      error("rag.index.search: option 'fields' weighs an enriched index's fields; this index "
+        .. "has no enrichment", 2)
+    end
     return self.c:search(query, opts or {}, default, qv)
   end
   local hits, msg, code = self.c:search(query, opts or {}, default, qv, enrich:parts(opts))

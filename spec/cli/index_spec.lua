@@ -389,8 +389,8 @@ describe("rag index --enrich", function()
     local out, err, status = rag_cmd(flags .. " --max-llm-calls 5")
     assert.equal(1, status, err)
     assert.equal("", out)
-    assert.matches("llm call limit reached %(5 calls%); what was done is saved: run 'rag "
-      .. "index' again to go on", err)
+    assert.matches("llm call limit reached %(5 calls%); what was done is saved: run the same "
+      .. "command again to go on", err)
     assert.equal(5, #helpers.llmd_log(base, model))
     out, err, status = rag_cmd(flags, true)
     assert.equal(0, status, err)

@@ -234,6 +234,99 @@ describe("rag.index enrichment", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("keeps what an LLM wrote valid UTF-8, whatever list style it used", function()
+    local replies = { keywords = "中国，和平、会议; “统一”", summary = "“一个摘要”",
+      questions = "• 什么是数据？\n2. “引号里的问题一”\n- 第三个？" }
+    local llm = support.scripted({}, { forever = function(messages)
+      local system = messages[1].content
+      local step = system:find("关键词") and "keywords" or system:find("概括") and "summary"
+        or "questions"
+      return { text = replies[step] }
+    end })
+    local idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 32 }), llm = llm,
+      enrich = { keywords = true, summary = true, questions = true, lang = "zh" } })
+    assert(idx:add({ id = "z", text = "数据和会议的记录。" }))
+    local h = idx:search("会议", { mode = "bm25" })[1]
+    assert.same({ "中国", "和平", "会议", "统一" }, h.enrich.keywords)
+    assert.equal("一个摘要", h.enrich.summary)
+    assert.same({ "什么是数据？", "引号里的问题一", "第三个？" }, h.enrich.questions)
+    assert.equal(1, h.ranks.keywords)
+    -- a hit's lists are copies: changing them changes nothing stored
+    h.enrich.keywords[1] = "changed"
+    assert.equal("中国", idx:search("会议", { mode = "bm25" })[1].enrich.keywords[1])
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("enriches the documents a failing commit put before it raised", function()
+    local e = rag.embed.hashing({ dim = 16 })
+    local zero = { embed = function(_, texts, opts)
+      local out = assert(e:embed(texts, opts))
+      for i, t in ipairs(texts) do
+        if t:find("beta-marker", 1, true) then
+          out[i] = string.rep("\0", 64) -- refused under cosine: commit raises at b
+        end
+      end
+      return out
+    end, dim = function() return 16 end }
+    local idx = new_index(scripted(), { embedder = zero })
+    assert.has_error(function() idx:add_many(copy(DOCS)) end)
+    assert.equal(1, #idx) -- a went in before b was refused
+    assert.equal(2, idx:stats().enrich.chunks)
+    assert.equal("a#1", idx:search("xylophonic", { mode = "bm25" })[1].id)
+  end)
+
+  it("keeps every paid-for answer across sessions stopped by limits", function()
+    local docs = {}
+    for i = 1, 4 do
+      docs[i] = { id = "d" .. i, text = "Document number " .. i .. " about gizmos." }
+    end
+    local dir = tmpdir()
+    local asked = {}
+    local function session(limit)
+      local llm = support.scripted({}, { forever = function(messages)
+        asked[#asked + 1] = messages[#messages].content
+        return { text = '["k"]' }
+      end })
+      local idx = rag.index.open(dir, { llm = llm }) or rag.index.new({ embedder = false,
+        llm = llm, enrich = { keywords = "llm" } })
+      local counts, _, code = idx:add_many(docs, { limits = limit and { llm_calls = limit } })
+      assert(idx:save(dir))
+      idx:close()
+      return counts, code
+    end
+    assert.same({ nil, "budget" }, { session(2) })
+    assert.same({ nil, "budget" }, { session(1) }) -- d1, d2 from the cache; d3 paid
+    local counts = session()                       -- d1..d3 from the cache; d4 paid
+    assert.equal(4, counts.added)
+    assert.equal(4, #asked)
+    local seen = {}
+    for _, p in ipairs(asked) do
+      assert.is_nil(seen[p])
+      seen[p] = true
+    end
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("asks with the index's own prompts after a reopen", function()
+    local prompts = { enrich_summary = { system = "CUSTOM: summarise it", user = "{text}" } }
+    local llm = scripted()
+    local idx = new_index(llm, { enrich = { summary = "llm", prompts = prompts } })
+    assert(idx:add_many(copy(DOCS)))
+    assert.equal("CUSTOM: summarise it", llm.calls[1].messages[1].content)
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    local llm2 = scripted()
+    local again = assert(rag.index.open(dir, { llm = llm2, chunker = paragraphs }))
+    local b = copy(DOCS)[2]
+    b.text = b.text .. " Really."
+    assert.equal("updated", again:add(b))
+    assert.equal("CUSTOM: summarise it", llm2.calls[1].messages[1].content)
+    again:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("forgets a removed document's fields", function()
     local idx = new_index(scripted())
     assert(idx:add_many(copy(DOCS)))
@@ -374,6 +467,13 @@ describe("rag.index enrichment", function()
       "rag.index.new: 'enrich' must be a boolean or table, got number")
     assert.has_error(function() rag.index.new({ embedder = e, llm = {}, enrich = true }) end,
       "rag.index.new: option 'llm' must have a :chat(messages, opts) method")
+    local plain = rag.index.new({ embedder = e })
+    assert.has_error(function() plain:add_many({}, { limits = { llm_calls = 1 } }) end,
+      "rag.index.add_many: options 'limits' and 'run' bound an enriched index's LLM calls; "
+      .. "this index has no enrichment")
+    assert.has_error(function() plain:search("x", { fields = { keywords = 1 } }) end,
+      "rag.index.search: option 'fields' weighs an enriched index's fields; this index has no "
+      .. "enrichment")
     local idx = rag.index.new({ embedder = e, enrich = true })
     assert.has_error(function() idx:search("x", { fields = { keyword = 1 } }) end)
     assert.has_error(function() idx:search("x", { fields = 2 }) end,
