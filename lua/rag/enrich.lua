@@ -43,6 +43,7 @@ local SCHEMA = {
   prompts = { "table" },
   n_keywords = { "number", default = 8, int = true, min = 1, max = 100 },
   n_questions = { "number", default = 3, int = true, min = 1, max = 20 },
+  sections = { "number", default = 1024, int = true, min = 1 },
   weights = { "table" },
   tag = { "string", default = "" },
 }
@@ -125,7 +126,7 @@ end
 --- The settings as a manifest records them (no functions).
 function M._record(o)
   return { version = FORMAT_VERSION, kinds = json.object(o.kinds), lang = o.lang,
-    n_keywords = o.n_keywords, n_questions = o.n_questions,
+    n_keywords = o.n_keywords, n_questions = o.n_questions, sections = o.sections,
     weights = json.object(o.weights), tag = o.tag, prompts = o.prompts }
 end
 
@@ -139,7 +140,7 @@ local function from_record(fname, r, given)
     return nil, fname .. ": the enrichment was written by a newer version of rag", "version"
   end
   local o = { kinds = {}, lang = r.lang or "auto", n_keywords = r.n_keywords or 8,
-    n_questions = r.n_questions or 3, tag = r.tag or "",
+    n_questions = r.n_questions or 3, tag = r.tag or "", sections = r.sections or 1024,
     prompts = type(r.prompts) == "table" and r.prompts or nil,
     weights = { keywords = (r.weights or {}).keywords or M.WEIGHTS.keywords,
       summary = (r.weights or {}).summary or M.WEIGHTS.summary } }
@@ -399,9 +400,9 @@ end
 
 -- A document's offline summary: its chunks' lead sentences, in order,
 -- up to MAX_DOC_LEAD bytes (at least the first).
-local function offline_doc_summary(rec)
+local function offline_doc_summary(leaves)
   local parts, size = {}, 0
-  for _, leaf in ipairs(rec.leaves) do
+  for _, leaf in ipairs(leaves) do
     local l = leaf.summary or lead(leaf.body, MAX_SUMMARY)
     if l and l ~= "" then
       if #parts > 0 and size + #l > MAX_DOC_LEAD then
@@ -416,15 +417,44 @@ end
 
 -- What a document's summary is written from: its chunks' summaries in
 -- order when the summary step made them, else the beginning of its text.
-local function doc_input(doc, rec)
+local function doc_input(text, leaves)
   local parts = {}
-  for _, leaf in ipairs(rec.leaves) do
+  for _, leaf in ipairs(leaves) do
     parts[#parts + 1] = leaf.summary
   end
   if #parts > 0 then
     return input(concat(parts, "\n"))
   end
-  return input(doc.text)
+  return input(text)
+end
+
+-- The long sections of staged document d (a hierarchical chunker's): the
+-- chunks with children of at least `min` tokens whose span is neither the
+-- whole text nor their parent's; each `{ n, start, stop, leaves }`, with
+-- the leaf records under it in order.
+local function long_sections(d, len, min, leaf_at)
+  local out, at = {}, {}
+  for n, c in ipairs(d.chunks) do
+    local p = c.parent > 0 and d.chunks[c.parent]
+    if not c.leaf and c.tokens >= min and not (c.start <= 1 and c.stop >= len)
+        and not (p and p.start == c.start and p.stop == c.stop) then
+      out[#out + 1] = { n = n, start = c.start, stop = c.stop, leaves = {} }
+      at[n] = out[#out]
+    end
+  end
+  if #out > 0 then
+    for n, c in ipairs(d.chunks) do
+      local a = c.leaf and c.parent or 0
+      while a > 0 do
+        if at[a] then
+          local l = at[a].leaves
+          l[#l + 1] = leaf_at[n]
+        end
+        a = d.chunks[a].parent
+      end
+    end
+  end
+  return out
 end
 
 --- Runs the LLM and function steps of a chunked batch, before it is put:
@@ -447,6 +477,7 @@ function Enrich:prepare(docs, texts, originals, run, progress)
     local doc = { id = d.id, text = orig.text, title = orig.title, source = orig.source,
       meta = orig.meta }
     local rec = { leaves = {}, doc = doc }
+    local leaf_at = {} -- chunk number -> its leaf record
     out[d.id] = rec
     if kinds.title and kinds.title ~= "offline" and (doc.title == nil or doc.title == "") then
       local v, msg, code, k = run_step(self, "title", input(doc.text), nil, doc, run, tick)
@@ -475,37 +506,70 @@ function Enrich:prepare(docs, texts, originals, run, progress)
           end
         end
         rec.leaves[#rec.leaves + 1] = leaf
+        leaf_at[n] = leaf
       end
     end
     if kinds.title == "offline" and (doc.title == nil or doc.title == "") then
       rec.title = lead(doc.text:match("^%s*([^\n]*)") or "", MAX_TITLE)
     end
     if kinds.doc_summary == "offline" then
-      rec.doc_summary = offline_doc_summary(rec)
+      rec.doc_summary = offline_doc_summary(rec.leaves)
     elseif kinds.doc_summary then
-      local v, msg, code, k = run_step(self, "doc_summary", doc_input(doc, rec), nil, doc, run,
-        tick)
+      local v, msg, code, k = run_step(self, "doc_summary", doc_input(doc.text, rec.leaves), nil,
+        doc, run, tick)
       if v == nil and msg ~= nil then
         return nil, msg, code
       end
       rec.doc_summary, rec.doc_summary_key = v, k
+    end
+    if kinds.doc_summary then -- and its long sections'
+      rec.sections = long_sections(d, #doc.text, self.o.sections, leaf_at)
+      for _, sec in ipairs(rec.sections) do
+        if kinds.doc_summary == "offline" then
+          sec.summary = offline_doc_summary(sec.leaves)
+        else
+          local text = doc.text:sub(sec.start, sec.stop)
+          local chunk = { id = d.id .. "#" .. sec.n, doc_id = d.id, text = text,
+            start = sec.start, stop = sec.stop, title = doc.title, source = doc.source,
+            meta = doc.meta }
+          local v, msg, code, k = run_step(self, "doc_summary", doc_input(text, sec.leaves),
+            chunk, doc, run, tick)
+          if v == nil and msg ~= nil then
+            return nil, msg, code
+          end
+          sec.summary, sec.key = v, k
+        end
+        sec.leaves = nil
+      end
     end
     done = done + 1
   end
   return out
 end
 
--- A document's node on the summary level, or nil without a summary.
-local function node_of(doc, rec)
-  if not rec.doc_summary or rec.doc_summary == "" then
-    return nil
-  end
+-- The separator of a section node's name on the summary level:
+-- "<doc id>\31<chunk n>" (a document node is named by its id).
+local SEP = "\31"
+
+-- A document's nodes on the summary level: its own (when it has a
+-- summary), then its long sections'.
+local function nodes_of(doc, rec)
   local title = doc.title
   if title == nil or title == "" then
     title = rec.title
   end
-  return { id = doc.id, text = rec.doc_summary, title = title, source = doc.source,
-    meta = doc.meta }
+  local out = {}
+  if rec.doc_summary and rec.doc_summary ~= "" then
+    out[1] = { id = doc.id, text = rec.doc_summary, title = title, source = doc.source,
+      meta = doc.meta }
+  end
+  for _, sec in ipairs(rec.sections or {}) do
+    if sec.summary and sec.summary ~= "" then
+      out[#out + 1] = { id = doc.id .. SEP .. sec.n, text = sec.summary, title = title,
+        source = doc.source, meta = doc.meta }
+    end
+  end
+  return out
 end
 
 --- Embeds a prepared batch's summary nodes that an LLM or a function
@@ -518,8 +582,7 @@ function Enrich:embed_nodes(prepared, embedder)
   self.embed.pending = {} -- none left from a batch that failed after this step
   local texts = {}
   for _, rec in pairs(prepared) do
-    local node = node_of(rec.doc, rec)
-    if node then
+    for _, node in ipairs(nodes_of(rec.doc, rec)) do
       texts[#texts + 1] = node.title and node.title ~= "" and node.title .. "\n" .. node.text
         or node.text
     end
@@ -578,6 +641,9 @@ local function drop(self, id)
   self.docs[id] = nil
   if self.tree then
     self.tree:remove(id)
+    for _, sec in ipairs(d.sections or {}) do
+      self.tree:remove(id .. SEP .. sec.n)
+    end
   end
 end
 
@@ -645,10 +711,16 @@ function Enrich:commit(index, ids, prepared, qvecs, where)
       end
       self.chunks[name] = ch
     end
+    local sections
+    for _, sec in ipairs(rec.sections or {}) do
+      if sec.summary and sec.summary ~= "" then -- a node on the summary level
+        sections = sections or {}
+        sections[#sections + 1] = { n = sec.n, start = sec.start, stop = sec.stop, key = sec.key }
+      end
+    end
     self.docs[id] = { names = names, title = rec.title, title_key = rec.title_key,
-      doc_summary_key = rec.doc_summary_key }
-    local node = self.tree and node_of(rec.doc, rec)
-    if node then
+      doc_summary_key = rec.doc_summary_key, sections = sections }
+    for _, node in ipairs(self.tree and nodes_of(rec.doc, rec) or {}) do
       assert(self.tree:add(node)) -- its vector is pending, its text valid
     end
   end
@@ -696,12 +768,43 @@ function Enrich:search_summaries(query, opts)
       o[k] = v
     end
   end
+  local f = o.filter
+  if type(f) == "table" and f.doc_id ~= nil then -- a document's sections are its too
+    local ids = type(f.doc_id) == "table" and f.doc_id or { f.doc_id }
+    local nodes = {}
+    for _, id in ipairs(ids) do
+      id = tostring(id)
+      nodes[#nodes + 1] = id
+      for _, sec in ipairs(self.docs[id] and self.docs[id].sections or {}) do
+        nodes[#nodes + 1] = id .. SEP .. sec.n
+      end
+    end
+    local g = {}
+    for k, v in pairs(f) do
+      g[k] = v
+    end
+    g.doc_id = nodes
+    o.filter = g
+  end
   local hits, msg, code = self.tree:search(query, o)
   if not hits then
     return nil, msg, code
   end
   for _, h in ipairs(hits) do
-    h.id, h.level, h.start, h.stop = h.doc_id .. "#summary", "summary", nil, nil
+    local doc, n = h.doc_id:match("^(.*)" .. SEP .. "(%d+)$")
+    local sec
+    for _, x in ipairs(doc and self.docs[doc] and self.docs[doc].sections or {}) do
+      if x.n == tonumber(n) then
+        sec = x
+      end
+    end
+    if sec then
+      h.doc_id, h.id, h.node, h.start, h.stop = doc, doc .. "#" .. n .. "#summary", "section",
+        sec.start, sec.stop
+    else
+      h.id, h.node, h.start, h.stop = h.doc_id .. "#summary", "document", nil, nil
+    end
+    h.level = "summary"
   end
   return hits
 end
@@ -738,7 +841,11 @@ function Enrich:coverage()
   for _, d in pairs(self.docs) do
     c.titles = c.titles + (d.title and 1 or 0)
   end
-  c.doc_summaries = self.tree and #self.tree or 0
+  c.doc_summaries, c.sections = 0, 0
+  for _, d in pairs(self.docs) do
+    c.sections = c.sections + (d.sections and #d.sections or 0)
+  end
+  c.doc_summaries = self.tree and math.max(0, self.tree:count() - c.sections) or 0
   for _ in pairs(self.cache) do
     c.cached = c.cached + 1
   end
@@ -767,6 +874,11 @@ local function kept_cache(self)
     end
     if d.doc_summary_key then
       keep[d.doc_summary_key] = true
+    end
+    for _, sec in ipairs(d.sections or {}) do
+      if sec.key then
+        keep[sec.key] = true
+      end
     end
   end
   local out = {}
@@ -802,7 +914,7 @@ function Enrich:save(paths)
         questions = ch.questions, keys = ch.keys and next(ch.keys) and ch.keys or nil })
     end
     docs[#docs + 1] = { id = id, title = d.title, title_key = d.title_key, chunks = chunks,
-      names = d.names, doc_summary_key = d.doc_summary_key }
+      names = d.names, doc_summary_key = d.doc_summary_key, sections = d.sections }
   end
   local body, msg, code = json.encode({ format = "rag.enrich", version = FORMAT_VERSION,
     docs = docs, cache = json.object(kept_cache(self)),
@@ -905,7 +1017,8 @@ function M._open(fname, record, paths, opts, bm25_opts, tree, embedder)
         keys = ch.keys }
     end
     e.docs[d.id] = { names = d.names, title = d.title, title_key = d.title_key,
-      doc_summary_key = d.doc_summary_key }
+      doc_summary_key = d.doc_summary_key,
+      sections = type(d.sections) == "table" and d.sections or nil }
   end
   for part, load in pairs({ keywords = core.bm25.load, summary = core.bm25.load,
     questions = t.questions == "rag.hnsw" and core.hnsw.load or core.vec.load }) do

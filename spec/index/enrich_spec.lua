@@ -327,6 +327,50 @@ describe("rag.index enrichment", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("gives long sections their own nodes on the summary level", function()
+    local function section(name)
+      local body = (name:lower() .. " text here about " .. name .. ". "):rep(120)
+      return "# " .. name .. "\n\n" .. body
+    end
+    local text = "Intro of the handbook.\n\n" .. section("Alpha") .. "\n\n" .. section("Beta")
+      .. "\n\n" .. section("Gamma")
+    local seen = {}
+    local idx = rag.index.new({ embedder = false, chunker = "hierarchy",
+      chunk = { sizes = { 512, 128 } },
+      enrich = { sections = 300, doc_summary = function(chunk, doc)
+        seen[#seen + 1] = chunk and chunk.id or doc.id
+        return "About " .. (chunk and chunk.text:match("^(%a+)") or "the handbook " .. doc.id)
+      end } })
+    assert.equal("added", idx:add({ id = "hb", title = "Handbook", text = text }))
+    -- the document, then each section of at least 300 tokens that is not the whole text
+    assert.equal(4, #seen)
+    assert.equal("hb", seen[1])
+    local hits = idx:search("about beta", { level = "summary", k = 5, mode = "bm25" })
+    local h = hits[1]
+    assert.equal("summary", h.level)
+    assert.equal("section", h.node)
+    assert.equal("hb", h.doc_id)
+    assert.equal("About beta", h.text)
+    assert.equal(h.doc_id .. "#" .. seen[3]:match("#(%d+)$") .. "#summary", h.id)
+    assert.equal("beta text", text:sub(h.start, h.start + 8))
+    assert.equal("document", idx:search("handbook", { level = "summary" })[1].node)
+    assert.equal(3, idx:stats().enrich.sections)
+    assert.equal(1, idx:stats().enrich.doc_summaries)
+    -- a doc_id filter covers the document's sections; saved, reopened, removed
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    local again = assert(rag.index.open(dir, { chunker = "hierarchy" }))
+    local g = again:search("about gamma", { level = "summary", k = 1,
+      filter = { doc_id = "hb" } })[1]
+    assert.equal("About gamma", g.text)
+    assert.equal("gamma text", text:sub(g.start, g.start + 9))
+    assert.same({}, again:search("about gamma", { level = "summary", filter = { doc_id = "x" } }))
+    assert.is_true(again:remove("hb"))
+    assert.same({}, again:search("about", { level = "summary" }))
+    again:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("forgets a removed document's fields", function()
     local idx = new_index(scripted())
     assert(idx:add_many(copy(DOCS)))
