@@ -1678,6 +1678,12 @@ local function cmd_info(_, args)
     end
     if e.steps.doc_summary then
       parts[#parts + 1] = format("%d of %d documents summarised", e.doc_summaries, st.documents)
+      if e.sections > 0 then
+        parts[#parts + 1] = format("%d sections", e.sections)
+      end
+      if e.clusters > 0 then
+        parts[#parts + 1] = format("%d clusters", e.clusters)
+      end
     end
     rows[#rows + 1] = { "enriched", format("%d chunks: %s", e.chunks, concat(parts, ", ")) }
     rows[#rows + 1] = { "llm cache", format("%d answers", e.cached) }

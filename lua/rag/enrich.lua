@@ -44,6 +44,8 @@ local SCHEMA = {
   n_keywords = { "number", default = 8, int = true, min = 1, max = 100 },
   n_questions = { "number", default = 3, int = true, min = 1, max = 20 },
   sections = { "number", default = 1024, int = true, min = 1 },
+  levels = { "number", default = 0, int = true, min = 0, max = 8 },
+  cluster_size = { "number", default = 8, int = true, min = 2 },
   weights = { "table" },
   tag = { "string", default = "" },
 }
@@ -127,6 +129,7 @@ end
 function M._record(o)
   return { version = FORMAT_VERSION, kinds = json.object(o.kinds), lang = o.lang,
     n_keywords = o.n_keywords, n_questions = o.n_questions, sections = o.sections,
+    levels = o.levels, cluster_size = o.cluster_size,
     weights = json.object(o.weights), tag = o.tag, prompts = o.prompts }
 end
 
@@ -141,6 +144,7 @@ local function from_record(fname, r, given)
   end
   local o = { kinds = {}, lang = r.lang or "auto", n_keywords = r.n_keywords or 8,
     n_questions = r.n_questions or 3, tag = r.tag or "", sections = r.sections or 1024,
+    levels = r.levels or 0, cluster_size = r.cluster_size or 8,
     prompts = type(r.prompts) == "table" and r.prompts or nil,
     weights = { keywords = (r.weights or {}).keywords or M.WEIGHTS.keywords,
       summary = (r.weights or {}).summary or M.WEIGHTS.summary } }
@@ -154,6 +158,15 @@ local function from_record(fname, r, given)
     end
   end
   return o
+end
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do
+    ks[#ks + 1] = k
+  end
+  sort(ks)
+  return ks
 end
 
 -- {====== Cleaning what a step wrote ======}
@@ -290,7 +303,7 @@ local function proxy(real)
     return false
   end
   local mt = getmetatable(real)
-  local p = { pending = {}, lexical = real.lexical,
+  local p = { pending = {}, lexical = real.lexical, real = real,
     name = type(real.name) == "string" and real.name or (mt and mt.__name) or "custom" }
   function p.embed(self, texts, opts)
     local out = {}
@@ -639,6 +652,7 @@ local function drop(self, id)
     self.chunks[name] = nil
   end
   self.docs[id] = nil
+  self.dirty = true
   if self.tree then
     self.tree:remove(id)
     for _, sec in ipairs(d.sections or {}) do
@@ -720,6 +734,7 @@ function Enrich:commit(index, ids, prepared, qvecs, where)
     end
     self.docs[id] = { names = names, title = rec.title, title_key = rec.title_key,
       doc_summary_key = rec.doc_summary_key, sections = sections }
+    self.dirty = true -- the clusters of documents are made again
     for _, node in ipairs(self.tree and nodes_of(rec.doc, rec) or {}) do
       assert(self.tree:add(node)) -- its vector is pending, its text valid
     end
@@ -743,6 +758,207 @@ function Enrich:parts(opts)
   end
   return { keywords = self.kw, summary = self.sum, weights = w, questions = self.q,
     qmax = self.o.n_questions }
+end
+
+-- {====== Higher levels: clusters of documents ======}
+
+-- The dimension of the offline vectors clustering compares when the index
+-- has no embedder (hashing vectors of the summaries), and the rounds of
+-- k-means.
+local CLUSTER_DIM, ROUNDS = 256, 10
+
+-- v scaled to length 1, or nil for a zero vector.
+local function unit(v)
+  local n = 0
+  for i = 1, #v do
+    n = n + v[i] * v[i]
+  end
+  if n == 0 then
+    return nil
+  end
+  n = math.sqrt(n)
+  local out = {}
+  for i = 1, #v do
+    out[i] = v[i] / n
+  end
+  return out
+end
+
+-- Groups items (each with a unit vector `vec`, in id order) into at most k
+-- clusters: spherical k-means from items spread evenly in that order,
+-- ROUNDS rounds at most, each item to its most similar centre (ties to the
+-- lower one, by rag.vec); deterministic. Returns lists of item numbers,
+-- ordered by their first item.
+local function kmeans(items, k)
+  local n, dim = #items, #items[1].vec
+  local centres, assign = {}, {}
+  for c = 1, k do
+    centres[c] = items[math.floor((c - 1) * n / k) + 1].vec
+  end
+  for _ = 1, ROUNDS do
+    local cv = core.vec.new({ dim = dim, metric = "dot" })
+    for c = 1, k do
+      cv:add(string.format("%06d", c), centres[c])
+    end
+    local changed = false
+    for i, it in ipairs(items) do
+      local c = tonumber(cv:search(it.vec, 1)[1].id)
+      changed = changed or assign[i] ~= c
+      assign[i] = c
+    end
+    cv:close()
+    if not changed then
+      break
+    end
+    local sums = {}
+    for i, it in ipairs(items) do
+      local sum = sums[assign[i]]
+      if not sum then
+        sum = {}
+        for d = 1, dim do
+          sum[d] = 0
+        end
+        sums[assign[i]] = sum
+      end
+      for d = 1, dim do
+        sum[d] = sum[d] + it.vec[d]
+      end
+    end
+    for c = 1, k do
+      centres[c] = sums[c] and unit(sums[c]) or centres[c]
+    end
+  end
+  local groups, at = {}, {}
+  for i = 1, n do
+    local c = assign[i]
+    if not at[c] then
+      groups[#groups + 1] = {}
+      at[c] = groups[#groups]
+    end
+    local g = at[c]
+    g[#g + 1] = i
+  end
+  return groups
+end
+
+-- The unit vectors of the items' texts: the summary level's embedder's,
+-- else offline hashing vectors. Returns true | nil, msg, code.
+local function item_vectors(self, items)
+  local texts = {}
+  for i, it in ipairs(items) do
+    texts[i] = it.text
+  end
+  local embedder = self.embed and self.embed.real or require("rag.embed").hashing({
+    dim = CLUSTER_DIM })
+  local vs, msg, code = embedder:embed(texts)
+  if not vs then
+    return nil, msg, code
+  end
+  for i, it in ipairs(items) do
+    local v = vs[i]
+    if type(v) == "string" then
+      v = core.vec.unpack(v)
+    end
+    it.vec = unit(v)
+    if not it.vec then -- nothing to compare: a vector of its own
+      it.vec = {}
+      for d = 1, #v do
+        it.vec[d] = d == (i % #v) + 1 and 1 or 0
+      end
+    end
+  end
+  return true
+end
+
+--- Makes the higher levels of the summary level again when documents
+-- changed (`enrich.levels` > 0): the document nodes are clustered in
+-- groups of about `cluster_size` (k-means over their vectors), each group
+-- summarised by the doc_summary step from its members' summaries (a
+-- function gets `({ id, text, members }, nil)`), and so on up to `levels`
+-- levels or until one group is left. Cluster summaries go through the
+-- cache and the run like the other steps.
+-- @return true | nil, msg, code (the old clusters stay)
+function Enrich:cluster(run, tick)
+  local o = self.o
+  if not self.tree or (o.levels or 0) == 0 or not self.dirty then
+    return true
+  end
+  local items = {}
+  for _, id in ipairs(sorted_keys(self.docs)) do
+    local node = self.tree:get(id)
+    if node then
+      items[#items + 1] = { id = id, text = node.text, members = { id } }
+    end
+  end
+  local made = {}
+  for level = 1, o.levels do
+    if #items <= o.cluster_size then
+      break
+    end
+    local ok, msg, code = item_vectors(self, items)
+    if not ok then
+      return nil, msg, code
+    end
+    local next_items = {}
+    for g, group in ipairs(kmeans(items, math.ceil(#items / o.cluster_size))) do
+      local members, texts = {}, {}
+      for _, i in ipairs(group) do
+        for _, m in ipairs(items[i].members) do
+          members[#members + 1] = m
+        end
+        texts[#texts + 1] = items[i].text
+      end
+      local id = SEP .. "c" .. level .. ":" .. g
+      local summary, ckey
+      if o.kinds.doc_summary == "offline" then
+        local leads = {}
+        for i, t in ipairs(texts) do
+          leads[i] = { body = t }
+        end
+        summary = offline_doc_summary(leads)
+      else
+        local joined = input(concat(texts, "\n"))
+        summary, msg, code, ckey = run_step(self, "doc_summary", joined,
+          { id = "cluster:" .. level .. ":" .. g, text = joined, members = members }, nil, run,
+          tick)
+        if summary == nil and msg ~= nil then
+          return nil, msg, code
+        end
+      end
+      made[#made + 1] = { id = id, level = level, members = members, summary = summary,
+        key = ckey }
+      next_items[#next_items + 1] = { id = id, text = summary or "", members = members }
+    end
+    items = next_items
+  end
+  if self.embed and self.embed.real then -- the new nodes' vectors first: an embedder may fail
+    local texts = {}
+    for _, c in ipairs(made) do
+      texts[#texts + 1] = c.summary
+    end
+    if #texts > 0 then
+      local vs, msg, code = self.embed.real:embed(texts, { packed = true })
+      if not vs then
+        return nil, msg, code
+      end
+      for i, t in ipairs(texts) do
+        self.embed.pending[t] = vs[i]
+      end
+    end
+  end
+  for _, c in ipairs(self.clusters or {}) do
+    self.tree:remove(c.id)
+  end
+  for _, c in ipairs(made) do
+    if c.summary then
+      assert(self.tree:add({ id = c.id, text = c.summary }))
+    end
+  end
+  if self.embed then
+    self.embed.pending = {}
+  end
+  self.clusters, self.dirty = made, false
+  return true
 end
 
 -- A copy of a list (nil for nil): a hit's lists are the caller's to change.
@@ -790,15 +1006,24 @@ function Enrich:search_summaries(query, opts)
   if not hits then
     return nil, msg, code
   end
+  local clusters = {}
+  for _, c in ipairs(self.clusters or {}) do
+    clusters[c.id] = c
+  end
   for _, h in ipairs(hits) do
     local doc, n = h.doc_id:match("^(.*)" .. SEP .. "(%d+)$")
+    local c = clusters[h.doc_id]
     local sec
     for _, x in ipairs(doc and self.docs[doc] and self.docs[doc].sections or {}) do
       if x.n == tonumber(n) then
         sec = x
       end
     end
-    if sec then
+    if c then
+      h.id = "cluster:" .. c.level .. ":" .. c.id:match(":(%d+)$") .. "#summary"
+      h.doc_id, h.node, h.start, h.stop = nil, "cluster", nil, nil
+      h.members = copy_list(c.members)
+    elseif sec then
       h.doc_id, h.id, h.node, h.start, h.stop = doc, doc .. "#" .. n .. "#summary", "section",
         sec.start, sec.stop
     else
@@ -845,7 +1070,8 @@ function Enrich:coverage()
   for _, d in pairs(self.docs) do
     c.sections = c.sections + (d.sections and #d.sections or 0)
   end
-  c.doc_summaries = self.tree and math.max(0, self.tree:count() - c.sections) or 0
+  c.clusters = self.clusters and #self.clusters or 0
+  c.doc_summaries = self.tree and math.max(0, self.tree:count() - c.sections - c.clusters) or 0
   for _ in pairs(self.cache) do
     c.cached = c.cached + 1
   end
@@ -881,6 +1107,11 @@ local function kept_cache(self)
       end
     end
   end
+  for _, c in ipairs(self.clusters or {}) do
+    if c.key then
+      keep[c.key] = true
+    end
+  end
   local out = {}
   for k in pairs(keep) do
     local entry = self.cache[k]
@@ -891,14 +1122,6 @@ local function kept_cache(self)
   return out
 end
 
-local function sorted_keys(t)
-  local ks = {}
-  for k in pairs(t) do
-    ks[#ks + 1] = k
-  end
-  sort(ks)
-  return ks
-end
 
 --- Saves the enrichment's parts as `paths` = { enrich =, keywords =,
 -- summary =, questions = } (those it has). @return sums | nil, msg, code
@@ -917,7 +1140,8 @@ function Enrich:save(paths)
       names = d.names, doc_summary_key = d.doc_summary_key, sections = d.sections }
   end
   local body, msg, code = json.encode({ format = "rag.enrich", version = FORMAT_VERSION,
-    docs = docs, cache = json.object(kept_cache(self)),
+    docs = docs, cache = json.object(kept_cache(self)), clusters = self.clusters,
+    dirty = self.dirty or nil,
     questions = self.q and getmetatable(self.q).__name or nil })
   if not body then
     return nil, "rag.index.save: the enrichment: " .. tostring(msg), code
@@ -1007,6 +1231,8 @@ function M._open(fname, record, paths, opts, bm25_opts, tree, embedder)
   for k, v in pairs(t.cache) do
     e.cache[k] = { v = v ~= json.null and v or nil }
   end
+  e.clusters = type(t.clusters) == "table" and t.clusters or nil
+  e.dirty = t.dirty == true
   for _, d in ipairs(t.docs) do
     if type(d) ~= "table" or type(d.names) ~= "table" or type(d.chunks) ~= "table" then
       return nil, fname .. ": '" .. paths.enrich .. "': a document entry is damaged", "corrupt"

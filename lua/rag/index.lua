@@ -422,6 +422,12 @@ function Index:add(doc)
   elseif unchanged > 0 then
     return "unchanged"
   end
+  if self.enrich then
+    local ok, msg, code = self.enrich:cluster(enrich_run("rag.index.add"))
+    if not ok then
+      return nil, msg, code
+    end
+  end
   maybe_switch(self, "rag.index.add")
   if self.finish then
     local ok, msg, code = self:finish()
@@ -562,6 +568,14 @@ local function stepper(self, fname, list, o)
     if pos > total and total >= TRIM_FROM then
       cindex.trim() -- the batches' garbage back to the system, not kept as RSS
     end
+    if pos > total and self.enrich then -- the clusters of documents, when they changed
+      local ok, msg, code = self.enrich:cluster(run, tick and function()
+        tick(0)
+      end)
+      if not ok then
+        return nil, msg, code
+      end
+    end
     if pos > total and self.finish then -- a store's work after a bulk load
       local ok, msg, code = self:finish()
       if not ok then
@@ -660,6 +674,13 @@ function Index:sync(docs, opts)
     end
   end
   counts.removed = #gone
+  if #gone > 0 and self.enrich then
+    local ok
+    ok, msg, code = self.enrich:cluster(o.run or enrich_run("rag.index.sync", o.limits))
+    if not ok then
+      return nil, msg, code
+    end
+  end
   return counts
 end
 

@@ -371,6 +371,58 @@ describe("rag.index enrichment", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("clusters the documents into higher levels, summarised in turn", function()
+    local docs = {
+      { id = "cat1", text = "Cats purr and sleep all day long in the sun." },
+      { id = "cat2", text = "A cat sleeps sixteen hours and purrs when happy." },
+      { id = "cat3", text = "Kittens purr, sleep and play with yarn." },
+      { id = "ship1", text = "Ships sail across the ocean with cargo containers." },
+      { id = "ship2", text = "A cargo ship crosses the ocean in three weeks." },
+      { id = "ship3", text = "Sailing ships carried cargo over the ocean." },
+    }
+    local asked = {}
+    local function summarise(chunk, doc)
+      if chunk and chunk.members then -- a cluster: its members' summaries
+        asked[#asked + 1] = table.concat(chunk.members, ",")
+        return "Group of " .. table.concat(chunk.members, " and ")
+      end
+      return doc.text
+    end
+    local idx = rag.index.new({ embedder = false,
+      enrich = { doc_summary = summarise, levels = 2, cluster_size = 3 } })
+    assert(idx:add_many(docs))
+    -- six documents in groups of about three: two clusters, by topic; one
+    -- level up there are only two nodes, fewer than a group: no second level
+    assert.same({ "cat1,cat2,cat3", "ship1,ship2,ship3" }, asked)
+    local hits = idx:search("group ship2", { level = "summary", k = 1 })
+    assert.equal("cluster", hits[1].node)
+    assert.equal("cluster:1:2#summary", hits[1].id)
+    assert.is_nil(hits[1].doc_id)
+    assert.same({ "ship1", "ship2", "ship3" }, hits[1].members)
+    assert.equal(2, idx:stats().enrich.clusters)
+    assert.equal(6, idx:stats().enrich.doc_summaries)
+    -- nothing changed: no clustering; a change clusters again, the cache
+    -- answers for the groups whose members' summaries are the same
+    assert(idx:add_many(docs))
+    assert.equal(2, #asked)
+    local dir = tmpdir()
+    assert(idx:save(dir))
+    local again = assert(rag.index.open(dir, { enrich = { doc_summary = summarise } }))
+    assert.equal("cluster", again:search("group ship2", { level = "summary", k = 1 })[1].node)
+    assert.is_true(again:remove("cat1"))
+    assert.equal("added", again:add({ id = "cat4", text = "Cats purr on warm laps." }))
+    assert.equal(3, #asked)
+    assert.equal("cat2,cat3,cat4", asked[3])
+    -- the summary pipeline reads a cluster's documents
+    local p = rag.pipeline.summary({ index = again, docs = 1, k = 3 })
+    local found = assert(p:retrieve("group ship1"))
+    for _, h in ipairs(found) do
+      assert.matches("^ship", h.doc_id)
+    end
+    again:close()
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("forgets a removed document's fields", function()
     local idx = new_index(scripted())
     assert(idx:add_many(copy(DOCS)))

@@ -29,9 +29,14 @@ local function gather(self, run, question)
   end
   local own
   if #nodes > 0 then
-    local ids = {}
-    for i, n in ipairs(nodes) do
-      ids[i] = n.doc_id
+    local ids, seen = {}, {}
+    for _, n in ipairs(nodes) do -- a cluster's node stands for its documents
+      for _, id in ipairs(n.members or { n.doc_id }) do
+        if not seen[id] then
+          seen[id] = true
+          ids[#ids + 1] = id
+        end
+      end
     end
     run:branch("documents", format("searching the chunks of %d document(s) picked by their "
       .. "summaries: %s", #ids, table.concat(ids, ", ")))
