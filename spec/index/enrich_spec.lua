@@ -178,7 +178,7 @@ describe("rag.index enrichment", function()
       assert.equal("budget", code)
       assert.matches("llm call limit reached", msg)
       assert.equal(cut, #llm.calls)
-      assert.equal(0, #idx) -- the batch is not put; what the calls wrote is kept
+      assert.equal(0, idx:count()) -- the batch is not put; what the calls wrote is kept
       -- the next run, in another process: saved, opened, run again
       local dir = tmpdir()
       assert(idx:save(dir))
@@ -272,7 +272,7 @@ describe("rag.index enrichment", function()
     end, dim = function() return 16 end }
     local idx = new_index(scripted(), { embedder = zero })
     assert.has_error(function() idx:add_many(copy(DOCS)) end)
-    assert.equal(1, #idx) -- a went in before b was refused
+    assert.equal(1, idx:count()) -- a went in before b was refused
     assert.equal(2, idx:stats().enrich.chunks)
     assert.equal("a#1", idx:search("xylophonic", { mode = "bm25" })[1].id)
   end)
