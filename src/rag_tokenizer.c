@@ -840,6 +840,7 @@ typedef struct sink {
   unsigned bits;         /* log2 of the entries of fits and next */
   uint32_t *seams;       /* 2 (2 maxlen + 1): boundaries and ranks for fit */
   struct solo *solos;    /* 2^(bits - 2) solos of tokens, by id */
+  uint64_t work;         /* the long piece's fits so far: the squares of their BPEs' lengths */
 } sink;
 
 /* The merges of a token's own BPE ("solo"), to check a pair without a BPE
@@ -1110,6 +1111,7 @@ static int fits(const rag_tokenizer *t, const unsigned char *s, size_t i, uint32
     solo v = *solo_of(t, right, k); /* a copy: the left one may take its place */
     m = v.whole && (a == 0 || apart(t, s + i, solo_of(t, left, k), &v));
   } else {
+    k->work += (uint64_t)(a + n) * (a + n); /* what a merge loop over them costs */
     m = bpe(t, s + i - a, a + n, a, k->seams, k->seams + 2 * (size_t)t->maxlen + 1, NULL, NULL,
             rank_of);
     m = m == (a ? 3u : 2u);
@@ -1165,6 +1167,23 @@ static uint32_t guess(const rag_tokenizer *t, const unsigned char *s, size_t len
   return (uint32_t)e;
 }
 
+/*
+** tiktoken's merge loop over a whole long piece: O(len^2), what the search
+** gives up for when it has cost as much (some runs of spaces send it back
+** and forth: 130 spaces took 7 ms).
+*/
+static int merge_plain(const rag_tokenizer *t, const unsigned char *p, size_t len, sink *k) {
+  uint32_t *b;
+  size_t n;
+  int rc;
+  if (RAG_MUL_OVERFLOWS(len + 1, 3 * sizeof *b)) return RAG_ENOMEM;
+  if ((b = (uint32_t *)rag_malloc(3 * (len + 1) * sizeof *b)) == NULL) return RAG_ENOMEM;
+  n = bpe(t, p, len, 0, b, b + len + 1, NULL, b + 2 * (len + 1), rank_of) - 1;
+  rc = emit_ids(t, p, b + 2 * (len + 1), n, k);
+  rag_free(b);
+  return rc;
+}
+
 /* The encoding of the long piece s[0..len): the search described above.
 ** At position i after token `left`, the tokens of `below` bytes or more
 ** have been tried. */
@@ -1173,7 +1192,9 @@ static int merge_long(const rag_tokenizer *t, const unsigned char *s, size_t len
   uint32_t r, left = NO_LEFT, flag;
   int rc = prepare(t, len, k);
   if (rc != RAG_OK) return rc;
+  k->work = 0;
   while (i < len) {
+    if (k->work > (uint64_t)len * len) return merge_plain(t, s, len, k);
     flag = 0;
     if (below == FRESH) {
       below = ANY;
