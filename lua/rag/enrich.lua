@@ -585,6 +585,22 @@ local function nodes_of(doc, rec)
   return out
 end
 
+-- Embeds the texts of new summary-level nodes with `embedder` into the
+-- pending vectors the level's index will ask for. true | nil, msg, code.
+local function pend(self, embedder, texts)
+  if #texts == 0 then
+    return true
+  end
+  local vs, msg, code = embedder:embed(texts, { packed = true })
+  if not vs then
+    return nil, msg, code
+  end
+  for i, t in ipairs(texts) do
+    self.embed.pending[t] = vs[i]
+  end
+  return true
+end
+
 --- Embeds a prepared batch's summary nodes that an LLM or a function
 -- wrote (before anything is put), for the summary level.
 -- @return true | nil, msg, code
@@ -600,18 +616,8 @@ function Enrich:embed_nodes(prepared, embedder)
         or node.text
     end
   end
-  if #texts == 0 then
-    return true
-  end
   sort(texts)
-  local vs, msg, code = embedder:embed(texts, { packed = true })
-  if not vs then
-    return nil, msg, code
-  end
-  for i, t in ipairs(texts) do
-    self.embed.pending[t] = vs[i]
-  end
-  return true
+  return pend(self, embedder, texts)
 end
 
 --- The questions of a prepared batch, in order, for the embedder; and
@@ -936,14 +942,9 @@ function Enrich:cluster(run, tick)
     for _, c in ipairs(made) do
       texts[#texts + 1] = c.summary
     end
-    if #texts > 0 then
-      local vs, msg, code = self.embed.real:embed(texts, { packed = true })
-      if not vs then
-        return nil, msg, code
-      end
-      for i, t in ipairs(texts) do
-        self.embed.pending[t] = vs[i]
-      end
+    local ok, msg, code = pend(self, self.embed.real, texts)
+    if not ok then
+      return nil, msg, code
     end
   end
   for _, c in ipairs(self.clusters or {}) do
