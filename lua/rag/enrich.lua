@@ -291,10 +291,6 @@ end
 local Enrich = {}
 Enrich.__index = Enrich
 
-local function new_bm25(bm25_opts)
-  return core.bm25.new(bm25_opts)
-end
-
 -- The summary level's embedder: the index's, except that a batch's node
 -- vectors, made before anything is put (an embedder may fail), are given
 -- back from `pending` when the level's index asks for them.
@@ -332,10 +328,10 @@ function M._new(o, bm25_opts, llm, tree, embedder)
     e.tree = tree(e.embed)
   end
   if o.kinds.keywords then
-    e.kw = new_bm25(bm25_opts)
+    e.kw = core.bm25.new(bm25_opts)
   end
   if o.kinds.summary then
-    e.sum = new_bm25(bm25_opts)
+    e.sum = core.bm25.new(bm25_opts)
   end
   return e
 end
@@ -620,12 +616,12 @@ function Enrich:embed_nodes(prepared, embedder)
   return pend(self, embedder, texts)
 end
 
---- The questions of a prepared batch, in order, for the embedder; and
--- where each goes (`{ name, k }`).
-function Enrich.questions(_, prepared, ids)
+--- The questions of a prepared batch (`docs`: the staged documents, in
+-- order), for the embedder; and where each goes (`{ name, k }`).
+function Enrich.questions(_, prepared, docs)
   local texts, where = {}, {}
-  for _, id in ipairs(ids) do
-    local rec = prepared[id]
+  for _, d in ipairs(docs) do
+    local rec = prepared[d.id]
     for _, leaf in ipairs(rec and rec.leaves or {}) do
       for k, q in ipairs(leaf.questions or {}) do
         texts[#texts + 1] = q
@@ -1271,10 +1267,10 @@ function M._open(fname, record, paths, opts, bm25_opts, tree, embedder)
     end
   end
   if o.kinds.keywords and not e.kw then
-    e.kw = new_bm25(bm25_opts)
+    e.kw = core.bm25.new(bm25_opts)
   end
   if o.kinds.summary and not e.sum then
-    e.sum = new_bm25(bm25_opts)
+    e.sum = core.bm25.new(bm25_opts)
   end
   return e
 end

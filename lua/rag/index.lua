@@ -346,11 +346,7 @@ local function apply(self, fname, list, pos, limit, run, tick)
     if not prepared then
       return nil, msg, code
     end
-    local ids = {}
-    for i, d in ipairs(staged) do
-      ids[i] = d.id
-    end
-    qtexts, where = enrich:questions(prepared, ids)
+    qtexts, where = enrich:questions(prepared, staged)
     if embedder and #qtexts > 0 then
       qvecs, msg, code = embedder:embed(qtexts, { packed = true })
       if not qvecs then
@@ -517,12 +513,15 @@ local function stepper(self, fname, list, o)
       .. "index has no enrichment", 3)
   end
   local run = self.enrich and (o.run or enrich_run(fname, o.limits))
+  local function tally() -- what the enrichment's LLM calls cost so far
+    local u = run:usage()
+    counts.llm_calls, counts.tokens = u.llm_calls, u.total_tokens
+  end
   local tick -- progress during a batch's LLM calls, which may take minutes
-  if run then -- what the enrichment's LLM calls cost so far
-    counts.llm_calls, counts.tokens = 0, 0
+  if run then
+    tally()
     tick = o.progress and function(prepared) -- documents of the batch enriched so far
-      local u = run:usage()
-      counts.llm_calls, counts.tokens = u.llm_calls, u.total_tokens
+      tally()
       o.progress(pos - 1 + prepared, total, counts)
     end
   end
@@ -544,8 +543,7 @@ local function stepper(self, fname, list, o)
       end
       local n, unchanged, added, updated = apply(self, fname, list, pos, limit, run, tick)
       if run then
-        local u = run:usage()
-        counts.llm_calls, counts.tokens = u.llm_calls, u.total_tokens
+        tally()
       end
       if not n then
         pos = total + 1
