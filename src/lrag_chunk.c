@@ -415,6 +415,40 @@ static int chunk_markdown(lua_State *L) {
   return finish(L, &k.c, rc, markdown_meta, &paths);
 }
 
+/*
+** rag.core.chunk.headings(text): the Markdown headings of rag.chunk.markdown,
+** for rag.load.markdown: { { start=, stop=, level=, text=, setext= }, ... }
+** with start..stop the heading's lines (1-based, inclusive).
+*/
+static int chunk_headings(lua_State *L) {
+  size_t len, nh = 0, k;
+  const char *s;
+  rag_markdown_heading *h = NULL;
+  lrag_box *box;
+  int rc;
+  if (lua_type(L, 1) != LUA_TSTRING)
+    return luaL_error(L, "rag.chunk.headings: text must be a string, got %s",
+                      luaL_typename(L, 1));
+  s = lua_tolstring(L, 1, &len);
+  box = lrag_box_new(L, mem_fin);
+  rc = rag_markdown_headings(s, len, &h, &nh);
+  box->p = h;
+  if (rc != RAG_OK) return lrag_error(L, rc, "rag.chunk.headings", NULL);
+  lua_createtable(L, (int)(nh > 0x7fffffff ? 0 : nh), 0);
+  for (k = 0; k < nh; k++) {
+    lua_createtable(L, 0, 5);
+    lrag_setint(L, "start", (lua_Integer)h[k].start + 1);
+    lrag_setint(L, "stop", (lua_Integer)h[k].stop);
+    lrag_setint(L, "level", (lua_Integer)h[k].level);
+    lua_pushlstring(L, s + h[k].text_start, h[k].text_stop - h[k].text_start);
+    lua_setfield(L, -2, "text");
+    lua_pushboolean(L, h[k].setext);
+    lua_setfield(L, -2, "setext");
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  return 1;
+}
+
 /* {====== Semantic ======} */
 
 static const char *const break_names[] = {"percentile", "standard_deviation",
@@ -597,7 +631,8 @@ int lrag_chunker_tree(const lrag_chunker *k) {
 }
 
 static const luaL_Reg chunk_funcs[] = {
-    {"fixed", chunk_fixed},         {"hierarchy", chunk_hierarchy},
+    {"fixed", chunk_fixed},         {"headings", chunk_headings},
+    {"hierarchy", chunk_hierarchy},
     {"markdown", chunk_markdown},   {"recursive", chunk_recursive},
     {"semantic", chunk_semantic},   {"sentences", chunk_sentences},
     {"window", chunk_window},       {NULL, NULL},

@@ -303,13 +303,30 @@ describe("rag.chunk.fixed", function()
     assert.equal(5, #got) -- starts at 0, 20, 40, 60, 80 code points
   end)
 
-  it("fills token windows up to size, never over", function()
+  it("fills token windows up to size, never over: one more token would not fit", function()
     local src = sample_text(10)
-    local got = chunk.fixed(src, { tokenizer = cl100k, size = 50, overlap = 5 })
-    for i, c in ipairs(got) do
-      assert.is_true(c.tokens <= 50)
-      if i < #got then
-        assert.is_true(c.tokens >= 45, "chunk " .. i .. " has only " .. c.tokens)
+    -- where the text's own tokens end (1-based byte offsets)
+    local ends, pos = {}, 0
+    for _, id in ipairs(cl100k:encode(src)) do
+      pos = pos + #cl100k:decode({ id })
+      ends[pos] = true
+    end
+    for _, size in ipairs({ 17, 50 }) do
+      for _, overlap in ipairs({ 0, 5 }) do
+        local got = chunk.fixed(src, { tokenizer = cl100k, size = size, overlap = overlap })
+        for i, c in ipairs(got) do
+          assert.equal(cl100k:count(c.text), c.tokens)
+          assert.is_true(c.tokens <= size)
+          if i < #got then
+            local next_end = c.stop + 1
+            while not ends[next_end] do
+              next_end = next_end + 1
+            end
+            local longer = cl100k:count(src:sub(c.start, next_end))
+            assert.is_true(longer > size, ("size %d chunk %d: %d tokens, with the next %d")
+              :format(size, i, c.tokens, longer))
+          end
+        end
       end
     end
   end)

@@ -281,6 +281,71 @@ describe("rag.text.sentences", function()
     end
   end)
 
+  it("accepts exactly the well-formed UTF-8 of Unicode's table 3-7", function()
+    -- the table's byte ranges: lead range, then the range of each next byte
+    local forms = {
+      { 0x00, 0x7F },
+      { 0xC2, 0xDF, { 0x80, 0xBF } },
+      { 0xE0, 0xE0, { 0xA0, 0xBF }, { 0x80, 0xBF } },
+      { 0xE1, 0xEC, { 0x80, 0xBF }, { 0x80, 0xBF } },
+      { 0xED, 0xED, { 0x80, 0x9F }, { 0x80, 0xBF } },
+      { 0xEE, 0xEF, { 0x80, 0xBF }, { 0x80, 0xBF } },
+      { 0xF0, 0xF0, { 0x90, 0xBF }, { 0x80, 0xBF }, { 0x80, 0xBF } },
+      { 0xF1, 0xF3, { 0x80, 0xBF }, { 0x80, 0xBF }, { 0x80, 0xBF } },
+      { 0xF4, 0xF4, { 0x80, 0x8F }, { 0x80, 0xBF }, { 0x80, 0xBF } },
+    }
+    -- the length of the well-formed sequence at s[i], or nil
+    local function seq(str, i)
+      local c = str:byte(i)
+      for _, f in ipairs(forms) do
+        if c >= f[1] and c <= f[2] then
+          for k = 3, #f do
+            local b = str:byte(i + k - 2)
+            if not b or b < f[k][1] or b > f[k][2] then
+              return nil
+            end
+          end
+          return #f - 1
+        end
+      end
+    end
+    local function first_invalid(str)
+      local i = 1
+      while i <= #str do
+        local n = seq(str, i)
+        if not n then
+          return i
+        end
+        i = i + n
+      end
+    end
+    local seconds = { 0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF }
+    local thirds = { 0x41, 0x80, 0xBF, 0xC0 }
+    local fourths = { 0x41, 0x80, 0xBF, 0xC0, 0xFF }
+    local checked, valid = 0, 0
+    for lead = 0, 255 do
+      for _, b2 in ipairs(seconds) do
+        for _, b3 in ipairs(thirds) do
+          for _, b4 in ipairs(fourths) do
+            local str = "a" .. string.char(lead, b2, b3, b4) .. "."
+            local at = first_invalid(str)
+            local r, msg, code = sentences(str)
+            if at then
+              assert.same({ nil, "rag.text.sentences: invalid utf-8 at byte " .. at, "encoding" },
+                { r, msg, code }, ("%q"):format(str))
+            else
+              assert.is_table(r, ("%q"):format(str))
+              valid = valid + 1
+            end
+            checked = checked + 1
+          end
+        end
+      end
+    end
+    assert.equal(256 * 11 * 4 * 5, checked)
+    assert.is_true(valid > 800, "valid inputs: " .. valid)
+  end)
+
   it("raises on misuse", function()
     assert.has_error(function() sentences() end)
     assert.has_error(function() sentences(nil) end)

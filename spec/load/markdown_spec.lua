@@ -1,5 +1,6 @@
 -- rag.load.markdown: front matter as meta, headings as sections.
 local load = require("rag.load")
+local unpack = table.unpack or unpack
 
 local F = "spec/fixtures/load/"
 
@@ -37,6 +38,41 @@ describe("rag.load.markdown", function()
       .. "```\n# not a heading, inside code\n```\n\n",
       d.text:sub(s[2].start, s[2].stop))
     assert.equal("## Neap tides\n\nWeakest at the quarters.\n", d.text:sub(s[3].start, s[3].stop))
+  end)
+
+  it("finds headings as the CommonMark spec does", function()
+    -- the examples of CommonMark 0.31's section 4.2 (ATX headings), with the
+    -- headings the spec's HTML shows: { text, { heading, level }... }
+    local cases = {
+      { "# foo\n## foo\n### foo\n#### foo\n##### foo\n###### foo",
+        { "foo", 1 }, { "foo", 2 }, { "foo", 3 }, { "foo", 4 }, { "foo", 5 }, { "foo", 6 } },
+      { "####### foo" },                 -- seven: a paragraph
+      { "####### foo\n###### bar", { "bar", 6 } },
+      { "#5 bolt\n\n#hashtag" },       -- no space after the run
+      { "\\## foo" },                  -- escaped
+      { "#                  foo                     ", { "foo", 1 } },
+      { " ### foo\n  ## foo\n   # foo", { "foo", 3 }, { "foo", 2 }, { "foo", 1 } },
+      { "    # foo" },                   -- indented code
+      { "## foo ##\n  ###   bar    ###", { "foo", 2 }, { "bar", 3 } },
+      { "# foo ##################################\n##### foo ##", { "foo", 1 }, { "foo", 5 } },
+      { "### foo ###     ", { "foo", 3 } },
+      { "### foo ### b", { "foo ### b", 3 } },
+      { "# foo#", { "foo#", 1 } },
+      { "Foo bar\n# baz\nBar foo", { "baz", 1 } },
+      { "## \n#\n### ###", { "", 2 }, { "", 1 }, { "", 3 } },
+      { "#\tfoo", { "foo", 1 } },
+      -- setext headings, and no heading inside a quote, a list item or code
+      { "Foo *bar*\n=========\n\nBaz\n---", { "Foo *bar*", 1 }, { "Baz", 2 } },
+      { "> # quoted\n\n- # item\n\n```\n# code\n```" },
+    }
+    for _, c in ipairs(cases) do
+      local d = load.markdown(c[1])[1]
+      local got = {}
+      for i, t in ipairs(d.meta.sections or {}) do
+        got[i] = { t, tonumber(d.meta.section_levels[i]) }
+      end
+      assert.same({ unpack(c, 2) }, got, ("%q"):format(c[1]))
+    end
   end)
 
   it("takes the first H1 as title without front matter", function()

@@ -1,10 +1,12 @@
 --- rag.load.markdown: a Markdown string as one document: YAML front matter
--- as meta, the first H1 (or the front matter's title) as title, ATX
--- headings as sections whose offsets map into the text.
+-- as meta, the first H1 (or the front matter's title) as title, the
+-- headings (rag.chunk.markdown's, CommonMark's rules, in C) as sections
+-- whose offsets map into the text.
 -- @module rag.load.markdown
 local util = require("rag.load._util")
+local headings = require("rag.core").chunk.headings
 
-local find, sub, match, gsub = string.find, string.sub, string.match, string.gsub
+local find, sub, match = string.find, string.sub, string.match
 local tonumber = tonumber
 
 local M = {}
@@ -85,38 +87,6 @@ local function split_front(s)
   return 1, nil
 end
 
---- The ATX headings outside fenced code: { {start=, level=, text=}, ... }
--- with start the 1-based offset of the heading's line.
-function M.headings(s)
-  local out, fence = {}, nil
-  local pos, len = 1, #s
-  while pos <= len do
-    local stop = find(s, "\n", pos, true) or len
-    local line = gsub(sub(s, pos, stop), "\r?\n$", "")
-    local f = match(line, "^ ? ? ?(```+)") or match(line, "^ ? ? ?(~~~+)")
-    if fence then
-      if f and sub(f, 1, 1) == sub(fence, 1, 1) and #f >= #fence
-        and find(line, "^%s*[`~]+%s*$") then
-        fence = nil
-      end
-    elseif f then
-      fence = f
-    else
-      local hashes, rest = match(line, "^ ? ? ?(#+)[ \t]+(.-)$")
-      if not hashes then
-        hashes = match(line, "^ ? ? ?(#+)$")
-        rest = ""
-      end
-      if hashes and #hashes <= 6 then
-        rest = gsub(gsub(rest, "[ \t]+#+[ \t]*$", ""), "^#+[ \t]*$", "")
-        out[#out + 1] = { start = pos, level = #hashes, text = match(rest, "^%s*(.-)%s*$") }
-      end
-    end
-    pos = stop + 1
-  end
-  return out
-end
-
 --- One document of the Markdown after its front matter.
 -- @tparam string s Markdown (UTF-8)
 -- @tparam[opt] table o `id`, `source`, `title`, `meta`
@@ -144,7 +114,7 @@ function M.load(s, o)
     end
     doc.meta.text_start = body_start
   end
-  local heads = M.headings(text)
+  local heads = headings(text)
   local titles, starts, levels = {}, {}, {}
   for i, h in ipairs(heads) do
     titles[i], starts[i], levels[i] = h.text, h.start, h.level
