@@ -161,6 +161,8 @@ static int hnsw_stats(lua_State *L) {
   lrag_setint(L, "dead", (lua_Integer)s.dead);
   lrag_setint(L, "levels", (lua_Integer)s.levels);
   lrag_setint(L, "rebuilds", (lua_Integer)s.rebuilds);
+  lrag_setint(L, "links", (lua_Integer)s.links);
+  lrag_setint(L, "links_max", (lua_Integer)s.links_max);
   lrag_setint(L, "M", (lua_Integer)o->M);
   lrag_setint(L, "ef_construction", (lua_Integer)o->ef_construction);
   lrag_setint(L, "ef_search", (lua_Integer)o->ef_search);

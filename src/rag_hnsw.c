@@ -357,6 +357,14 @@ const char *rag_hnsw_id(const rag_hnsw *h, uint32_t slot, size_t *len) {
 }
 
 void rag_hnsw_stats_get(const rag_hnsw *h, rag_hnsw_stats *s) {
+  size_t i;
+  s->links = s->links_max = 0;
+  for (i = 0; i < h->n; i++) {
+    size_t m = links(h, i, 0)[0];
+    if (h->level[i] & 0x80) continue; /* a tombstone */
+    s->links += m;
+    if (m > s->links_max) s->links_max = m;
+  }
   s->count = h->nlive;
   s->dead = h->n - h->nlive;
   s->levels = h->n ? h->maxlevel + 1 : 0;

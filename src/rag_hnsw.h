@@ -43,6 +43,8 @@ typedef struct rag_hnsw_stats {
   size_t levels;   /* the top level + 1 (0 when empty) */
   size_t memory;   /* every byte held */
   size_t rebuilds; /* graph rebuilds so far (removals, compact) */
+  size_t links;    /* level-0 links of the live vectors, in all */
+  size_t links_max; /* the longest level-0 list (at most 2 M) */
 } rag_hnsw_stats;
 
 void rag_hnsw_defaults(rag_hnsw_opts *o, size_t dim);

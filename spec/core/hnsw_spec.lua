@@ -52,6 +52,18 @@ describe("rag.hnsw search", function()
     end
   end)
 
+  it("keeps up to 2 M links a node at level 0", function()
+    for _, m in ipairs({ 8, 16 }) do
+      local h = build({ dim = DIM, M = m }, VS)
+      local s = h:stats()
+      assert.equal(2 * m, s.links_max)
+      -- every node links to at least one other; a graph capped at M a list
+      -- has a mean degree below M
+      assert.is_true(s.links >= s.count, "links " .. s.links)
+      assert.is_true(s.links / s.count > 0.85 * m, "mean degree " .. s.links / s.count)
+    end
+  end)
+
   it("keeps recall with f16 and i8 rows", function()
     for _, dtype in ipairs({ "f16", "i8" }) do
       local opts = { dim = DIM, dtype = dtype }
