@@ -183,6 +183,66 @@ function M.oom_walk(op, after_failure)
   error("operation never completed")
 end
 
+--- Out-of-memory walk of the Lua state's own allocator, persistent mode:
+-- every allocation that grows memory fails from the nth on, for n = 1, 2,
+-- ... until `op` runs without meeting one. Each round `setup()` (not under
+-- failure) makes fresh state and `op(state)` runs under failure; the op
+-- must then succeed (when it recovers itself) or raise "not enough
+-- memory". `check(state, ok, result)` (result: op's first value when ok)
+-- then runs with memory back: after a failure
+-- the state must be as before the op and usable. Returns the number of
+-- fault points. Needs a RAG_TESTING build of Lua 5.4
+-- (`rag.core._lua_oom`); make asan's LeakSanitizer finds what leaked.
+function M.lua_oom_walk(setup, op, check)
+  local lua_oom = require("rag.core")._lua_oom
+  local points = 0
+  for n = 1, 1000000 do
+    local state = setup and setup()
+    collectgarbage()
+    local fired, ok, err = lua_oom(n, op, state)
+    if not ok then
+      assert(err == "not enough memory", "round " .. n .. ": " .. tostring(err))
+    end
+    if check then
+      check(state, ok, ok and err or nil)
+    end
+    if fired == 0 then
+      assert(ok, err)
+      return points
+    end
+    points = points + 1
+  end
+  error("operation never completed")
+end
+
+--- The same walk over the core's allocator (rag_malloc), transient mode:
+-- only the nth allocation fails, for n = 1, 2, ... until `op` runs without
+-- reaching it; setup, op and check as for lua_oom_walk. Needs a
+-- RAG_TESTING build (`rag.core._fail_alloc`).
+function M.core_oom_walk(setup, op, check)
+  local fail_alloc = require("rag.core")._fail_alloc
+  local points = 0
+  for n = 1, 1000000 do
+    local state = setup and setup()
+    fail_alloc(n)
+    local ok, err = pcall(op, state)
+    local fired = fail_alloc(0) == 0 -- the countdown reached the nth
+    if not ok then
+      assert(tostring(err):find("not enough memory", 1, true),
+        "round " .. n .. ": " .. tostring(err))
+    end
+    if check then
+      check(state, ok, ok and err or nil)
+    end
+    if not fired then
+      assert(ok, err)
+      return points
+    end
+    points = points + 1
+  end
+  error("operation never completed")
+end
+
 --- The cosine of two vectors (Lua arrays), in doubles: a reference for
 -- what the C kernels compute.
 function M.cosine(a, b)
@@ -210,6 +270,30 @@ function M.paragraphs(text)
     pos = e + 1
   end
   return out
+end
+
+--- Base64 of a string (standard alphabet, padded), for writing .tiktoken
+-- files.
+function M.base64(s)
+  local chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local quad = {}
+    for k = 1, 4 do
+      local v = math.floor(n / 64 ^ (4 - k)) % 64
+      quad[k] = chars:sub(v + 1, v + 1)
+    end
+    if not b then
+      quad[3] = "="
+    end
+    if not c then
+      quad[4] = "="
+    end
+    out[#out + 1] = table.concat(quad)
+  end
+  return table.concat(out)
 end
 
 --- Writes bytes to a file (raises when it cannot).

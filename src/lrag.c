@@ -17,6 +17,55 @@ static int core_fail_alloc(lua_State *L) {
   return 1;
 }
 
+#if LUA_VERSION_NUM >= 504
+/*
+** Test builds only: the Lua state's allocator, wrapped so that a spec can
+** make every allocation that grows memory fail from the Nth on. Persistent,
+** because Lua 5.4 retries a failed allocation after an emergency
+** collection: failing only one would rarely reach an error path.
+*/
+static struct {
+  lua_Alloc f;
+  void *ud;
+  long at, seen, fired; /* fail growth number `at` and every later one; 0: off */
+} lalloc;
+
+static void *test_lua_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+  if (lalloc.at > 0 && nsize > 0 && (p == NULL || nsize > osize) &&
+      ++lalloc.seen >= lalloc.at) {
+    lalloc.fired++;
+    return NULL;
+  }
+  return lalloc.f(ud, p, osize, nsize);
+}
+
+/*
+** _lua_oom(n, f, ...): calls f(...) with every growth from the nth on
+** failing; returns the number of failed allocations, then true and f's
+** first result or false and its error. Arming and disarming happen here,
+** in C, so that nothing between them allocates but f.
+*/
+static int core_lua_oom(lua_State *L) {
+  long n = (long)luaL_checkinteger(L, 1);
+  int nargs = lua_gettop(L) - 2, status;
+  void *ud;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  luaL_checkstack(L, 8, "rag.core._lua_oom");
+  if (lua_getallocf(L, &ud) != test_lua_alloc) {
+    lalloc.f = lua_getallocf(L, &lalloc.ud);
+    lua_setallocf(L, test_lua_alloc, lalloc.ud);
+  }
+  lalloc.seen = lalloc.fired = 0;
+  lalloc.at = n > 0 ? n : 0;
+  status = lua_pcall(L, nargs, 1, 0);
+  lalloc.at = 0;
+  lua_pushinteger(L, (lua_Integer)lalloc.fired);
+  lua_pushboolean(L, status == LUA_OK);
+  lua_pushvalue(L, -3);
+  return 3;
+}
+#endif
+
 /*
 ** Deliberate memory errors, so `make asan` can prove that the sanitizers
 ** are live and fatal. Test builds only.
@@ -79,6 +128,10 @@ RAG_API int luaopen_rag_core(lua_State *L) {
   lua_setfield(L, -2, "_fail_alloc");
   lua_pushcfunction(L, core_fault);
   lua_setfield(L, -2, "_fault");
+#if LUA_VERSION_NUM >= 504
+  lua_pushcfunction(L, core_lua_oom);
+  lua_setfield(L, -2, "_lua_oom");
+#endif
 #endif
   return 1;
 }

@@ -26,20 +26,29 @@ static int fs_write(lua_State *L) {
   return 1;
 }
 
+static void dir_fin(void *d) {
+  (void)closedir((DIR *)d);
+}
+
 /* fs.list(dir) -> { name, ... } sorted bytewise, without "." and ".." | nil, msg, code */
 static int fs_list(lua_State *L) {
   const char *path = lrag_checkpath(L, 1, "rag.fs.list");
-  DIR *d = opendir(path);
+  DIR *d;
   struct dirent *e;
   int n = 0;
-  if (d == NULL) return lrag_file_error(L, RAG_EIO, "rag.fs.list", path, NULL, errno);
+  lrag_box *box;
   lua_newtable(L);
+  box = lrag_box_new(L, dir_fin); /* closes the handle when a push raises */
+  if ((d = opendir(path)) == NULL)
+    return lrag_file_error(L, RAG_EIO, "rag.fs.list", path, NULL, errno);
+  box->p = d;
   while ((e = readdir(d)) != NULL) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    lua_pushstring(L, e->d_name); /* may raise on out of memory: then d leaks one handle */
-    lua_rawseti(L, -2, ++n);
+    lua_pushstring(L, e->d_name);
+    lua_rawseti(L, -3, ++n);
   }
-  (void)closedir(d);
+  lrag_box_free(box);
+  lua_pop(L, 1);
   lua_getglobal(L, "table");
   lua_getfield(L, -1, "sort");
   lua_pushvalue(L, -3);

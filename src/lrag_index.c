@@ -1300,12 +1300,14 @@ static int sum_file(lua_State *L, const char *fname, const char *path) {
   unsigned char *buf;
   size_t n;
   const char *why = NULL;
+  uint32_t crc;
   int err = 0, rc = rag_file_read(path, &buf, &n, &why, &err);
   if (rc != RAG_OK) return lrag_file_error(L, rc, fname, path, why, err);
+  crc = rag_digest_crc32(0, buf, n);
+  rag_free(buf); /* before the pushes, which may raise */
   lua_createtable(L, 0, 2);
   lrag_setint(L, "size", (lua_Integer)n);
-  lrag_setint(L, "crc32", (lua_Integer)rag_digest_crc32(0, buf, n));
-  rag_free(buf);
+  lrag_setint(L, "crc32", (lua_Integer)crc);
   return 1;
 }
 

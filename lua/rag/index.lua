@@ -914,42 +914,24 @@ local function tidy(dir, keep)
   end
 end
 
---- Saves every part to new files, then the manifest, atomically; old
--- generations are removed after. @return true | nil, msg, code
-function Index:save(dir)
-  check_open(self, "rag.index.save")
-  if type(dir) ~= "string" then
-    error("rag.index.save: dir must be a string, got " .. type(dir), 2)
-  end
-  local ok, msg, code = fs.mkdir(dir)
-  if not ok then
-    return nil, msg, code
-  end
-  local gen = math.max(self.gen, current_gen(dir)) + 1
-  local names = { store = "store-" .. gen .. ".rag", bm25 = "bm25-" .. gen .. ".rag" }
+-- Writes generation gen's parts (their names in `names`, by part) and then
+-- its manifest into dir; sets done.manifest once the manifest is in place.
+-- Returns the names to keep | nil, msg, code.
+local function write_generation(self, dir, gen, names, done)
   local st = self.c:stats()
-  if st.vector ~= "none" then
-    names.vectors = "vectors-" .. gen .. ".rag"
-  end
   local paths = {}
   for part, name in pairs(names) do
     paths[part] = join(dir, name)
   end
-  local gpath
-  if self.graph then -- rag.graph's entity graph, kept with the index
-    names.graph = "graph-" .. gen .. ".rag"
-    gpath = join(dir, names.graph)
-  end
-  local epaths
-  if self.enrich then -- the enrichment's values, cache and fields
+  local gpath, epaths = paths.graph, nil
+  paths.graph = nil
+  if self.enrich then
     epaths = {}
     for _, part in ipairs(self.enrich:part_names()) do
-      names[part] = part .. "-" .. gen .. ".rag"
-      epaths[part] = join(dir, names[part])
+      epaths[part], paths[part] = paths[part], nil
     end
   end
-  local sums
-  sums, msg, code = self.c:save(paths)
+  local sums, msg, code = self.c:save(paths)
   if not sums then
     return nil, msg, code
   end
@@ -980,13 +962,57 @@ function Index:save(dir)
   m.format, m.version, m.generation, m.library = FORMAT, FORMAT_VERSION, gen, core.version
   m.files, m.documents, m.chunks = files, st.documents, st.leaves
   m.checksum = checksum(m)
-  local text = json.encode(m)
-  ok, msg, code = fs.write(join(dir, MANIFEST), text .. "\n")
+  local ok
+  ok, msg, code = fs.write(join(dir, MANIFEST), json.encode(m) .. "\n")
   if not ok then
     return nil, msg, code
   end
+  done.manifest = true
+  return keep
+end
+
+--- Saves every part to new files, then the manifest, atomically; old
+-- generations are removed after. A save that fails (or raises, out of
+-- memory) removes the files it wrote: the directory keeps the generation
+-- it had. @return true | nil, msg, code
+function Index:save(dir)
+  check_open(self, "rag.index.save")
+  if type(dir) ~= "string" then
+    error("rag.index.save: dir must be a string, got " .. type(dir), 2)
+  end
+  local ok, msg, code = fs.mkdir(dir)
+  if not ok then
+    return nil, msg, code
+  end
+  local gen = math.max(self.gen, current_gen(dir)) + 1
+  local names = { store = "store-" .. gen .. ".rag", bm25 = "bm25-" .. gen .. ".rag" }
+  if self.c:stats().vector ~= "none" then
+    names.vectors = "vectors-" .. gen .. ".rag"
+  end
+  if self.graph then -- rag.graph's entity graph, kept with the index
+    names.graph = "graph-" .. gen .. ".rag"
+  end
+  if self.enrich then -- the enrichment's values, cache and fields
+    for _, part in ipairs(self.enrich:part_names()) do
+      names[part] = part .. "-" .. gen .. ".rag"
+    end
+  end
+  local done = { manifest = false } -- the slot exists: setting it cannot run out of memory
+  local keep
+  ok, keep, msg, code = pcall(write_generation, self, dir, gen, names, done)
+  if not done.manifest then
+    for _, name in pairs(names) do
+      os.remove(join(dir, name))
+    end
+    if not ok then
+      error(keep, 0)
+    end
+    return nil, msg, code
+  end
   self.gen = gen
-  tidy(dir, keep)
+  if ok then
+    pcall(tidy, dir, keep) -- the new generation is in place; what is left goes next time
+  end
   return true
 end
 

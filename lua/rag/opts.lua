@@ -10,6 +10,19 @@ local function fail(fname, level, fmt, ...)
   error(fname .. ": " .. string.format(fmt, ...), level + 1)
 end
 
+-- A bound as people write it, the same under every Lua: 1000000, not
+-- 1000000.0 (5.3+) or 1e+06.
+local function bound(x)
+  if x == nil or x == math.huge then
+    return "inf"
+  elseif x == -math.huge then
+    return "-inf"
+  elseif x == math.floor(x) and x > -2 ^ 53 and x < 2 ^ 53 then
+    return string.format("%d", x)
+  end
+  return string.format("%.14g", x)
+end
+
 local function check_value(fname, level, key, v, s)
   local t = type(v)
   if not ("|" .. s[1] .. "|"):find("|" .. t .. "|", 1, true) then
@@ -20,8 +33,8 @@ local function check_value(fname, level, key, v, s)
       fail(fname, level + 1, "'%s' must be %s", key, s.int and "an integer" or "a number")
     end
     if (s.min and v < s.min) or (s.max and v > s.max) or (s.above and v <= s.above) then
-      local lo = s.above and ("(" .. s.above) or ("[" .. tostring(s.min or "-inf"))
-      fail(fname, level + 1, "'%s' must be in %s, %s]", key, lo, tostring(s.max or "inf"))
+      local lo = s.above and ("(" .. bound(s.above)) or ("[" .. (s.min and bound(s.min) or "-inf"))
+      fail(fname, level + 1, "'%s' must be in %s, %s]", key, lo, bound(s.max))
     end
   elseif t == "string" and s.enum then
     for _, e in ipairs(s.enum) do

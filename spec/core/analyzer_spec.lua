@@ -256,16 +256,27 @@ describe("rag.text.tokenize", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() tokenize() end)
-    assert.has_error(function() tokenize({}) end)
-    assert.has_error(function() tokenize(true) end)
-    assert.has_error(function() tokenize("x", 42) end)
-    assert.has_error(function() tokenize("x", "english") end)
-    assert.has_error(function() tokenize("x", nil, { bogus = true }) end)
-    assert.has_error(function() tokenize("x", nil, { spans = 1 }) end)
-    assert.has_error(function() tokenize("x", nil, "spans") end)
-    assert.has_error(function() tokenize("x", { cjk = "trigram" }) end)
-    assert.has_error(function() tokenize("x", io.stdout) end)
+    assert.has_error(function() tokenize() end,
+      "bad argument #1 to 'tokenize' (string expected, got no value)")
+    assert.has_error(function() tokenize({}) end,
+      "bad argument #1 to 'tokenize' (string expected, got table)")
+    assert.has_error(function() tokenize(true) end,
+      "bad argument #1 to 'tokenize' (string expected, got boolean)")
+    assert.has_error(function() tokenize("x", 42) end,
+      "bad argument #2 to 'tokenize' (rag.analyzer or table expected, got number)")
+    assert.has_error(function() tokenize("x", "english") end,
+      "bad argument #2 to 'tokenize' (rag.analyzer or table expected, got string)")
+    assert.has_error(function() tokenize("x", nil, { bogus = true }) end,
+      "rag.text.tokenize: unknown option 'bogus'")
+    assert.has_error(function() tokenize("x", nil, { spans = 1 }) end,
+      "rag.text.tokenize: option 'spans' must be a boolean, got number")
+    assert.has_error(function() tokenize("x", nil, "spans") end,
+      "rag.text.tokenize: opts must be a table, got string")
+    assert.has_error(function() tokenize("x", { cjk = "trigram" }) end,
+      "rag.text.analyzer: option 'cjk' must be \"bigram\", \"unigram\" or \"both\"")
+    -- Lua 5.1 names the other userdata's type "userdata", later ones "FILE*"
+    assert.error_matches(function() tokenize("x", io.stdout) end,
+      "bad argument #2 to 'tokenize' %(rag%.analyzer expected, got [%w*]+%)$")
   end)
 end)
 
@@ -319,8 +330,8 @@ describe("rag.text.analyzer", function()
     local ok, err = pcall(a.tokenize, a, "x")
     assert.is_false(ok)
     assert.truthy(tostring(err):find("closed rag.analyzer", 1, true))
-    assert.has_error(function() a:config() end)
-    assert.has_error(function() tokenize("x", a) end)
+    assert.has_error(function() a:config() end, "attempt to use a closed rag.analyzer")
+    assert.has_error(function() tokenize("x", a) end, "attempt to use a closed rag.analyzer")
     local mt = getmetatable(a)
     mt.__gc(a)
     mt.__close(a)
@@ -341,22 +352,38 @@ describe("rag.text.analyzer", function()
     ok, err = pcall(analyzer, { bogus = 1 })
     assert.is_false(ok)
     assert.truthy(tostring(err):find("unknown option 'bogus'", 1, true))
-    assert.has_error(function() analyzer("english") end)
-    assert.has_error(function() analyzer({ lang = 1 }) end)
-    assert.has_error(function() analyzer({ lang = "English" }) end)
-    assert.has_error(function() analyzer({ stem = "yes" }) end)
-    assert.has_error(function() analyzer({ lowercase = 0 }) end)
-    assert.has_error(function() analyzer({ cjk = "trigram" }) end)
-    assert.has_error(function() analyzer({ cjk = 2 }) end)
-    assert.has_error(function() analyzer({ stopwords = "the" }) end)
-    assert.has_error(function() analyzer({ stopwords = { "a", 1 } }) end)
-    assert.has_error(function() analyzer({ stopwords = { "a\0b" } }) end)
-    assert.has_error(function() analyzer({ stopwords = true, lang = "french" }) end)
-    assert.has_error(function() analyzer({ [1] = "english" }) end)
-    assert.has_error(function() analyzer().tokenize({}, "x") end)
-    assert.has_error(function() analyzer():tokenize({}) end)
-    assert.has_error(function() analyzer():tokenize("x", { bogus = 1 }) end)
-    assert.has_error(function() analyzer().config(io.stdout) end)
+    assert.has_error(function() analyzer("english") end,
+      "rag.text.analyzer: opts must be a table, got string")
+    assert.has_error(function() analyzer({ lang = 1 }) end,
+      "rag.text.analyzer: option 'lang' must be a string, got number")
+    assert.has_error(function() analyzer({ lang = "English" }) end,
+      "rag.text.analyzer: unknown language 'English'")
+    assert.has_error(function() analyzer({ stem = "yes" }) end,
+      "rag.text.analyzer: option 'stem' must be a boolean, got string")
+    assert.has_error(function() analyzer({ lowercase = 0 }) end,
+      "rag.text.analyzer: option 'lowercase' must be a boolean, got number")
+    assert.has_error(function() analyzer({ cjk = "trigram" }) end,
+      "rag.text.analyzer: option 'cjk' must be \"bigram\", \"unigram\" or \"both\"")
+    assert.has_error(function() analyzer({ cjk = 2 }) end,
+      "rag.text.analyzer: option 'cjk' must be \"bigram\", \"unigram\" or \"both\"")
+    assert.has_error(function() analyzer({ stopwords = "the" }) end,
+      "rag.text.analyzer: option 'stopwords' must be a boolean or a list of strings, got string")
+    assert.has_error(function() analyzer({ stopwords = { "a", 1 } }) end,
+      "rag.text.analyzer: stopwords[2] must be a string, got number")
+    assert.has_error(function() analyzer({ stopwords = { "a\0b" } }) end,
+      "rag.text.analyzer: stopwords[1] contains a NUL byte")
+    assert.has_error(function() analyzer({ stopwords = true, lang = "french" }) end,
+      "rag.text.analyzer: the built-in stopwords are English; give a list for 'french'")
+    assert.has_error(function() analyzer({ [1] = "english" }) end,
+      "rag.text.analyzer: option keys must be strings")
+    assert.has_error(function() analyzer().tokenize({}, "x") end,
+      "bad argument #1 to 'tokenize' (rag.analyzer expected, got table)")
+    assert.has_error(function() analyzer():tokenize({}) end,
+      "bad argument #1 to 'tokenize' (string expected, got table)")
+    assert.has_error(function() analyzer():tokenize("x", { bogus = 1 }) end,
+      "rag.analyzer.tokenize: unknown option 'bogus'")
+    assert.error_matches(function() analyzer().config(io.stdout) end,
+      "bad argument #1 to 'config' %(rag%.analyzer expected, got [%w*]+%)$")
   end)
 end)
 

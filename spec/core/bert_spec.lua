@@ -222,7 +222,8 @@ describe("rag.embed.bert", function()
       m:close()
     end
     assert.are.equal("f32", assert(rag.embed.bert(EMB, { quantize = "none" })):stats().weights)
-    assert.has_error(function() rag.embed.bert(EMB, { quantize = "int4" }) end)
+    assert.has_error(function() rag.embed.bert(EMB, { quantize = "int4" }) end,
+      "rag.bert.load: option 'quantize' must be \"int8\" or \"none\"")
   end)
 
   it("gives a text the same embedding alone and in any batch", function()
@@ -337,10 +338,12 @@ describe("rag.embed.bert", function()
     fails("format", "embedder", rag.rerank.cross_encoder(EMB))
     local m = assert(rag.embed.bert(EMB))
     fails("encoding", "text 2: invalid utf%-8", m:embed({ "ok", "bad \255" }))
-    assert.has_error(function() m:embed("not a list") end)
-    assert.has_error(function() m:embed({ 1 }) end)
+    assert.has_error(function() m:embed("not a list") end,
+      "rag.bert: embed: texts must be a list of strings, got string")
+    assert.has_error(function() m:embed({ 1 }) end,
+      "rag.bert: embed: texts[1] must be a string, got number")
     m:close()
-    assert.has_error(function() m:embed({ "closed" }) end)
+    assert.has_error(function() m:embed({ "closed" }) end, "rag.bert: embed: model is closed")
   end)
 end)
 

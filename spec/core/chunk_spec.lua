@@ -498,7 +498,8 @@ describe("rag.chunk errors", function()
       assert.truthy(tostring(err):find("rag.chunk." .. c[1] .. ": " .. c[3], 1, true),
         tostring(err))
     end
-    assert.has_error(function() chunk.fixed(nil, {}) end)
+    assert.has_error(function() chunk.fixed(nil, {}) end,
+      "rag.chunk.fixed: text must be a string, got nil")
   end)
 
   it("raises on a closed tokenizer", function()

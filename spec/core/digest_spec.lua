@@ -56,8 +56,10 @@ describe("rag.text.hmac_sha256", function()
   end)
 
   it("raises on a non-string", function()
-    assert.has_error(function() text.hmac_sha256(nil, "x") end)
-    assert.has_error(function() text.hmac_sha256("k", {}) end)
+    assert.has_error(function() text.hmac_sha256(nil, "x") end,
+      "bad argument #1 to 'hmac_sha256' (string expected, got nil)")
+    assert.has_error(function() text.hmac_sha256("k", {}) end,
+      "bad argument #2 to 'hmac_sha256' (string expected, got table)")
   end)
 end)
 
@@ -96,15 +98,24 @@ describe("rag.text.pbkdf2_sha256", function()
   end)
 
   it("raises on bad arguments", function()
-    assert.has_error(function() text.pbkdf2_sha256("p", "s", 0) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", "s", -1) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", "s", 2 ^ 32) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", "s", 1.5) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", "s", 1, 0) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", "s", 1, 2 ^ 20 + 1) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", nil, 1) end)
-    assert.has_error(function() text.pbkdf2_sha256({}, "s", 1) end)
-    assert.has_error(function() text.pbkdf2_sha256("p", "s") end)
+    assert.has_error(function() text.pbkdf2_sha256("p", "s", 0) end,
+      "bad argument #3 to 'pbkdf2_sha256' (iterations must be an integer in [1, 4294967295])")
+    assert.has_error(function() text.pbkdf2_sha256("p", "s", -1) end,
+      "bad argument #3 to 'pbkdf2_sha256' (iterations must be an integer in [1, 4294967295])")
+    assert.has_error(function() text.pbkdf2_sha256("p", "s", 2 ^ 32) end,
+      "bad argument #3 to 'pbkdf2_sha256' (iterations must be an integer in [1, 4294967295])")
+    assert.has_error(function() text.pbkdf2_sha256("p", "s", 1.5) end,
+      "bad argument #3 to 'pbkdf2_sha256' (iterations must be an integer in [1, 4294967295])")
+    assert.has_error(function() text.pbkdf2_sha256("p", "s", 1, 0) end,
+      "bad argument #4 to 'pbkdf2_sha256' (length must be an integer in [1, 1048576])")
+    assert.has_error(function() text.pbkdf2_sha256("p", "s", 1, 2 ^ 20 + 1) end,
+      "bad argument #4 to 'pbkdf2_sha256' (length must be an integer in [1, 1048576])")
+    assert.has_error(function() text.pbkdf2_sha256("p", nil, 1) end,
+      "bad argument #2 to 'pbkdf2_sha256' (string expected, got nil)")
+    assert.has_error(function() text.pbkdf2_sha256({}, "s", 1) end,
+      "bad argument #1 to 'pbkdf2_sha256' (string expected, got table)")
+    assert.has_error(function() text.pbkdf2_sha256("p", "s") end,
+      "bad argument #3 to 'pbkdf2_sha256' (number expected, got no value)")
   end)
 end)
 
@@ -125,7 +136,8 @@ describe("rag.text.md5", function()
     end)
   end
   it("raises on a non-string", function()
-    assert.has_error(function() text.md5(nil) end)
+    assert.has_error(function() text.md5(nil) end,
+      "bad argument #1 to 'md5' (string expected, got nil)")
   end)
 end)
 
@@ -150,8 +162,11 @@ describe("rag.text.random", function()
   end)
 
   it("raises on an out-of-range n", function()
-    assert.has_error(function() text.random(-1) end)
-    assert.has_error(function() text.random(65537) end)
-    assert.has_error(function() text.random("x") end)
+    assert.has_error(function() text.random(-1) end,
+      "bad argument #1 to 'random' (n must be an integer in [0, 65536])")
+    assert.has_error(function() text.random(65537) end,
+      "bad argument #1 to 'random' (n must be an integer in [0, 65536])")
+    assert.has_error(function() text.random("x") end,
+      "bad argument #1 to 'random' (number expected, got string)")
   end)
 end)

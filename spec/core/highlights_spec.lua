@@ -17,7 +17,8 @@ describe("rag.text.tokenize only", function()
     assert.are.same({}, tokenize("a tide", nil, { only = {} }))
     assert.has_error(function() tokenize("a b", nil, { only = { "a", 1 } }) end,
       "rag.text.tokenize: option 'only' must be a list of strings (item 2 is number)")
-    assert.has_error(function() tokenize("a b", nil, { only = "a" }) end)
+    assert.has_error(function() tokenize("a b", nil, { only = "a" }) end,
+      "rag.text.tokenize: option 'only' must be a table, got string")
   end)
 end)
 

@@ -64,11 +64,13 @@ describe("rag.http.request", function()
   end)
 
   it("sends a 2 MB body without an Expect pause", function()
+    -- libcurl sends "Expect: 100-continue" for a large body and then waits
+    -- up to 1 s for a reply that a plain server never sends
     local big = string.rep("y", 2 * 1024 * 1024)
-    local t0 = helpers.now()
     local res = assert(http.request({ url = base .. "/echo", body = big }))
-    assert.equal(#big, #rag.json.decode(res.body).body)
-    assert.is_true(helpers.now() - t0 < 0.9)
+    local echo = rag.json.decode(res.body)
+    assert.equal(#big, #echo.body)
+    assert.is_nil(echo.headers.expect)
   end)
 
   it("does a HEAD request without a body", function()
@@ -125,7 +127,7 @@ describe("rag.http.request", function()
     assert.equal("", rag.json.decode(res.body).headers["x-empty"])
   end)
 
-  it("times out a slow reply within 20% of a 1 s timeout", function()
+  it("times out a slow reply after its 1 s timeout, long before the reply", function()
     local t0 = helpers.now()
     local res, msg, code = http.request({ url = base .. "/slow?s=5", timeout = 1 })
     local elapsed = helpers.now() - t0
@@ -133,15 +135,17 @@ describe("rag.http.request", function()
     assert.equal("timeout", code)
     assert.truthy(msg:match("^rag%.http%.request: GET http://127%.0%.0%.1:%d+/slow: "))
     -- libcurl keeps its timers in milliseconds and may fire one up to a
-    -- millisecond early (0.99995 s was seen under ASan)
-    assert.is_true(elapsed >= 0.998 and elapsed <= 1.2, "elapsed " .. elapsed)
+    -- millisecond early (0.99995 s was seen under ASan); the upper bound
+    -- leaves room for a loaded machine and is still far from the 5 s reply
+    assert.is_true(elapsed >= 0.998 and elapsed <= 2.5, "elapsed " .. elapsed)
   end)
 
   it("accepts fractional timeouts", function()
     local t0 = helpers.now()
     local _, _, code = http.request({ url = base .. "/slow?s=3", timeout = 0.3 })
+    local elapsed = helpers.now() - t0
     assert.equal("timeout", code)
-    assert.is_true(helpers.now() - t0 < 0.6)
+    assert.is_true(elapsed >= 0.298 and elapsed < 1.5, "elapsed " .. elapsed)
   end)
 
   it("stops an endless chunked body at max_body, within cap + 64 KiB", function()
@@ -242,8 +246,10 @@ describe("rag.http.request", function()
     for _, req in ipairs(bad) do
       assert.has_error(function() http.request(req) end)
     end
-    assert.has_error(function() http.request() end)
-    assert.has_error(function() http.request("http://x") end)
+    assert.has_error(function() http.request() end,
+      "bad argument #1 to 'request' (table expected, got no value)")
+    assert.has_error(function() http.request("http://x") end,
+      "bad argument #1 to 'request' (table expected, got string)")
   end)
 
   describe("stream", function()
@@ -310,7 +316,8 @@ describe("rag.http.request", function()
     http.sleep(0.05)
     local dt = http.now() - t0
     assert.truthy(dt >= 0.05 and dt < 1, dt)
-    assert.has_error(function() http.sleep(-1) end)
-    assert.has_error(function() http.sleep("x") end)
+    assert.has_error(function() http.sleep(-1) end, "rag.http.sleep: seconds must be in [0, 1e6]")
+    assert.has_error(function() http.sleep("x") end,
+      "bad argument #1 to 'sleep' (number expected, got string)")
   end)
 end)

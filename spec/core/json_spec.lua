@@ -449,8 +449,10 @@ describe("rag.json.object and rag.json.null", function()
   end)
 
   it("raises when given a non-table", function()
-    assert.has_error(function() json.object(5) end)
-    assert.has_error(function() json.object("x") end)
+    assert.has_error(function() json.object(5) end,
+      "bad argument #1 to 'object' (table expected, got number)")
+    assert.has_error(function() json.object("x") end,
+      "bad argument #1 to 'object' (table expected, got string)")
   end)
 
   it("is a light userdata that decoding returns as is", function()
@@ -660,14 +662,18 @@ describe("rag.json misuse", function()
   end
 
   it("encode raises with no argument", function()
-    assert.has_error(function() json.encode() end)
+    assert.has_error(function() json.encode() end, "bad argument #1 to 'encode' (value expected)")
   end)
 
   it("decode raises for a non-string", function()
-    assert.has_error(function() json.decode(nil) end)
-    assert.has_error(function() json.decode({}) end)
-    assert.has_error(function() json.decode(true) end)
-    assert.has_error(function() json.decode() end)
+    assert.has_error(function() json.decode(nil) end,
+      "bad argument #1 to 'decode' (string expected, got nil)")
+    assert.has_error(function() json.decode({}) end,
+      "bad argument #1 to 'decode' (string expected, got table)")
+    assert.has_error(function() json.decode(true) end,
+      "bad argument #1 to 'decode' (string expected, got boolean)")
+    assert.has_error(function() json.decode() end,
+      "bad argument #1 to 'decode' (string expected, got no value)")
   end)
 
   for _, f in ipairs({ "encode", "decode" }) do

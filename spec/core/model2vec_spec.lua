@@ -510,12 +510,14 @@ describe("rag.core.model2vec misuse", function()
     local m = assert(m2v.load(plain(true)))
     assert.has_error(function() m:embed({ "a", 2 }) end,
       "rag.embed.model2vec: embed: texts[2] must be a string, got number")
-    assert.has_error(function() m:embed("a") end)
+    assert.has_error(function() m:embed("a") end,
+      "rag.embed.model2vec: embed: texts must be a list of strings, got string")
     assert.has_error(function() m:embed({ "a" }, { colour = 1 }) end,
       "rag.embed.model2vec: embed: unknown option 'colour'")
     assert.has_error(function() m:embed({ "a" }, { max_length = -1 }) end,
       "rag.embed.model2vec: embed: option 'max_length' must be an integer in [0, 2147483647]")
-    assert.has_error(function() m:embed({ "a" }, { max_length = 1.5 }) end)
+    assert.has_error(function() m:embed({ "a" }, { max_length = 1.5 }) end,
+      "rag.embed.model2vec: embed: option 'max_length' must be an integer in [0, 2147483647]")
     assert.has_error(function() m:embed({ "a" }, { packed = "yes" }) end,
       "rag.embed.model2vec: embed: option 'packed' must be a boolean, got string")
     assert.has_error(function() m:tokenize(5) end,

@@ -45,8 +45,10 @@ describe("rag.text.hash", function()
   end)
 
   it("raises on a non-string", function()
-    assert.has_error(function() rag.text.hash({}) end)
-    assert.has_error(function() rag.text.hash() end)
+    assert.has_error(function() rag.text.hash({}) end,
+      "bad argument #1 to 'hash' (string expected, got table)")
+    assert.has_error(function() rag.text.hash() end,
+      "bad argument #1 to 'hash' (string expected, got no value)")
   end)
 end)
 

@@ -347,11 +347,16 @@ describe("rag.text.sentences", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() sentences() end)
-    assert.has_error(function() sentences(nil) end)
-    assert.has_error(function() sentences(42) end)
-    assert.has_error(function() sentences({}) end)
-    assert.has_error(function() sentences(true) end)
+    assert.has_error(function() sentences() end,
+      "bad argument #1 to 'sentences' (string expected, got no value)")
+    assert.has_error(function() sentences(nil) end,
+      "bad argument #1 to 'sentences' (string expected, got nil)")
+    assert.has_error(function() sentences(42) end,
+      "bad argument #1 to 'sentences' (string expected, got number)")
+    assert.has_error(function() sentences({}) end,
+      "bad argument #1 to 'sentences' (string expected, got table)")
+    assert.has_error(function() sentences(true) end,
+      "bad argument #1 to 'sentences' (string expected, got boolean)")
   end)
 
   it("handles large input", function()

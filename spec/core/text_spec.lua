@@ -76,12 +76,19 @@ describe("rag.text.normalize", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() normalize() end)
-    assert.has_error(function() normalize({}) end)
-    assert.has_error(function() normalize("x", { form = "NFD" }) end)
-    assert.has_error(function() normalize("x", { form = true }) end)
-    assert.has_error(function() normalize("x", { invalid = "drop" }) end)
-    assert.has_error(function() normalize("x", { bogus = 1 }) end)
-    assert.has_error(function() normalize("x", "NFC") end)
+    assert.has_error(function() normalize() end,
+      "bad argument #1 to 'normalize' (string expected, got no value)")
+    assert.has_error(function() normalize({}) end,
+      "bad argument #1 to 'normalize' (string expected, got table)")
+    assert.has_error(function() normalize("x", { form = "NFD" }) end,
+      "rag.text.normalize: option 'form' must be \"NFKC\", \"NFC\" or false")
+    assert.has_error(function() normalize("x", { form = true }) end,
+      "rag.text.normalize: option 'form' must be \"NFKC\", \"NFC\" or false")
+    assert.has_error(function() normalize("x", { invalid = "drop" }) end,
+      "rag.text.normalize: option 'invalid' must be \"replace\" or \"error\"")
+    assert.has_error(function() normalize("x", { bogus = 1 }) end,
+      "rag.text.normalize: unknown option 'bogus'")
+    assert.has_error(function() normalize("x", "NFC") end,
+      "rag.text.normalize: opts must be a table, got string")
   end)
 end)

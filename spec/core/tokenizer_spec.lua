@@ -12,28 +12,7 @@ local read = helpers.read
 local fixtures = json.decode(read("spec/fixtures/tiktoken/cases.json"))
 local encodings = { "cl100k_base", "o200k_base" }
 
--- base64 of a string, for writing .tiktoken files
-local function base64(s)
-  local chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = s:byte(i, i + 2)
-    local n = a * 65536 + (b or 0) * 256 + (c or 0)
-    local quad = {}
-    for k = 1, 4 do
-      local v = math.floor(n / 64 ^ (4 - k)) % 64
-      quad[k] = chars:sub(v + 1, v + 1)
-    end
-    if not b then
-      quad[3] = "="
-    end
-    if not c then
-      quad[4] = "="
-    end
-    out[#out + 1] = table.concat(quad)
-  end
-  return table.concat(out)
-end
+local base64 = helpers.base64
 
 describe("rag.tokenizer bundled vocabularies", function()
   it("are the genuine files (tiktoken's own sha256 values)", function()
@@ -579,19 +558,32 @@ describe("rag.tokenizer misuse", function()
   local tok = tokenizer.get("cl100k_base")
 
   it("raises on bad arguments", function()
-    assert.has_error(function() tok:encode(nil) end)
-    assert.has_error(function() tok:encode("x", { bogus = 1 }) end)
-    assert.has_error(function() tok:encode("x", { allowed_special = 1 }) end)
-    assert.has_error(function() tok:encode("x", { allowed_special = { "<|nope|>" } }) end)
-    assert.has_error(function() tok:decode("x") end)
-    assert.has_error(function() tok:decode({ 1.5 }) end)
-    assert.has_error(function() tok:decode({ -1 }) end)
-    assert.has_error(function() tok:decode({ "1" .. "x" }) end)
-    assert.has_error(function() tokenizer.get("p50k_base") end)
-    assert.has_error(function() tokenizer.get(nil) end)
-    assert.has_error(function() tokenizer.load(1, "cl100k_base") end)
-    assert.has_error(function() tokenizer.load("x", "nope") end)
-    assert.has_error(function() tokenizer.load("x", "cl100k_base", { bogus = true }) end)
+    assert.has_error(function() tok:encode(nil) end,
+      "bad argument #1 to 'encode' (string expected, got nil)")
+    assert.has_error(function() tok:encode("x", { bogus = 1 }) end,
+      "rag.tokenizer.encode: unknown option 'bogus'")
+    assert.has_error(function() tok:encode("x", { allowed_special = 1 }) end,
+      "rag.tokenizer.encode: option 'allowed_special' must be \"all\" or a table of special tokens")
+    assert.has_error(function() tok:encode("x", { allowed_special = { "<|nope|>" } }) end,
+      "rag.tokenizer.encode: unknown special token '<|nope|>'")
+    assert.has_error(function() tok:decode("x") end,
+      "bad argument #1 to 'decode' (table expected, got string)")
+    assert.has_error(function() tok:decode({ 1.5 }) end,
+      "rag.tokenizer.decode: ids[1] is not a token id")
+    assert.has_error(function() tok:decode({ -1 }) end,
+      "rag.tokenizer.decode: ids[1] is not a token id")
+    assert.has_error(function() tok:decode({ "1" .. "x" }) end,
+      "rag.tokenizer.decode: ids[1] is not a token id")
+    assert.has_error(function() tokenizer.get("p50k_base") end,
+      "rag.tokenizer.get: unknown encoding 'p50k_base' (cl100k_base or o200k_base)")
+    assert.has_error(function() tokenizer.get(nil) end,
+      "rag.tokenizer.get: encoding name must be a string")
+    assert.has_error(function() tokenizer.load(1, "cl100k_base") end,
+      "rag.tokenizer.load: path must be a string")
+    assert.has_error(function() tokenizer.load("x", "nope") end,
+      "rag.tokenizer.load: unknown encoding 'nope' (cl100k_base or o200k_base)")
+    assert.has_error(function() tokenizer.load("x", "cl100k_base", { bogus = true }) end,
+      "rag.tokenizer.load: unknown option 'bogus'")
   end)
 
   it("raises on wrong option types with the function's name", function()
@@ -604,7 +596,8 @@ describe("rag.tokenizer misuse", function()
   end)
 
   it("takes ids as numbers only, not numeric strings", function()
-    assert.has_error(function() tok:decode({ "65" }) end)
+    assert.has_error(function() tok:decode({ "65" }) end,
+      "rag.tokenizer.decode: ids[1] is not a token id")
     assert.equal("b", tok:decode({ 65 }))
   end)
 
@@ -709,8 +702,8 @@ describe("rag.tokenizer.load", function()
     tok:close()
     assert.matches("closed", tostring(tok))
     assert.has_error(function() tok:encode("x") end, "rag.tokenizer.encode: tokenizer is closed")
-    assert.has_error(function() tok:count("x") end)
-    assert.has_error(function() tok:decode({ 1 }) end)
+    assert.has_error(function() tok:count("x") end, "rag.tokenizer.count: tokenizer is closed")
+    assert.has_error(function() tok:decode({ 1 }) end, "rag.tokenizer.decode: tokenizer is closed")
   end)
 end)
 
@@ -784,9 +777,12 @@ describe("rag.tokenizer.approx", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() approx:count(nil) end)
-    assert.has_error(function() approx:decode({ 1 }) end)
-    assert.has_error(function() approx.count(exact, "x") end)
+    assert.has_error(function() approx:count(nil) end,
+      "bad argument #1 to 'count' (string expected, got nil)")
+    assert.has_error(function() approx:decode({ 1 }) end,
+      "rag.tokenizer.decode: pieces[1] is not a string")
+    assert.error_matches(function() approx.count(exact, "x") end,
+      "bad argument #1 to 'count' %(rag%.tokenizer%.approx expected, got [%w.]+%)$")
     assert.equal("approx", approx:info().name)
     approx:close() -- stateless: close changes nothing, <close> works
     assert.equal(2, approx:count("hello world"))

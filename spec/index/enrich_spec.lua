@@ -271,7 +271,8 @@ describe("rag.index enrichment", function()
       return out
     end, dim = function() return 16 end }
     local idx = new_index(scripted(), { embedder = zero })
-    assert.has_error(function() idx:add_many(copy(DOCS)) end)
+    assert.has_error(function() idx:add_many(copy(DOCS)) end,
+      "rag.index.add: zero vector under cosine")
     assert.equal(1, idx:count()) -- a went in before b was refused
     assert.equal(2, idx:stats().enrich.chunks)
     assert.equal("a#1", idx:search("xylophonic", { mode = "bm25" })[1].id)
@@ -571,7 +572,8 @@ describe("rag.index enrichment", function()
       "rag.index.search: option 'fields' weighs an enriched index's fields; this index has no "
       .. "enrichment")
     local idx = rag.index.new({ embedder = e, enrich = true })
-    assert.has_error(function() idx:search("x", { fields = { keyword = 1 } }) end)
+    assert.has_error(function() idx:search("x", { fields = { keyword = 1 } }) end,
+      "rag.index.search: fields: unknown option 'keyword'")
     assert.has_error(function() idx:search("x", { fields = 2 }) end,
       "rag.index.search: option 'fields' must be a table, got number")
   end)

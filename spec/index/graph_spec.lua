@@ -105,8 +105,11 @@ describe("rag.graph.build", function()
 
   it("raises for bad options", function()
     local idx = rag.index.new({ embedder = false })
-    assert.has_error(function() rag.graph.build(idx, { extract = "magic" }) end)
-    assert.has_error(function() rag.graph.build(idx, { extract = "llm" }) end)
-    assert.has_error(function() rag.graph.build({}, {}) end)
+    assert.has_error(function() rag.graph.build(idx, { extract = "magic" }) end,
+      "rag.graph.build: option 'extract' must be \"heuristic\", \"llm\" or a function")
+    assert.has_error(function() rag.graph.build(idx, { extract = "llm" }) end,
+      "rag.graph.build: extract = \"llm\" needs option 'llm'")
+    assert.has_error(function() rag.graph.build({}, {}) end,
+      "rag.graph.build: idx must be a rag.index")
   end)
 end)

@@ -93,7 +93,8 @@ describe("rag.index incremental changes", function()
       assert.same({}, idx:vectors({}))
       assert.has_error(function() idx:vectors("x") end,
         "rag.index.vectors: ids must be a list of chunk ids, got string")
-      assert.has_error(function() idx:vectors({ 1 }) end)
+      assert.has_error(function() idx:vectors({ 1 }) end,
+        "rag.index.vectors: ids[1] must be a string, got number")
       local dir = helpers.tmpname()
       assert(idx:save(dir))
       local ro = assert(rag.index.open(dir, { readonly = true }))

@@ -98,8 +98,10 @@ describe("rag.load.dir", function()
     assert.is_nil(ok)
     assert.equal("io", code)
     assert.matches("^rag.load.dir: ", msg)
-    assert.has_error(function() load.dir(T, { include = "*.txt" }) end)
-    assert.has_error(function() load.dir(T, { unknown = 1 }) end)
+    assert.has_error(function() load.dir(T, { include = "*.txt" }) end,
+      "rag.load.dir: 'include' must be a table, got string")
+    assert.has_error(function() load.dir(T, { unknown = 1 }) end,
+      "rag.load.dir: unknown option 'unknown'")
   end)
 
   it("feeds rag.index's sync", function()

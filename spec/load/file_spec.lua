@@ -56,8 +56,10 @@ describe("rag.load.file", function()
     assert.equal("tree/a.txt", d.id)
     local c = assert(load.file(F .. "sample.lua", { format = "code:lua" }))
     assert.equal(4, #c)
-    assert.has_error(function() load.file(F .. "tree/a.txt", { format = "docx" }) end)
-    assert.has_error(function() load.file(F .. "tree/a.txt", { nope = true }) end)
-    assert.has_error(function() load.file(nil) end)
+    assert.has_error(function() load.file(F .. "tree/a.txt", { format = "docx" }) end,
+      "rag.load.file: unknown format 'docx'")
+    assert.has_error(function() load.file(F .. "tree/a.txt", { nope = true }) end,
+      "rag.load.file: unknown option 'nope'")
+    assert.has_error(function() load.file(nil) end, "rag.load.file: path must be a string, got nil")
   end)
 end)

@@ -97,7 +97,9 @@ describe("rag.load.html", function()
   end)
 
   it("raises on misuse", function()
-    assert.has_error(function() load.html(1) end)
-    assert.has_error(function() load.html("", { bogus = 1 }) end)
+    assert.has_error(function() load.html(1) end,
+      "rag.load.html: text must be a string, got number")
+    assert.has_error(function() load.html("", { bogus = 1 }) end,
+      "rag.load.html: unknown option 'bogus'")
   end)
 end)

@@ -44,7 +44,8 @@ describe("rag.load.csv", function()
     assert.equal("format", code)
     assert.matches("text after a closing quote", msg)
     os.remove(path)
-    assert.has_error(function() load.csv(path, { sep = ";;" }) end)
+    assert.has_error(function() load.csv(path, { sep = ";;" }) end,
+      "rag.load.csv: 'sep' must be one character other than a quote or line break")
   end)
 end)
 

@@ -179,8 +179,11 @@ describe("rag.pipeline.graph", function()
 
   it("raises for bad options", function()
     local idx = index()
-    assert.has_error(function() rag.pipeline.graph({ index = idx, hops = -1 }) end)
-    assert.has_error(function() rag.pipeline.graph({ index = idx, mode = "galaxy" }) end)
-    assert.has_error(function() rag.pipeline.graph({ index = { search = function() end } }) end)
+    assert.has_error(function() rag.pipeline.graph({ index = idx, hops = -1 }) end,
+      "rag.pipeline.graph: 'hops' must be in [0, 10]")
+    assert.has_error(function() rag.pipeline.graph({ index = idx, mode = "galaxy" }) end,
+      "rag.pipeline.graph: 'mode' must be one of local, global, got 'galaxy'")
+    assert.has_error(function() rag.pipeline.graph({ index = { search = function() end } }) end,
+      "rag.pipeline.graph: option 'index' must be a rag.index")
   end)
 end)

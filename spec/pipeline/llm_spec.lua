@@ -107,8 +107,10 @@ describe("rag.llm.extractive", function()
       ask(one, EN, "What does k1 control in BM25?"))
     local strict = llm_mod.extractive({ min_coverage = 1 })
     assert.equal(EN.refusal, ask(strict, EN, "What does k1 control in lucene?"))
-    assert.has_error(function() llm_mod.extractive({ max_sentences = 0 }) end)
-    assert.has_error(function() llm_mod.extractive({ bogus = true }) end)
+    assert.has_error(function() llm_mod.extractive({ max_sentences = 0 }) end,
+      "rag.llm.extractive: 'max_sentences' must be in [1, 100]")
+    assert.has_error(function() llm_mod.extractive({ bogus = true }) end,
+      "rag.llm.extractive: unknown option 'bogus'")
   end)
 
   it("streams the reply and ignores other options", function()
@@ -119,8 +121,10 @@ describe("rag.llm.extractive", function()
     assert.equal(reply.text, table.concat(deltas))
     assert.same({ task = "answer", lang = "en", model = "extractive", finish_reason = "stop",
       text = "The constant k is usually 60. [2]" }, reply)
-    assert.has_error(function() llm:chat("x", { stream = 1 }) end)
-    assert.has_error(function() llm:chat({}) end)
+    assert.has_error(function() llm:chat("x", { stream = 1 }) end,
+      "rag.llm.extractive.chat: 'stream' must be a function, got number")
+    assert.has_error(function() llm:chat({}) end,
+      "rag.llm.extractive.chat: messages must be a string or a non-empty list of messages")
   end)
 
   it("recognises every prompt of both languages but the judge's, two of the agent's, the "

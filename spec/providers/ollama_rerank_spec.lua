@@ -67,10 +67,13 @@ describe("providers over their own wire formats", function()
     end)
 
     it("raises on misuse", function()
-      assert.has_error(function() rag.providers.ollama({}) end)
-      assert.has_error(function() rag.providers.ollama({ model = "m", keep_alive = {} }) end)
+      assert.has_error(function() rag.providers.ollama({}) end,
+        "rag.providers.ollama: 'model' is required")
+      assert.has_error(function() rag.providers.ollama({ model = "m", keep_alive = {} }) end,
+        "rag.providers.ollama: 'keep_alive' must be a string or number, got table")
       local p = rag.providers.ollama({ model = "m" })
-      assert.has_error(function() p:chat("x", { bogus = 1 }) end)
+      assert.has_error(function() p:chat("x", { bogus = 1 }) end,
+        "rag.providers.ollama.chat: unknown option 'bogus'")
       assert.truthy(tostring(p):find("http://127.0.0.1:11434", 1, true)
         or os.getenv("OLLAMA_HOST"))
     end)
@@ -147,14 +150,21 @@ describe("providers over their own wire formats", function()
     end)
 
     it("raises on misuse", function()
-      assert.has_error(function() rag.providers.rerank({}) end)
-      assert.has_error(function() rag.providers.rerank({ kind = "nope" }) end)
-      assert.has_error(function() rag.providers.rerank({ kind = "tei" }) end)
+      assert.has_error(function() rag.providers.rerank({}) end,
+        "rag.providers.rerank: 'kind' is required (cohere, jina, tei or voyage)")
+      assert.has_error(function() rag.providers.rerank({ kind = "nope" }) end,
+        "rag.providers.rerank: 'kind' must be one of cohere, jina, tei, voyage, got 'nope'")
+      assert.has_error(function() rag.providers.rerank({ kind = "tei" }) end,
+        "rag.providers.rerank: 'base_url' is required for kind 'tei'")
       local r = rag.providers.rerank({ kind = "tei", base_url = base })
-      assert.has_error(function() r:rerank(1, { "a" }) end)
-      assert.has_error(function() r:rerank("q", "a") end)
-      assert.has_error(function() r:rerank("q", { 1 }) end)
-      assert.has_error(function() r:rerank("q", { "a" }, { top_n = 0 }) end)
+      assert.has_error(function() r:rerank(1, { "a" }) end,
+        "rag.providers.rerank.rerank: query must be a string, got number")
+      assert.has_error(function() r:rerank("q", "a") end,
+        "rag.providers.rerank.rerank: docs must be a list, got string")
+      assert.has_error(function() r:rerank("q", { 1 }) end,
+        "rag.providers.rerank.rerank: docs[1] must be a string or a table with a string 'text'")
+      assert.has_error(function() r:rerank("q", { "a" }, { top_n = 0 }) end,
+        "rag.providers.rerank.rerank: 'top_n' must be in [1, inf]")
     end)
   end)
 end)

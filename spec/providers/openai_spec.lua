@@ -301,18 +301,30 @@ describe("rag.providers.openai", function()
 
   it("raises on misuse", function()
     local p = provider("m")
-    assert.has_error(function() rag.providers.openai({ base_url = base }) end)
-    assert.has_error(function() rag.providers.openai({ model = "m", bogus = 1 }) end)
-    assert.has_error(function() rag.providers.openai({ model = "m", batch_size = 0 }) end)
-    assert.has_error(function() rag.providers.openai({ model = "m", timeout = 0 }) end)
-    assert.has_error(function() rag.providers.openai({ model = "m", max_retries = 1.5 }) end)
-    assert.has_error(function() p:embed("x") end)
-    assert.has_error(function() p:embed({ "x", 1 }) end)
-    assert.has_error(function() p:embed({ "x" }, { bogus = true }) end)
-    assert.has_error(function() p:chat({}) end)
-    assert.has_error(function() p:chat({ { content = "x" } }) end)
-    assert.has_error(function() p:chat("x", { temperature = 3 }) end)
-    assert.has_error(function() p:chat("x", { stream = "yes" }) end)
+    assert.has_error(function() rag.providers.openai({ base_url = base }) end,
+      "rag.providers.openai: 'model' is required")
+    assert.has_error(function() rag.providers.openai({ model = "m", bogus = 1 }) end,
+      "rag.providers.openai: unknown option 'bogus'")
+    assert.has_error(function() rag.providers.openai({ model = "m", batch_size = 0 }) end,
+      "rag.providers.openai: 'batch_size' must be in [1, 100000]")
+    assert.has_error(function() rag.providers.openai({ model = "m", timeout = 0 }) end,
+      "rag.providers.openai: 'timeout' must be in (0, 1000000]")
+    assert.has_error(function() rag.providers.openai({ model = "m", max_retries = 1.5 }) end,
+      "rag.providers.openai: 'max_retries' must be an integer")
+    assert.has_error(function() p:embed("x") end,
+      "rag.providers.openai.embed: texts must be a list of strings, got string")
+    assert.has_error(function() p:embed({ "x", 1 }) end,
+      "rag.providers.openai.embed: texts[2] must be a string, got number")
+    assert.has_error(function() p:embed({ "x" }, { bogus = true }) end,
+      "rag.providers.openai.embed: unknown option 'bogus'")
+    assert.has_error(function() p:chat({}) end,
+      "rag.providers.openai.chat: messages must be a string or a non-empty list of messages")
+    assert.has_error(function() p:chat({ { content = "x" } }) end,
+      "rag.providers.openai.chat: messages[1] must be a table with a string 'role'")
+    assert.has_error(function() p:chat("x", { temperature = 3 }) end,
+      "rag.providers.openai.chat: 'temperature' must be in [0, 2]")
+    assert.has_error(function() p:chat("x", { stream = "yes" }) end,
+      "rag.providers.openai.chat: 'stream' must be a function, got string")
   end)
 end)
 
@@ -431,6 +443,7 @@ describe("the embedding cache", function()
     assert.is_nil(v)
     assert.equal("io", code)
     assert.truthy(msg:find("^rag%.embed%.cache: "))
-    assert.has_error(function() rag.embed.cache({ bogus = 1 }) end)
+    assert.has_error(function() rag.embed.cache({ bogus = 1 }) end,
+      "rag.embed.cache: unknown option 'bogus'")
   end)
 end)

@@ -129,12 +129,15 @@ describe("rag.providers.websearch", function()
   it("raises on misuse", function()
     assert.has_error(function() rag.providers.websearch({}) end,
       "rag.providers.websearch: 'kind' is required (brave, searxng or tavily)")
-    assert.has_error(function() rag.providers.websearch({ kind = "google" }) end)
+    assert.has_error(function() rag.providers.websearch({ kind = "google" }) end,
+      "rag.providers.websearch: 'kind' must be one of brave, searxng, tavily, got 'google'")
     assert.has_error(function() rag.providers.websearch({ kind = "searxng" }) end,
       "rag.providers.websearch: 'base_url' is required for kind 'searxng'")
     local ws = rag.providers.websearch({ kind = "tavily", api_key = KEY })
-    assert.has_error(function() ws:search(1) end)
-    assert.has_error(function() ws:search("q", { k = 0 }) end)
+    assert.has_error(function() ws:search(1) end,
+      "rag.providers.websearch.search: query must be a string, got number")
+    assert.has_error(function() ws:search("q", { k = 0 }) end,
+      "rag.providers.websearch.search: 'k' must be in [1, 100]")
     assert.falsy(tostring(ws):find("CANARY", 1, true))
   end)
 end)

@@ -72,9 +72,12 @@ describe("rag.store.pg helpers", function()
     assert.same({ host = "h" }, pg.parse_dsn("postgres://h"))
     assert.same({ user = "a", password = "", host = "h", database = "d" },
       pg.parse_dsn("postgres://a:@h/d"))
-    assert.has_error(function() pg.parse_dsn("mysql://h") end)
-    assert.has_error(function() pg.parse_dsn("postgres://h?sslmode=maybe") end)
-    assert.has_error(function() pg.parse_dsn(42) end)
+    assert.has_error(function() pg.parse_dsn("mysql://h") end,
+      "rag.store.pg.parse_dsn: not a postgres:// URL")
+    assert.has_error(function() pg.parse_dsn("postgres://h?sslmode=maybe") end,
+      "rag.store.pg.parse_dsn: unknown sslmode 'maybe'")
+    assert.has_error(function() pg.parse_dsn(42) end,
+      "rag.store.pg.parse_dsn: dsn must be a string, got number")
   end)
 
   it("splits the store's table off a connection URL", function()
@@ -90,10 +93,14 @@ describe("rag.store.pg helpers", function()
   it("raises on bad options", function()
     assert.has_error(function() pg.connect({ hots = "x" }) end,
       "rag.store.pg.connect: unknown option 'hots'")
-    assert.has_error(function() pg.connect({ port = 0 }) end)
-    assert.has_error(function() pg.connect({ ssl = "always" }) end)
-    assert.has_error(function() pg.connect({ params = { x = {} } }) end)
-    assert.has_error(function() pg.pool({ pool_size = -1 }) end)
+    assert.has_error(function() pg.connect({ port = 0 }) end,
+      "rag.store.pg.connect: 'port' must be in [1, 65535]")
+    assert.has_error(function() pg.connect({ ssl = "always" }) end,
+      "rag.store.pg.connect: 'ssl' must be one of disable, prefer, require, verify, got 'always'")
+    assert.has_error(function() pg.connect({ params = { x = {} } }) end,
+      "rag.store.pg.connect: params must map names to strings")
+    assert.has_error(function() pg.pool({ pool_size = -1 }) end,
+      "rag.store.pg.pool: 'pool_size' must be in [0, 10000]")
   end)
 
   it("returns nil, msg, \"io\" when nothing listens", function()
@@ -126,13 +133,13 @@ describe("rag.store.pg helpers", function()
     assert.equal("[1,2.5,3]", enc({ 1, 2.5, 3 }))
     assert.is_nil(enc(nil))
     assert.is_nil(enc(pg.null))
-    assert.has_error(function() enc(function() end) end)
-    assert.has_error(function() enc(io.stdout) end)
+    assert.has_error(function() enc(function() end) end, "f: parameter 1: cannot send a function")
+    assert.has_error(function() enc(io.stdout) end, "f: parameter 1: cannot send a userdata")
   end)
 
   it("has a NULL sentinel that cannot be changed", function()
     assert.equal("rag.store.pg.null", tostring(pg.null))
-    assert.has_error(function() pg.null.x = 1 end)
+    assert.has_error(function() pg.null.x = 1 end, "rag.store.pg.null is read-only")
   end)
 end)
 

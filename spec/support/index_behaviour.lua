@@ -381,7 +381,8 @@ function M.run(name, make, env)
       assert.is_table(idx:get(docs[3].id))
       assert.is_nil(idx:get(docs[2].id))
       assert.is_nil(idx:get(docs[4].id))
-      assert.has_error(function() idx:sync({}, { keep = true }) end)
+      assert.has_error(function() idx:sync({}, { keep = true }) end,
+        "rag.index.sync: 'keep' must be a function, got boolean")
       idx:close()
     end)
 

@@ -55,7 +55,9 @@ describe("rag.transport.ngx outside nginx", function()
       assert.is_nil(err:find("needs nginx", 1, true), "case " .. i .. ": " .. err)
       assert.truthy(err:find("rag.http.request: ", 1, true), err)
     end
-    assert.has_error(function() transport() end)
-    assert.has_error(function() transport("http://x/") end)
+    assert.has_error(function() transport() end,
+      "rag.http.request: the request must be a table, got nil")
+    assert.has_error(function() transport("http://x/") end,
+      "rag.http.request: the request must be a table, got string")
   end)
 end)
