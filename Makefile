@@ -22,6 +22,7 @@ DEB_PKGS := gcc make pkg-config python3 lua5.4 liblua5.4-dev libcurl4-openssl-de
 MATRIX_PKGS := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
   luajit2 libluajit2-5.1-dev
 ASAN_PKGS := clang libclang-rt-14-dev
+VALGRIND_PKGS := valgrind
 OPENRESTY_PKGS := luajit2 libluajit2-5.1-dev nginx-light libnginx-mod-http-lua curl openssl
 SERVE_PKGS := $(OPENRESTY_PKGS) wrk python3
 LINT_PKGS := lua-check
@@ -51,7 +52,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
-  check-exports clean host host-bench test-host
+  check-exports clean host host-bench test-host valgrind mutate fuzz-long
 
 all: $(SO)
 
@@ -69,8 +70,8 @@ deps:
 	@sh .ci/deps $(DEB_PKGS)
 
 deps-all:
-	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(LINT_PKGS) $(BROWSER_PKGS) \
-	  $(SERVE_BROWSER_PKGS)
+	@sh .ci/deps $(DEB_PKGS) $(MATRIX_PKGS) $(ASAN_PKGS) $(VALGRIND_PKGS) $(LINT_PKGS) \
+	  $(BROWSER_PKGS) $(SERVE_BROWSER_PKGS)
 
 # The specs under Lua 5.4; the last line is "N passed, N failed".
 test: deps
@@ -171,10 +172,30 @@ asan: deps-all
 	$(ASAN_ENV) lua5.4 /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 	  --cpath='build/asan/?.so' -o spec/summary.lua $(BUSTED_ARGS) spec
 
-# libFuzzer harnesses (fuzz/*.c) over the C core, FUZZ_TIME seconds each.
-FUZZ_TIME ?= 60
+# The spec suite under valgrind's memcheck with the Lua 5.4 build (-O2,
+# what users run): any invalid read or write, jump on uninitialised memory,
+# bad free or definite leak is an error and fails the run. Children the
+# specs start (bin/rag, servers) run without it.
+VALGRIND = valgrind --quiet --error-exitcode=99 --leak-check=full \
+  --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+  --suppressions=.ci/valgrind.supp
+valgrind: deps-all all
+	RAG_VALGRIND=1 $(VALGRIND) $(BUSTED)
+
+# Mutation testing: each mutant of .ci/mutants.txt applied in turn to a copy
+# of the tree (build/mutate), the specs run, the share caught reported.
+mutate: all
+	lua5.4 .ci/mutate.lua .ci/mutants.txt $(MUTATE_ARGS)
+
+# libFuzzer harnesses (fuzz/*.c) over the C core and, for fuzz/lua_*.c,
+# the readers that run through Lua; FUZZ_TIME seconds each (CI: 30).
+FUZZ_TIME ?= 30
 fuzz-smoke: deps-all
 	@sh .ci/fuzz $(FUZZ_TIME)
+
+# The nightly-style run: every harness for 10 minutes.
+fuzz-long: deps-all
+	@sh .ci/fuzz 600
 
 # The full damaged-file checks (every truncation, 10,000 bit flips of a saved
 # BM25 index; the specs run a sample), then every libFuzzer harness.

@@ -358,6 +358,45 @@ function M.u32(n)
   return table.concat(t)
 end
 
+--- The little-endian unsigned integer of n bytes at s[at].
+function M.le(s, at, n)
+  local v = 0
+  for i = n, 1, -1 do
+    v = v * 256 + s:byte(at + i - 1)
+  end
+  return v
+end
+
+--- The sections of a file in rag's container (src/rag_file.h):
+-- { { tag=, at=, len= }, ... }, at the payload's first byte (1-based).
+function M.sections(s)
+  local out, pos = {}, 29
+  while pos + 12 <= #s do
+    local len = M.le(s, pos + 4, 8)
+    out[#out + 1] = { tag = s:sub(pos, pos + 3), at = pos + 12, len = len }
+    pos = pos + 12 + len + 4
+  end
+  return out
+end
+
+--- The file's bytes with its header's and every section's CRC made right
+-- again: for damage that must reach the checks behind the checksums.
+function M.resign(s)
+  local head = s:sub(1, 24)
+  local out = { head, M.u32(M.crc32(head)) }
+  for _, sec in ipairs(M.sections(s)) do
+    local body = s:sub(sec.at - 12, sec.at + sec.len - 1)
+    out[#out + 1] = body
+    out[#out + 1] = M.u32(M.crc32(body))
+  end
+  return table.concat(out)
+end
+
+--- s with the bytes at `at` (1-based) replaced by `bytes`.
+function M.splice(s, at, bytes)
+  return s:sub(1, at - 1) .. bytes .. s:sub(at + #bytes)
+end
+
 --- The saved file at path with its header's version set to v (CRC re-sealed).
 function M.with_version(s, v)
   local head = s:sub(1, 8) .. M.u32(v) .. s:sub(13, 24)

@@ -326,6 +326,13 @@ describe("rag.chunk.fixed", function()
             assert.is_true(longer > size, ("size %d chunk %d: %d tokens, with the next %d")
               :format(size, i, c.tokens, longer))
           end
+          if i > 1 then -- it repeats the text's last `overlap` tokens of the chunk before
+            local shared = 0
+            for b = c.start, got[i - 1].stop do
+              shared = shared + (ends[b] and 1 or 0)
+            end
+            assert.equal(overlap, shared, ("size %d chunk %d"):format(size, i))
+          end
         end
       end
     end
@@ -338,6 +345,13 @@ describe("rag.chunk.recursive", function()
     local got = chunk.recursive(src, { unit = "char", size = 25 })
     assert.same({ "First sentence here.", "Second sentence here.", "Next paragraph." },
       { got[1].text, got[2].text, got[3].text })
+  end)
+
+  it("trims no-break spaces at chunk edges like other spaces", function()
+    local got = chunk.recursive("alpha\194\160\n\n\194\160beta gamma", { unit = "char", size = 8 })
+    assert.same({ { "alpha", 1, 5 }, { "beta", 12, 15 }, { "gamma", 17, 21 } },
+      { { got[1].text, got[1].start, got[1].stop }, { got[2].text, got[2].start, got[2].stop },
+        { got[3].text, got[3].start, got[3].stop } })
   end)
 
   it("cuts a word longer than size at code points", function()

@@ -190,6 +190,17 @@ describe("rag.hnsw search", function()
 end)
 
 describe("rag.hnsw changes", function()
+  it("counts its levels: none when empty, at least one with a vector", function()
+    for seed = 1, 20 do
+      local h = hnsw.new({ dim = 2, seed = seed })
+      assert.equal(0, h:stats().levels)
+      h:add("a", { 1, 0 })
+      assert.is_true(h:stats().levels >= 1, "seed " .. seed)
+      h:remove("a")
+      h:close()
+    end
+  end)
+
   it("never returns removed ids and keeps recall over the rest", function()
     local opts = { dim = DIM }
     local h = build(opts, VS)
@@ -441,6 +452,66 @@ describe("rag.hnsw persistence", function()
     assert.is_true(h:save(p))
     helpers.rejects_damage(hnsw.load, p, 300, 28)
     assert.is_truthy(hnsw.load(p))
+    os.remove(p)
+  end)
+
+  it("rejects a graph that breaks its rules even with every checksum right", function()
+    -- M = 2: a level-0 list is 1 + 4 u32 (count, links), see docs/api.md
+    local h = build({ dim = 4, M = 2, ef_construction = 8 }, data.random(29, 40, 4))
+    h:remove("v5")
+    local p = helpers.tmpname()
+    assert.is_true(h:save(p))
+    local good = helpers.read(p)
+    local sec = {}
+    for _, x in ipairs(helpers.sections(good)) do
+      sec[x.tag] = x
+    end
+    -- the nodes: flags (level | 0x80 for a tombstone) and ids
+    local nodes, at = {}, sec.NODE.at + 1 -- a count under 128 is one byte
+    assert.equal(40, good:byte(sec.NODE.at))
+    for i = 0, 39 do
+      local len = good:byte(at + 1)
+      nodes[i] = { flags = good:byte(at), at = at, len = len }
+      at = at + 2 + len
+    end
+    local entry = helpers.le(good, sec.PARM.at + 34, 4)
+    local maxlevel = good:byte(sec.PARM.at + 38)
+    assert.equal(maxlevel, nodes[entry].flags % 128)
+    assert.is_true(maxlevel > 0)
+    local function list(i) -- where node i's level-0 list starts, and its links
+      local a = sec.LNK0.at + i * 5 * 4
+      local n, links = helpers.le(good, a, 4), {}
+      for k = 1, n do
+        links[k] = helpers.le(good, a + 4 * k, 4)
+      end
+      return a, links
+    end
+    local function refused(bytes, why)
+      helpers.write(p, helpers.resign(bytes))
+      local x, msg, code = hnsw.load(p)
+      assert.is_nil(x, why)
+      assert.equal("corrupt", code, why)
+      assert.truthy(msg:find("^rag%.hnsw%.load: "), msg)
+    end
+    local a0, links0 = list(0)
+    assert.is_true(#links0 >= 2)
+    refused(helpers.splice(good, a0 + 4, helpers.u32(0)), "a node linked to itself")
+    refused(helpers.splice(good, a0 + 8, helpers.u32(links0[1])), "a link twice in one list")
+    for i = 0, 39 do -- the entry point moved to a node below the top level
+      if nodes[i].flags % 128 < maxlevel and nodes[i].flags < 128 then
+        refused(helpers.splice(good, sec.PARM.at + 34, helpers.u32(i)), "a low entry point")
+        break
+      end
+    end
+    for i = 0, 39 do -- a live node marked a tombstone, keeping its id
+      if i ~= entry and nodes[i].flags < 128 then
+        refused(helpers.splice(good, nodes[i].at, string.char(nodes[i].flags + 128)),
+          "a tombstone with an id")
+        break
+      end
+    end
+    helpers.write(p, helpers.resign(good)) -- the re-signing itself changes nothing
+    assert.equal(39, #assert(hnsw.load(p)))
     os.remove(p)
   end)
 end)
