@@ -52,7 +52,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
-  check-exports clean host host-bench test-host valgrind mutate fuzz-long
+  check-exports clean host host-bench test-host valgrind mutate fuzz-long crash
 
 all: $(SO)
 
@@ -180,7 +180,14 @@ VALGRIND = valgrind --quiet --error-exitcode=99 --leak-check=full \
   --errors-for-leak-kinds=definite --show-leak-kinds=definite \
   --suppressions=.ci/valgrind.supp
 valgrind: deps-all all
-	RAG_VALGRIND=1 $(VALGRIND) $(BUSTED)
+	$(VALGRIND) $(BUSTED)
+
+# Crash consistency at full length: 100 SIGKILLs of `rag index` runs over a
+# changing folder (make test kills 8), beside the 100 kills of rag.index
+# saves that every spec run makes.
+crash: deps all
+	RAG_FULL=1 RAG_CRASH_REPORT=1 $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
+	  --cpath='$(BUILD)/?.so' -o spec/summary.lua spec/cli/crash_spec.lua
 
 # Mutation testing: each mutant of .ci/mutants.txt applied in turn to a copy
 # of the tree (build/mutate), the specs run, the share caught reported.
