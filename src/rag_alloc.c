@@ -14,6 +14,7 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h> /* sysconf */
 #if defined(__GLIBC__)
 #include <malloc.h> /* malloc_trim */
 #endif
@@ -76,14 +77,30 @@ void *rag_test_realloc(void *p, size_t n) {
 */
 #define MAP_FROM ((size_t)1 << 18)
 
+/*
+** A mapping is whole pages, so that advice over the block (rag_advise_huge)
+** covers all of it: advice over part of a mapping splits it in two, and
+** mremap cannot move a range that spans two mappings (EFAULT). That made
+** every add fail with "not enough memory" once an HNSW graph rebuilt to an
+** odd capacity had advised its rows. Should a move still fail, the block
+** is copied into a new mapping.
+*/
 static int block_map(rag_block *b, size_t keep, size_t n) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   void *q;
 #ifdef RAG_TESTING
   if (should_fail()) return RAG_ENOMEM;
 #endif
+  if (n > (size_t)-1 - page) return RAG_ENOMEM;
+  n = (n + page - 1) / page * page;
   if (b->mapped > 0) {
     q = mremap(b->base, b->mapped, n, MREMAP_MAYMOVE);
-    if (q == MAP_FAILED) return RAG_ENOMEM;
+    if (q == MAP_FAILED) {
+      q = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (q == MAP_FAILED) return RAG_ENOMEM;
+      memcpy(q, b->p, keep < n ? keep : n);
+      (void)munmap(b->base, b->mapped);
+    }
   } else {
     q = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (q == MAP_FAILED) return RAG_ENOMEM;
