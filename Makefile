@@ -52,7 +52,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
-  check-exports clean host host-bench test-host valgrind mutate fuzz-long crash
+  check-exports clean host host-bench test-host valgrind mutate fuzz-long crash soak
 
 all: $(SO)
 
@@ -181,6 +181,11 @@ VALGRIND = valgrind --quiet --error-exitcode=99 --leak-check=full \
   --suppressions=.ci/valgrind.supp
 valgrind: deps-all all
 	$(VALGRIND) $(BUSTED)
+
+# Soaks: 1,000,000 searches and 100,000 churn cycles on one index, RSS
+# sampled at every tenth; fails when it grew more than 2% after the first.
+soak: all
+	$(LUA) bench/soak.lua
 
 # Crash consistency at full length: 100 SIGKILLs of `rag index` runs over a
 # changing folder (make test kills 8), beside the 100 kills of rag.index

@@ -567,6 +567,42 @@ describe("rag.bm25 persistence", function()
     os.remove(path)
   end)
 
+  it("rejects counts that disagree even with every checksum right", function()
+    local b = bm25.new()
+    b:add("a", "apple pie")
+    b:add("b", "apple tart crumble")
+    local path = tmpname()
+    assert.is_true(b:save(path))
+    local good = slurp(path)
+    local sec = {}
+    for _, x in ipairs(helpers.sections(good)) do
+      sec[x.tag] = x
+    end
+    -- DOCS: ndocs, then id:str dl:varint; here "\2", "\1a" dl, "\1b" dl
+    local d = sec.DOCS.at
+    assert.equal("\2\1a", good:sub(d, d + 2))
+    assert.equal("\1b", good:sub(d + 4, d + 5))
+    local function refused(bytes, why)
+      helpers.write(path, helpers.resign(bytes))
+      local x, msg, code = bm25.load(path)
+      assert.is_nil(x, why)
+      assert.equal("corrupt", code, why)
+      assert.truthy(msg:find("^rag%.bm25%.load: "), msg)
+    end
+    refused(helpers.splice(good, d + 5, "a"), "two documents named a")
+    refused(helpers.splice(good, d + 3, string.char(good:byte(d + 3) + 1)), "a length off by one")
+    -- TERM: nterms, nslots, then entries of pool:u32 post:u64 df:u32
+    -- "apple" (in both) and the next term (in one) trade a document: the
+    -- frequencies still add up, but neither is its list's length
+    local df1, df2 = sec.TERM.at + 8 + 12, sec.TERM.at + 8 + 16 + 12
+    assert.same({ 2, 1 }, { helpers.le(good, df1, 4), helpers.le(good, df2, 4) })
+    refused(helpers.splice(helpers.splice(good, df1, helpers.u32(1)), df2, helpers.u32(2)),
+      "document frequencies traded")
+    helpers.write(path, helpers.resign(good)) -- re-signing alone changes nothing
+    assert.equal(2, #assert(bm25.load(path)))
+    os.remove(path)
+  end)
+
   it("rejects every truncation of a saved file", function()
     local path = tmpname()
     local b = build(FULL and corpus(34, 400) or corpus(34, 12, 8))

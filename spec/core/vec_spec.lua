@@ -112,6 +112,13 @@ describe("rag.vec search", function()
     assert.same({ 0.333251953125, 65504, 0, 2 ^ -24 }, v:get("a"))
     assert.has_error(function() v:add("b", { 0, 65520, 0, 0 }) end,
       "rag.vec.add: component 2 is out of range")
+    -- removing a row moves the last one into its place, with its scale
+    local moved = vec.new({ dim = 2, metric = "dot", dtype = "i8" })
+    moved:add("big", { 100, 50 })
+    moved:add("small", { 0.5, 0.25 })
+    local before = moved:search({ 1, 1 }, 2)
+    moved:remove("big")
+    assert.same({ before[2] }, moved:search({ 1, 1 }, 2))
     local w = vec.new({ dim = 3, metric = "dot", dtype = "i8" })
     w:add("a", { 2, -1, 0.5 })
     local g = w:get("a")

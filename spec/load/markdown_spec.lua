@@ -64,6 +64,8 @@ describe("rag.load.markdown", function()
       -- setext headings, and no heading inside a quote, a list item or code
       { "Foo *bar*\n=========\n\nBaz\n---", { "Foo *bar*", 1 }, { "Baz", 2 } },
       { "> # quoted\n\n- # item\n\n```\n# code\n```" },
+      { "``\n# foo\n``", { "foo", 1 } }, -- two backticks open no fence
+      { "~~~\n# code\n~~~\n# after", { "after", 1 } },
     }
     for _, c in ipairs(cases) do
       local d = load.markdown(c[1])[1]
