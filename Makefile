@@ -185,7 +185,7 @@ valgrind: deps-all all
 # Soaks: 1,000,000 searches and 100,000 churn cycles on one index, RSS
 # sampled at every tenth; fails when it grew more than 2% after the first.
 soak: all
-	$(LUA) bench/soak.lua
+	@$(RUN) $(LUA) bench/soak.lua
 
 # Crash consistency at full length: 100 SIGKILLs of `rag index` runs over a
 # changing folder (make test kills 8), beside the 100 kills of rag.index

@@ -46,15 +46,14 @@ end
 
 local idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 64 }), vector = "hnsw",
   chunk = { size = 128, overlap = 16 } })
-local live, next_id = {}, 0
+local live = {}
 local docs = {}
 for i = 1, 2000 do
   docs[i] = { id = "d" .. i, text = text(40 + rand(120)) }
   live[#live + 1] = "d" .. i
 end
-next_id = 2000
+local next_id = 2000
 assert(idx:add_many(docs))
-docs = nil
 local queries = {}
 for i = 1, 500 do
   queries[i] = text(2 + i % 4)
