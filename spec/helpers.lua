@@ -183,53 +183,45 @@ function M.oom_walk(op, after_failure)
   error("operation never completed")
 end
 
---- Out-of-memory walk of the Lua state's own allocator, persistent mode:
--- every allocation that grows memory fails from the nth on, for n = 1, 2,
--- ... until `op` runs without meeting one. Each round `setup()` (not under
--- failure) makes fresh state and `op(state)` runs under failure; the op
--- must then succeed (when it recovers itself) or raise "not enough
--- memory". `check(state, ok, result)` (result: op's first value when ok)
--- then runs with memory back: after a failure
--- the state must be as before the op and usable. Returns the number of
--- fault points. Needs a RAG_TESTING build of Lua 5.4
--- (`rag.core._lua_oom`); make asan's LeakSanitizer finds what leaked.
-function M.lua_oom_walk(setup, op, check)
-  local lua_oom = require("rag.core")._lua_oom
-  local points = 0
-  for n = 1, 1000000 do
-    local state = setup and setup()
+-- One round under each allocator's failures: fired (whether the nth
+-- allocation was reached), ok, and op's first value or its error.
+local round = {
+  -- the Lua state's, persistent: every growth from the nth on fails
+  lua = function(n, op, state)
     collectgarbage()
-    local fired, ok, err = lua_oom(n, op, state)
-    if not ok then
-      assert(err == "not enough memory", "round " .. n .. ": " .. tostring(err))
-    end
-    if check then
-      check(state, ok, ok and err or nil)
-    end
-    if fired == 0 then
-      assert(ok, err)
-      return points
-    end
-    points = points + 1
-  end
-  error("operation never completed")
-end
-
---- The same walk over the core's allocator (rag_malloc), transient mode:
--- only the nth allocation fails, for n = 1, 2, ... until `op` runs without
--- reaching it; setup, op and check as for lua_oom_walk. Needs a
--- RAG_TESTING build (`rag.core._fail_alloc`).
-function M.core_oom_walk(setup, op, check)
-  local fail_alloc = require("rag.core")._fail_alloc
-  local points = 0
-  for n = 1, 1000000 do
-    local state = setup and setup()
+    local fired, ok, err = require("rag.core")._lua_oom(n, op, state)
+    return fired > 0, ok, err
+  end,
+  -- the core's rag_malloc, transient: only the nth fails
+  core = function(n, op, state)
+    local fail_alloc = require("rag.core")._fail_alloc
     fail_alloc(n)
     local ok, err = pcall(op, state)
-    local fired = fail_alloc(0) == 0 -- the countdown reached the nth
+    return fail_alloc(0) == 0, ok, err -- the countdown reached the nth
+  end,
+}
+
+--- Out-of-memory walk, SQLite style, of `mode` "lua" (the Lua state's own
+-- allocator, persistent: every allocation that grows memory fails from the
+-- nth on; Lua 5.4 retries once after an emergency collection, so failing
+-- one only would rarely reach an error path) or "core" (rag_malloc,
+-- transient: only the nth allocation fails), for n = 1, 2, ... until `op`
+-- runs without meeting a failure. Each round `setup()` (with memory) makes
+-- fresh state and `op(state)` runs under failure; it must then succeed
+-- (when it recovers by itself) or raise "not enough memory".
+-- `check(state, ok, result)` (result: op's first value when ok) runs with
+-- memory back: after a failure the state must be as before and usable.
+-- Returns the number of fault points. Needs a RAG_TESTING build of Lua 5.4
+-- (`rag.core._lua_oom`, `rag.core._fail_alloc`); make asan's
+-- LeakSanitizer finds what leaked.
+function M.oom_sweep(mode, setup, op, check)
+  local points = 0
+  for n = 1, 1000000 do
+    local state = setup and setup()
+    local fired, ok, err = round[mode](n, op, state)
     if not ok then
       assert(tostring(err):find("not enough memory", 1, true),
-        "round " .. n .. ": " .. tostring(err))
+        mode .. " round " .. n .. ": " .. tostring(err))
     end
     if check then
       check(state, ok, ok and err or nil)
@@ -390,6 +382,17 @@ function M.resign(s)
     out[#out + 1] = M.u32(M.crc32(body))
   end
   return table.concat(out)
+end
+
+--- Asserts that load(path) refuses `bytes` re-signed (their checksums made
+-- right): nil, a message naming `fname`, and the code "corrupt". `why` says
+-- what the damage was, for the failure message.
+function M.refused_resigned(load, fname, path, bytes, why)
+  M.write(path, M.resign(bytes))
+  local x, msg, code = load(path)
+  assert(x == nil, why .. ": loaded")
+  assert(code == "corrupt", why .. ": code " .. tostring(code))
+  assert(msg:find(fname .. ": ", 1, true) == 1, msg)
 end
 
 --- s with the bytes at `at` (1-based) replaced by `bytes`.

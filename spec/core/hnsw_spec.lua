@@ -515,11 +515,7 @@ describe("rag.hnsw persistence", function()
       return a, links
     end
     local function refused(bytes, why)
-      helpers.write(p, helpers.resign(bytes))
-      local x, msg, code = hnsw.load(p)
-      assert.is_nil(x, why)
-      assert.equal("corrupt", code, why)
-      assert.truthy(msg:find("^rag%.hnsw%.load: "), msg)
+      helpers.refused_resigned(hnsw.load, "rag.hnsw.load", p, bytes, why)
     end
     local a0, links0 = list(0)
     assert.is_true(#links0 >= 2)

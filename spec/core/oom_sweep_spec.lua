@@ -44,8 +44,8 @@ end
 local function walk(name, setup, op, check, min_points)
   collectgarbage()
   local fds_before = open_fds()
-  local lua_points = helpers.lua_oom_walk(setup, op, check)
-  local core_points = helpers.core_oom_walk(setup, op, check)
+  local lua_points = helpers.oom_sweep("lua", setup, op, check)
+  local core_points = helpers.oom_sweep("core", setup, op, check)
   if REPORT then
     io.stderr:write(("oom sweep: %-30s %6d Lua + %6d core fault points\n")
       :format(name, lua_points, core_points))
