@@ -500,6 +500,21 @@ describe("rag.pack", function()
     assert.is_true(res.tokens < full.tokens - 1)
   end)
 
+  it("merges adjacent chunks when the merged text fills the budget exactly", function()
+    local doc = "Tides follow the moon. Spring tides are high. Neap tides are low."
+    local two = {
+      { id = "t1", text = doc:sub(1, 23), score = 0.9, doc = "tides", start = 1, stop = 23 },
+      { id = "t2", text = doc:sub(24, 45), score = 0.8, doc = "tides", start = 24, stop = 45 },
+    }
+    local o = { budget = 1000, tokenizer = cl100k, merge_adjacent = true }
+    local full = pack(two, o)
+    assert.same({ "t1", "t2" }, full.citations[1].ids)
+    o.budget = full.tokens
+    local exact = pack(two, o)
+    assert.equal(full.text, exact.text)
+    assert.equal(full.tokens, exact.tokens)
+  end)
+
   it("skips an item that does not fit and takes smaller ones after it", function()
     local list = {
       { id = "big", text = string.rep("many words here ", 50), score = 2 },
