@@ -617,6 +617,33 @@ end
   end)
 end)
 
+describe("rag.index ids that look like paths", function()
+  it("stay names: a save writes only its own files inside the directory", function()
+    local root = tmpname()
+    local dir = root .. "/kb"
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    local ids = { "../escape", "../../etc/passwd", "/tmp/abs", "a/../../b", "..", ".", "x\0y",
+      "manifest.json", "store-1.rag" }
+    local idx = rag.index.new({ embedder = hashing(16) })
+    for i, id in ipairs(ids) do
+      idx:add({ id = id, text = "document number " .. i .. " about tides" })
+    end
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local p = io.popen("cd '" .. root .. "' && find . | sort")
+    local tree = p:read("*a")
+    p:close()
+    assert.equal(table.concat({ ".", "./kb", "./kb/bm25-1.rag", "./kb/manifest.json",
+      "./kb/store-1.rag", "./kb/vectors-1.rag" }, "\n") .. "\n", tree)
+    local back = assert(rag.index.open(dir))
+    for i, id in ipairs(ids) do
+      assert.equal("document number " .. i .. " about tides", back:get(id).text)
+    end
+    back:close()
+    os.execute("rm -rf '" .. root .. "'")
+  end)
+end)
+
 describe("rag.core.fs.sum", function()
   it("gives a file's size and CRC-32 as a byte-by-byte reference does", function()
     -- sizes about the 64 bytes where the 8-byte slices start, their tails,
