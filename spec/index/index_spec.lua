@@ -622,10 +622,10 @@ describe("rag.index ids that look like paths", function()
     local root = tmpname()
     local dir = root .. "/kb"
     assert(os.execute("mkdir -p '" .. dir .. "'"))
-    local ids = { "../escape", "../../etc/passwd", "/tmp/abs", "a/../../b", "..", ".", "x\0y",
+    local names = { "../escape", "../../etc/passwd", "/tmp/abs", "a/../../b", "..", ".", "x\0y",
       "manifest.json", "store-1.rag" }
     local idx = rag.index.new({ embedder = hashing(16) })
-    for i, id in ipairs(ids) do
+    for i, id in ipairs(names) do
       idx:add({ id = id, text = "document number " .. i .. " about tides" })
     end
     assert.is_true(idx:save(dir))
@@ -636,7 +636,7 @@ describe("rag.index ids that look like paths", function()
     assert.equal(table.concat({ ".", "./kb", "./kb/bm25-1.rag", "./kb/manifest.json",
       "./kb/store-1.rag", "./kb/vectors-1.rag" }, "\n") .. "\n", tree)
     local back = assert(rag.index.open(dir))
-    for i, id in ipairs(ids) do
+    for i, id in ipairs(names) do
       assert.equal("document number " .. i .. " about tides", back:get(id).text)
     end
     back:close()
