@@ -82,9 +82,9 @@ describe("the canary API key", function()
     clean("rag index --enrich", out)
     -- an evaluation whose LLM fails reports it, in its output and reports
     local json, html = root .. "/eval.json", root .. "/eval.html"
-    _, out = rag_cmd("eval '" .. kb .. "' --qa '" .. root .. "/qa.jsonl' --llm openai"
+    local _, eval_out = rag_cmd("eval '" .. kb .. "' --qa '" .. root .. "/qa.jsonl' --llm openai"
       .. " --model e500:c8 --json '" .. json .. "' --html '" .. html .. "'")
-    clean("rag eval", out)
+    clean("rag eval", eval_out)
     for _, path in ipairs({ json, html }) do
       if helpers.exists(path) then
         clean(path, helpers.read(path))
