@@ -182,10 +182,13 @@ VALGRIND = valgrind --quiet --error-exitcode=99 --leak-check=full \
 valgrind: deps-all all
 	$(VALGRIND) $(BUSTED)
 
-# Soaks: 1,000,000 searches and 100,000 churn cycles on one index, RSS
-# sampled at every tenth; fails when it grew more than 2% after the first.
+# Soaks: 1,000,000 searches and 100,000 churn cycles on one index, and 5,000
+# requests to a loopback model server that injects faults; RSS sampled at
+# every tenth; fails when it grew more than 2% after the first, or when a
+# request's outcome is not the one its fault calls for.
 soak: all
 	@$(RUN) $(LUA) bench/soak.lua
+	@LUA_PATH='$(LPATH);./?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/soak_provider.lua
 
 # Crash consistency at full length: 100 SIGKILLs of `rag index` runs over a
 # changing folder (make test kills 8), beside the 100 kills of rag.index

@@ -599,6 +599,26 @@ static int bad_json(lua_State *L, const char *what, size_t pos) {
                     (unsigned long)pos);
 }
 
+/* The nesting depth at byte n of s: the arrays and objects open there. */
+static size_t depth_at(const char *s, size_t n) {
+  size_t i, depth = 0;
+  int in_string = 0;
+  for (i = 0; i < n; i++) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\') i++;
+      else if (c == '"') in_string = 0;
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c == '[' || c == '{') {
+      depth++;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      depth--;
+    }
+  }
+  return depth;
+}
+
 static int json_decode(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
@@ -613,9 +633,12 @@ static int json_decode(lua_State *L) {
   if (bad != 0) return bad_json(L, what, bad);
   box = lrag_box_new(L, tree_fin);
   box->p = cJSON_ParseWithLengthOpts(s, len, &end, 0);
-  if (box->p == NULL)
-    return bad_json(L, "invalid json",
-                    end != NULL && end >= s && end <= s + len ? (size_t)(end - s) + 1 : 1);
+  if (box->p == NULL) {
+    size_t at = end != NULL && end >= s && end <= s + len ? (size_t)(end - s) : 0;
+    /* cJSON stops at its own limit (CJSON_NESTING_LIMIT, 1000) */
+    return bad_json(L, depth_at(s, at) >= RAG_JSON_MAX_DEPTH ? "nesting deeper than 1000"
+                                                              : "invalid json", at + 1);
+  }
   while (end < s + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
   d.L = L;
   d.src = d.cur = s;
