@@ -52,7 +52,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
   bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
-  check-exports clean host host-bench test-host valgrind mutate fuzz-long crash soak
+  check-exports clean host host-bench test-host valgrind mutate fuzz-long crash soak soak-serve
 
 all: $(SO)
 
@@ -189,6 +189,12 @@ valgrind: deps-all all
 soak: all
 	@$(RUN) $(LUA) bench/soak.lua
 	@LUA_PATH='$(LPATH);./?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(LUA) bench/soak_provider.lua
+
+# The OpenResty soak: rag serve under wrk for SECS (120) seconds, re-indexed
+# every 3 s; no failed request, the last change served, workers' RSS flat.
+soak-serve: all
+	@$(MAKE) --no-print-directory all LUA_VERSION=jit
+	bash bench/soak_serve.sh $(SECS)
 
 # Crash consistency at full length: 100 SIGKILLs of `rag index` runs over a
 # changing folder (make test kills 8), beside the 100 kills of rag.index
