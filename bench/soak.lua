@@ -37,12 +37,6 @@ local function text(n)
   return table.concat(t, " ") .. "."
 end
 
-local function rss_kb()
-  local f = assert(io.open("/proc/self/status"))
-  local s = f:read("*a")
-  f:close()
-  return tonumber(s:match("VmRSS:%s*(%d+)"))
-end
 
 local idx = rag.index.new({ embedder = rag.embed.hashing({ dim = 64 }), vector = "hnsw",
   chunk = { size = 128, overlap = 16 } })
@@ -72,9 +66,9 @@ local function run(name, n, step)
     end
     collectgarbage()
     collectgarbage()
-    local rss = rss_kb()
+    local rss = util.rss_kb()
     rag.core.index.trim() -- what stays once the allocator returns its free pages
-    marks[tenth] = { rss = rss, trimmed = rss_kb(), heap = collectgarbage("count"),
+    marks[tenth] = { rss = rss, trimmed = util.rss_kb(), heap = collectgarbage("count"),
       index = idx:stats().memory or 0 }
     print(("  %-7s %3d%%  rss %6.1f MB (trimmed %6.1f)  lua heap %5.1f MB  index %6.1f MB  %6.1f s")
       :format(name, tenth * 10, rss / 1024, marks[tenth].trimmed / 1024, marks[tenth].heap / 1024,

@@ -12,6 +12,7 @@
 -- Usage: lua5.4 bench/soak_provider.lua [REQUESTS]   (make soak)
 local rag = require("rag")
 local helpers = require("spec.helpers")
+local util = require("bench.util")
 
 local N = tonumber(arg[1]) or 5000
 local LIMIT = 0.02
@@ -33,12 +34,6 @@ local FAULTS = {
 local SLOW = { plain = { "slow1", "timeout" }, stream = { "stall1", "timeout" } }
 local MESSAGE = "one two three four five six seven"
 
-local function rss_kb()
-  local f = assert(io.open("/proc/self/status"))
-  local s = f:read("*a")
-  f:close()
-  return tonumber(s:match("VmRSS:%s*(%d+)"))
-end
 
 local base, stop = helpers.start_httpd("llmd.py")
 local p = rag.providers.openai({ base_url = base .. "/v1", api_key = "sk-soak", model = "m",
@@ -73,7 +68,7 @@ for i = 1, N do
   if i % (N // 10) == 0 then
     collectgarbage()
     collectgarbage()
-    marks[#marks + 1] = rss_kb()
+    marks[#marks + 1] = util.rss_kb()
     print(("  %3d%%  rss %6.1f MB  %6.1f s cpu"):format(#marks * 10, marks[#marks] / 1024,
       os.clock() - t0))
     io.stdout:flush()

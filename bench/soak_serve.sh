@@ -44,17 +44,7 @@ workers_rss() {
   ps -o rss= --ppid "$master" | awk '{ s += $1 } END { print s }'
 }
 
-cat >"$tmp/search.lua" <<'EOF'
-local queries = { "spring tides", "cerebral white matter", "newborn brain", "moon sea",
-  "diffusion tensor imaging", "gene expression", "cancer cells", "protein" }
-local n = 0
-request = function()
-  n = n + 1
-  local body = '{"query":"' .. queries[n % #queries + 1] .. '","k":10,"mode":"hybrid"}'
-  return wrk.format("POST", "/search", { ["Content-Type"] = "application/json" }, body)
-end
-EOF
-wrk -t2 -c16 -d"${secs}s" -s "$tmp/search.lua" "$url" >"$tmp/wrk.out" 2>&1 &
+wrk -t2 -c16 -d"${secs}s" -s spec/serve/wrk_search.lua "$url" >"$tmp/wrk.out" 2>&1 &
 wrk_pid=$!
 start=$(date +%s)
 tenth=$((secs / 10))

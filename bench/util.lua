@@ -2,6 +2,14 @@
 -- project root (`make bench-*`), where `require("bench.util")` finds this.
 local M = {}
 
+--- This process's resident set size (VmRSS), KB.
+function M.rss_kb()
+  local f = assert(io.open("/proc/self/status"))
+  local s = f:read("*a")
+  f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)"))
+end
+
 --- The median of a list of numbers (sorts it in place).
 function M.median(t)
   table.sort(t)

@@ -227,17 +227,7 @@ unset OPENAI_BASE_URL OPENAI_API_KEY
 # with one document changed; no socket error, no non-2xx; then a search
 # sees the change, served from the new generation.
 gen0=$(curl -s "$main_url/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["generation"])')
-cat >"$tmp/search.lua" <<'EOF'
-local queries = { "spring tides", "cerebral white matter", "newborn brain", "moon sea",
-  "diffusion tensor imaging", "gene expression", "cancer cells", "protein" }
-local n = 0
-request = function()
-  n = n + 1
-  local body = '{"query":"' .. queries[n % #queries + 1] .. '","k":10,"mode":"hybrid"}'
-  return wrk.format("POST", "/search", { ["Content-Type"] = "application/json" }, body)
-end
-EOF
-wrk -t2 -c16 -d6s -s "$tmp/search.lua" "$main_url" >"$tmp/wrk.out" 2>&1 &
+wrk -t2 -c16 -d6s -s spec/serve/wrk_search.lua "$main_url" >"$tmp/wrk.out" 2>&1 &
 wrk_pid=$!
 sleep 1.5
 printf 'Zanzibar quokkas reindexed while serving.\n' >>"$tmp/docs/a.txt"
