@@ -85,6 +85,10 @@ describe("rag.load.html", function()
     assert.is_nil(d.title)
     d = load.html('<main hidden>x</main><p aria-hidden="true">y</p><p>z</p>')[1]
     assert.equal("z", d.text)
+    -- inline styles that hide, with the spacing and case pages use
+    d = load.html('<p style="display:none">a</p><p style="Visibility: Hidden">b</p>'
+      .. '<p style="color: red; visibility:hidden">c</p><p style="display: block">d</p>')[1]
+    assert.equal("d", d.text)
     assert.same({}, load.sections(d))
   end)
 
