@@ -843,19 +843,12 @@ static void push_chunk(lua_State *L, const rag_store_doc *d, size_t i) {
 */
 static int index_chunk_get(lua_State *L) {
   lindex *x = check_open(L, "rag.index.chunk");
-  size_t len, n = 0, p, i;
+  size_t len;
   const char *id = lrag_checkid(L, 2, "rag.index.chunk", &len);
   rag_store *s = rag_index_store(x->ix);
-  uint32_t slot;
-  const rag_store_doc *d;
-  for (p = len; p > 0 && id[p - 1] >= '0' && id[p - 1] <= '9'; p--) continue;
-  if (p == 0 || p == len || id[p - 1] != '#' || len - p > 9 || id[p] == '0') return 0;
-  for (i = p; i < len; i++) n = n * 10 + (size_t)(id[i] - '0');
-  slot = rag_store_find(s, id, p - 1);
-  if (slot == RAG_IDS_NONE) return 0;
-  d = rag_store_doc_at(s, slot);
-  if (n > d->nchunks) return 0;
-  push_chunk(L, d, n - 1);
+  uint32_t slot, n;
+  if (!rag_store_chunk_find(s, id, len, &slot, &n)) return 0;
+  push_chunk(L, rag_store_doc_at(s, slot), n - 1);
   return 1;
 }
 

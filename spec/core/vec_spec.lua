@@ -110,6 +110,9 @@ describe("rag.vec search", function()
     local v = vec.new({ dim = 4, metric = "dot", dtype = "f16" })
     v:add("a", { 1 / 3, 65504, 1e-8, 3e-8 })
     assert.same({ 0.333251953125, 65504, 0, 2 ^ -24 }, v:get("a"))
+    -- halfway between two f16 values rounds to the even one
+    v:add("ties", { 1 + 2 ^ -11, 1 + 3 * 2 ^ -11, -(1 + 2 ^ -11), 1 + 2 ^ -11 + 2 ^ -20 })
+    assert.same({ 1, 1 + 2 ^ -9, -1, 1 + 2 ^ -10 }, v:get("ties"))
     assert.has_error(function() v:add("b", { 0, 65520, 0, 0 }) end,
       "rag.vec.add: component 2 is out of range")
     -- removing a row moves the last one into its place, with its scale

@@ -193,6 +193,35 @@ describe("rag.index search", function()
     end
   end)
 
+  it("knows its leaves and its chunk names, saved and opened again", function()
+    local text = ("alpha beta. "):rep(12) .. ("gamma delta. "):rep(12)
+    local copts = { sizes = { 48, 12 }, tokenizer = rag.tokenizer.get("cl100k_base") }
+    local chunks = rag.chunk.hierarchy(text, copts)
+    -- by hand: a chunk is a leaf when no chunk names it as its parent
+    local parent = {}
+    for _, c in ipairs(chunks) do
+      if c.meta.parent then
+        parent[c.meta.parent] = true
+      end
+    end
+    local h = rag.index.new({ embedder = false, chunker = "hierarchy", chunk = copts })
+    h:add({ id = "h", text = text })
+    local dir = tmpname()
+    assert.is_true(h:save(dir))
+    for _, x in ipairs({ h, assert(rag.index.open(dir)), assert(rag.index.open(dir,
+      { readonly = true })) }) do
+      for i = 1, #chunks do
+        assert.are.equal(not parent[i], x:chunk("h#" .. i).leaf, "chunk " .. i)
+      end
+      -- a chunk is named by its number as written: no zero, no leading zero
+      assert.is_nil(x:chunk("h#0"))
+      assert.is_nil(x:chunk("h#01"))
+      assert.is_nil(x:chunk("h#" .. (#chunks + 1)))
+      x:close()
+    end
+    rmdir(dir)
+  end)
+
 end)
 
 -- {====== Reproducibility, cooperative ingestion, persistence ======}
