@@ -183,6 +183,15 @@ describe("rag.index search", function()
       end
     end
     assert.is_true(parents > 0)
+    -- a ratio met exactly merges: a parent with 3 of its 4 children hit, at 0.75
+    for p, n in pairs(alpha) do
+      local ratio = n / children[p]
+      local found = false
+      for _, hit in ipairs(h:search("alpha", { k = 100, expand = { merge = ratio } })) do
+        found = found or hit.id == "h#" .. p
+      end
+      assert.is_true(found, ("parent %d at ratio %d/%d"):format(p, n, children[p]))
+    end
     for _, hit in ipairs(merged) do
       local n = tonumber(hit.id:match("#(%d+)$"))
       assert.are.equal(chunks[n].start, hit.start)
