@@ -184,13 +184,22 @@ describe("rag.index search", function()
     end
     assert.is_true(parents > 0)
     -- a ratio met exactly merges: a parent with 3 of its 4 children hit, at 0.75
+    -- and scores the mean of its hit children's scores
     for p, n in pairs(alpha) do
       local ratio = n / children[p]
-      local found = false
+      local found
       for _, hit in ipairs(h:search("alpha", { k = 100, expand = { merge = ratio } })) do
-        found = found or hit.id == "h#" .. p
+        found = found or (hit.id == "h#" .. p and hit)
       end
-      assert.is_true(found, ("parent %d at ratio %d/%d"):format(p, n, children[p]))
+      assert.is_truthy(found, ("parent %d at ratio %d/%d"):format(p, n, children[p]))
+      local sum, hit_children = 0, 0
+      for _, hit in ipairs(plain) do
+        if chunks[tonumber(hit.id:match("#(%d+)$"))].meta.parent == p then
+          sum, hit_children = sum + hit.score, hit_children + 1
+        end
+      end
+      assert.are.equal(n, hit_children)
+      assert.is_true(math.abs(found.score - sum / n) < 1e-12, found.score .. " vs " .. sum / n)
     end
     for _, hit in ipairs(merged) do
       local n = tonumber(hit.id:match("#(%d+)$"))
