@@ -211,6 +211,26 @@ describe("rag.index search", function()
     end
   end)
 
+  it("breaks ties between merged hits by chunk name", function()
+    local text = ("alpha beta. "):rep(12) .. ("gamma delta. "):rep(12)
+    local copts = { sizes = { 48, 12 }, tokenizer = rag.tokenizer.get("cl100k_base") }
+    local h = rag.index.new({ embedder = false, chunker = "hierarchy", chunk = copts })
+    for _, id in ipairs({ "c", "a", "b" }) do -- the same text thrice: every score ties
+      h:add({ id = id, text = text })
+    end
+    local hits = h:search("alpha", { k = 100, expand = { merge = 0.5 } })
+    local ties = 0
+    for i = 2, #hits do
+      assert.is_true(hits[i - 1].score >= hits[i].score)
+      if hits[i - 1].score == hits[i].score then
+        ties = ties + 1
+        assert.is_true(hits[i - 1].id < hits[i].id, hits[i - 1].id .. " before " .. hits[i].id)
+      end
+    end
+    assert.is_true(ties >= 2)
+    assert.equal("a#1", hits[1].id)
+  end)
+
   it("knows its leaves and its chunk names, saved and opened again", function()
     local text = ("alpha beta. "):rep(12) .. ("gamma delta. "):rep(12)
     local copts = { sizes = { 48, 12 }, tokenizer = rag.tokenizer.get("cl100k_base") }
