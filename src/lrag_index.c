@@ -295,10 +295,13 @@ static staged *next_staged(lua_State *L, batch *b) {
 
 /* Room for n more chunks; returns the first. */
 static rag_store_chunk *more_chunks(lua_State *L, batch *b, size_t n) {
-  if (n > b->chunkcap - b->nchunks) {
+  /* the array exists even for documents without chunks: b->chunks + k is
+     taken for each document (NULL + 0 is undefined) */
+  if (b->chunks == NULL || n > b->chunkcap - b->nchunks) {
     rag_store_chunk *v;
-    if (b->nchunks + n < n) luaL_error(L, "not enough memory");
-    v = (rag_store_chunk *)rag_grow(b->chunks, &b->chunkcap, b->nchunks + n, sizeof *v);
+    if (b->nchunks + n + 1 < n) luaL_error(L, "not enough memory");
+    v = (rag_store_chunk *)rag_grow(b->chunks, &b->chunkcap, b->nchunks + (n > 0 ? n : 1),
+                                    sizeof *v);
     if (v == NULL) luaL_error(L, "not enough memory");
     b->chunks = v;
   }
