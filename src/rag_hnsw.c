@@ -242,7 +242,10 @@ static int nodes_fit(rag_hnsw *h, size_t need) {
   if (rag_block_resize(&h->rowmem, h->n * h->kern.rowbytes, cap * h->kern.rowbytes) != RAG_OK)
     return RAG_ENOMEM;
   h->rows = h->rowmem.p;
-  rag_advise_huge(h->rows, cap * h->kern.rowbytes);
+  /* a mapped block is advised whole: advice over part of it would split
+     the mapping, and the next growth could no longer move it */
+  if (h->rowmem.mapped > 0) rag_advise_huge(h->rowmem.base, h->rowmem.mapped);
+  else rag_advise_huge(h->rows, cap * h->kern.rowbytes);
   if (h->kern.dtype == RAG_I8) {
     GROW(scales, sizeof(float))
   }
