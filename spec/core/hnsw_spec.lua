@@ -195,24 +195,17 @@ describe("rag.hnsw changes", function()
     -- 4.4 MB, past the 4 MB from which rows are advised huge pages, and end
     -- inside a page. The advice once split the mapping and every later add
     -- failed with "not enough memory".
-    local r = helpers.rng(31)
-    local function row()
-      local x = {}
-      for j = 1, 1000 do
-        x[j] = r(1000) / 1000 - 0.5
-      end
-      return x
-    end
+    local rows = data.random(31, 2400, 1000)
     local h = hnsw.new({ dim = 1000, M = 4, ef_construction = 8 })
     for i = 1, 2300 do
-      h:add("v" .. i, row())
+      h:add("v" .. i, rows[i])
     end
     for i = 1, 1200 do
       h:remove("v" .. i)
     end
     assert.equal(1, h:stats().rebuilds)
     for i = 2301, 2400 do
-      h:add("v" .. i, row())
+      h:add("v" .. i, rows[i])
     end
     assert.equal(1200, #h)
     h:close()
