@@ -1069,7 +1069,14 @@ function M.open(dir, opts)
   local edesc = m.embedder or nil
   local embedder = o.embedder
   if embedder == nil then
-    embedder = rebuild(edesc) or false
+    -- the manifest's settings are data: settings the embedder refuses are
+    -- a damaged manifest, not the caller's misuse
+    local ok, e = pcall(rebuild, type(edesc) == "table" and edesc or nil)
+    if not ok then
+      return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': bad embedder settings ("
+        .. tostring(e):gsub("^.-rag%.embed%.hashing: ", "") .. ")", "corrupt"
+    end
+    embedder = e or false
   elseif embedder then
     check_embedder(fname, embedder)
     local d = describe(embedder)

@@ -711,6 +711,27 @@ describe("rag.index ids that look like paths", function()
   end)
 end)
 
+describe("rag.index manifests with bad settings", function()
+  it("are damaged files, not misuse: nil, msg, 'corrupt'", function()
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(16) })
+    idx:add({ id = "a", text = "tides" })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local m = rag.json.decode(helpers.read(dir .. "/manifest.json"))
+    m.checksum = nil
+    m.embedder.config.tf = "bogus" -- found by fuzz/lua_readers: open raised
+    local t = rag.json.encode(m)
+    helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+      .. t:sub(2) .. "\n")
+    local x, msg, code = rag.index.open(dir)
+    assert.is_nil(x)
+    assert.equal("corrupt", code)
+    assert.truthy(msg:find("^rag%.index%.open: '.-manifest%.json': bad embedder settings"), msg)
+    rmdir(dir)
+  end)
+end)
+
 describe("rag.core.fs.sum", function()
   it("gives a file's size and CRC-32 as a byte-by-byte reference does", function()
     -- sizes about the 64 bytes where the 8-byte slices start, their tails,
