@@ -861,7 +861,12 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
       search_pool(h, h->q, cur, ef, 0, h->kern.gather);
     } else { /* walked on the high halves: the best max(2k, k + 10) scored exactly */
       size_t top = 2 * k > k + 10 ? 2 * k : k + 10;
-      search_pool(h, h->q, cur, ef, 0, h->kern.approx);
+      if (h->kern.approx_bf) { /* the query in bfloat16 where h->qe is free during a search */
+        rag_kernel_bf16_query(h->q, h->kern.dim, (uint16_t *)(void *)h->qe);
+        search_pool(h, h->qe, cur, ef, 0, h->kern.approx_bf);
+      } else {
+        search_pool(h, h->q, cur, ef, 0, h->kern.approx);
+      }
       if (top < h->rsn) h->rsn = top;
       for (i = 0; i < h->rsn; i++) __builtin_prefetch(&h->ids.e[h->rs[i].id]); /* for the ids */
       rescore(h, h->q, h->rs, h->rsn);

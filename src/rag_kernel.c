@@ -242,6 +242,25 @@ GATHER(g_l2_s, PLAIN, uint16_t, l2_s(q, x, d))
 GATHER(g_dot_b, PLAIN, uint16_t, dot_b(q, x, d))
 GATHER(g_l2_b, PLAIN, uint16_t, l2_b(q, x, d))
 
+/* {====== Passing over rows below a threshold ======} */
+
+/*
+** rag_kernel.skip: the first i with !(a[i] + ((p x + q) x + r) < tau), x =
+** xn[i], in double, each operation rounded once (no fused multiply-add), as
+** rag_vec's scalar loop computes it; n when there is none. The SIMD
+** versions make the same operations lane by lane, so the same decisions
+** (and rag_vec's bound has a margin for its own arithmetic besides).
+*/
+static size_t p_skip(const float *a, const float *xn, size_t n, double p, double q, double r,
+                     double tau) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    double x = xn[i];
+    if (!(a[i] + ((p * x + q) * x + r) < tau)) break;
+  }
+  return i;
+}
+
 /* {====== AVX2 kernels ======} */
 
 #ifdef RAG_X86
@@ -462,6 +481,35 @@ GATHER(y_l2_s, AVX512, uint16_t, w_l2_s(q, x, d, s))
 GATHER(y_dot_b, AVX512, uint16_t, w_dot_b(q, x, d, s))
 GATHER(y_l2_b, AVX512, uint16_t, w_l2_b(q, x, d, s))
 
+/* p_skip, four rows a step (AVX2). */
+AVX static size_t a_skip(const float *a, const float *xn, size_t n, double p, double q,
+                         double r, double tau) {
+  __m256d vp = _mm256_set1_pd(p), vq = _mm256_set1_pd(q), vr = _mm256_set1_pd(r);
+  __m256d vt = _mm256_set1_pd(tau);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(xn + i)), av = _mm256_cvtps_pd(_mm_loadu_ps(a + i));
+    __m256d b = _mm256_add_pd(_mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(vp, x), vq), x), vr);
+    if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_add_pd(av, b), vt, _CMP_NLT_UQ))) break;
+  }
+  return i + p_skip(a + i, xn + i, n - i, p, q, r, tau);
+}
+
+/* p_skip, eight rows a step (AVX-512F). */
+AVX512 static size_t x_skip(const float *a, const float *xn, size_t n, double p, double q,
+                            double r, double tau) {
+  __m512d vp = _mm512_set1_pd(p), vq = _mm512_set1_pd(q), vr = _mm512_set1_pd(r);
+  __m512d vt = _mm512_set1_pd(tau);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(xn + i));
+    __m512d av = _mm512_cvtps_pd(_mm256_loadu_ps(a + i));
+    __m512d b = _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(vp, x), vq), x), vr);
+    if (_mm512_cmp_pd_mask(_mm512_add_pd(av, b), vt, _CMP_NLT_UQ)) break;
+  }
+  return i + p_skip(a + i, xn + i, n - i, p, q, r, tau);
+}
+
 #define AVX512_ROWS(name, kern)                                                          \
   AVX512 static void name(const float *q, const void *rows, const float *scales, size_t n, \
                           size_t d, size_t rb, float *out) {                               \
@@ -500,75 +548,75 @@ static int cpu_has_avx512(void) {
 
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma,f16c")))
 
-/* 32 components: two VDPBF16PS, the row's bfloat16 pairs against qh's and ql's. */
-#define BF16_STEP(a, b, xv, qhv, qlv)                          \
-  do {                                                         \
-    a = _mm512_dpbf16_ps(a, (__m512bh)(xv), (__m512bh)(qhv)); \
-    b = _mm512_dpbf16_ps(b, (__m512bh)(xv), (__m512bh)(qlv)); \
-  } while (0)
-
 #define LD(p) _mm512_loadu_si512((const void *)(p))
+#define DP(a, xv, qv) a = _mm512_dpbf16_ps(a, (__m512bh)(xv), (__m512bh)(qv))
 
-/* Four accumulators over 64 components a step, then 32, then a masked tail. */
-BF16 static float v_dot_bf(const uint16_t *qh, const uint16_t *ql, const uint16_t *x, size_t d) {
+/* One VDPBF16PS for 32 components: two accumulators over 64 a step, then 32, then a masked tail. */
+BF16 static float v_dot_bf(const uint16_t *qh, const uint16_t *x, size_t d) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   size_t i = 0;
   for (; i + 64 <= d; i += 64) {
-    BF16_STEP(a0, a1, LD(x + i), LD(qh + i), LD(ql + i));
-    BF16_STEP(a2, a3, LD(x + i + 32), LD(qh + i + 32), LD(ql + i + 32));
+    DP(a0, LD(x + i), LD(qh + i));
+    DP(a1, LD(x + i + 32), LD(qh + i + 32));
   }
   if (i + 32 <= d) {
-    BF16_STEP(a0, a1, LD(x + i), LD(qh + i), LD(ql + i));
+    DP(a0, LD(x + i), LD(qh + i));
     i += 32;
   }
   if (i < d) {
     __mmask32 m = (__mmask32)((1u << (d - i)) - 1u);
-    BF16_STEP(a2, a3, _mm512_maskz_loadu_epi16(m, x + i), _mm512_maskz_loadu_epi16(m, qh + i),
-              _mm512_maskz_loadu_epi16(m, ql + i));
+    DP(a1, _mm512_maskz_loadu_epi16(m, x + i), _mm512_maskz_loadu_epi16(m, qh + i));
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
-/* A row's two accumulators summed, for v_dot_bf4. */
-BF16 static inline float sum2(__m512 a, __m512 b) { return _mm512_reduce_add_ps(_mm512_add_ps(a, b)); }
-
-/* Four rows at once, so each load of qh and ql serves four rows (loads bound the one-row loop). */
-BF16 static void v_dot_bf4(const uint16_t *qh, const uint16_t *ql, const unsigned char *r,
-                           size_t d, size_t rb, float *out) {
+/* Four rows at once, so each load of qh serves four rows (loads bound the one-row loop). */
+BF16 static void v_dot_bf4(const uint16_t *qh, const unsigned char *r, size_t d, size_t rb,
+                           float *out) {
   const uint16_t *x0 = (const uint16_t *)(const void *)r;
   const uint16_t *x1 = (const uint16_t *)(const void *)(r + rb);
   const uint16_t *x2 = (const uint16_t *)(const void *)(r + 2 * rb);
   const uint16_t *x3 = (const uint16_t *)(const void *)(r + 3 * rb);
-  __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   size_t i = 0;
   for (; i + 32 <= d; i += 32) {
-    __m512i h = LD(qh + i), l = LD(ql + i);
-    BF16_STEP(a0, b0, LD(x0 + i), h, l);
-    BF16_STEP(a1, b1, LD(x1 + i), h, l);
-    BF16_STEP(a2, b2, LD(x2 + i), h, l);
-    BF16_STEP(a3, b3, LD(x3 + i), h, l);
+    __m512i h = LD(qh + i);
+    DP(a0, LD(x0 + i), h);
+    DP(a1, LD(x1 + i), h);
+    DP(a2, LD(x2 + i), h);
+    DP(a3, LD(x3 + i), h);
   }
   if (i < d) {
     __mmask32 m = (__mmask32)((1u << (d - i)) - 1u);
-    __m512i h = _mm512_maskz_loadu_epi16(m, qh + i), l = _mm512_maskz_loadu_epi16(m, ql + i);
-    BF16_STEP(a0, b0, _mm512_maskz_loadu_epi16(m, x0 + i), h, l);
-    BF16_STEP(a1, b1, _mm512_maskz_loadu_epi16(m, x1 + i), h, l);
-    BF16_STEP(a2, b2, _mm512_maskz_loadu_epi16(m, x2 + i), h, l);
-    BF16_STEP(a3, b3, _mm512_maskz_loadu_epi16(m, x3 + i), h, l);
+    __m512i h = _mm512_maskz_loadu_epi16(m, qh + i);
+    DP(a0, _mm512_maskz_loadu_epi16(m, x0 + i), h);
+    DP(a1, _mm512_maskz_loadu_epi16(m, x1 + i), h);
+    DP(a2, _mm512_maskz_loadu_epi16(m, x2 + i), h);
+    DP(a3, _mm512_maskz_loadu_epi16(m, x3 + i), h);
   }
-  out[0] = sum2(a0, b0);
-  out[1] = sum2(a1, b1);
-  out[2] = sum2(a2, b2);
-  out[3] = sum2(a3, b3);
+  out[0] = _mm512_reduce_add_ps(a0);
+  out[1] = _mm512_reduce_add_ps(a1);
+  out[2] = _mm512_reduce_add_ps(a2);
+  out[3] = _mm512_reduce_add_ps(a3);
 }
 
-BF16 static void x_dot_bf(const uint16_t *qh, const uint16_t *ql, const void *rows, size_t n,
-                          size_t d, size_t rb, float *out) {
+BF16 static void x_dot_bf(const uint16_t *qh, const void *rows, size_t n, size_t d, size_t rb,
+                          float *out) {
   const unsigned char *r = (const unsigned char *)rows;
   size_t i = 0;
-  for (; i + 4 <= n; i += 4, r += 4 * rb) v_dot_bf4(qh, ql, r, d, rb, out + i);
-  for (; i < n; i++, r += rb) out[i] = v_dot_bf(qh, ql, (const uint16_t *)(const void *)r, d);
+  for (; i + 4 <= n; i += 4, r += 4 * rb) v_dot_bf4(qh, r, d, rb, out + i);
+  for (; i < n; i++, r += rb) out[i] = v_dot_bf(qh, (const uint16_t *)(const void *)r, d);
+}
+
+/* rag_kernel.approx_bf: approx's gather, q the query in bfloat16 (rag_kernel_bf16_query). */
+BF16 static void y_dot_bfg(const float *q, const void *rows, const float *scales,
+                           const uint32_t *idx, size_t m, size_t d, size_t rb, float *out) {
+  const uint16_t *qh = (const uint16_t *)(const void *)q;
+  const unsigned char *base = (const unsigned char *)rows;
+  size_t j;
+  (void)scales;
+  for (j = 0; j < m; j++)
+    out[j] = v_dot_bf(qh, (const uint16_t *)(const void *)(base + (size_t)idx[j] * rb), d);
 }
 
 /* AVX512-BF16 and AVX512BW besides AVX-512F (CPUID leaf 7: subleaf 1 EAX bit 5; EBX bit 30). */
@@ -613,7 +661,9 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->one = plain1[dtype][l2];
   k->gather = k->approx = plaing[dtype][l2];
   k->approx_rows = NULL;
+  k->skip = NULL;
   k->bf16_rows = NULL;
+  k->approx_bf = NULL;
   k->simd = 0;
   k->split = 0;
 #ifdef RAG_X86
@@ -643,17 +693,23 @@ void rag_kernel_split(rag_kernel *k) {
   k->gather = l2 ? g_l2_s : g_dot_s;
   k->approx = l2 ? g_l2_b : g_dot_b;
   k->approx_rows = l2 ? p_l2_b : p_dot_b;
+  k->skip = p_skip;
 #ifdef RAG_X86
   if (k->simd && cpu_has_avx512()) {
+    k->skip = x_skip;
     k->one = l2 ? z_l2_s1 : z_dot_s1;
     k->gather = l2 ? y_l2_s : y_dot_s;
     k->approx = l2 ? y_l2_b : y_dot_b;
     k->approx_rows = l2 ? x_l2_b : x_dot_b;
     k->simd = 2;
 #ifdef RAG_BF16
-    if (!l2 && cpu_has_bf16()) k->bf16_rows = x_dot_bf;
+    if (!l2 && cpu_has_bf16()) {
+      k->bf16_rows = x_dot_bf;
+      k->approx_bf = y_dot_bfg;
+    }
 #endif
   } else if (k->simd) {
+    k->skip = a_skip;
     k->one = l2 ? b_l2_s : b_dot_s;
     k->gather = l2 ? c_l2_s : c_dot_s;
     k->approx = l2 ? c_l2_b : c_dot_b;
@@ -745,18 +801,13 @@ void rag_kernel_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo) 
   }
 }
 
-void rag_kernel_bf16_query(const float *q, size_t n, uint16_t *qh, uint16_t *ql) {
+void rag_kernel_bf16_query(const float *q, size_t n, uint16_t *qh) {
   size_t i;
   for (i = 0; i < n; i++) {
-    uint32_t u, h, l;
-    float rest;
+    uint32_t u, h;
     memcpy(&u, &q[i], sizeof u);
-    h = u >> 16;
-    rest = q[i] - join((uint16_t)h, 0); /* exact: q's low 16 bits, as a float */
-    memcpy(&l, &rest, sizeof l);
-    l >>= 16;
+    h = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even; |q| <= 1e15: finite */
     qh[i] = (uint16_t)((h & 0x7f80u) ? h : 0); /* a zero exponent: zero or subnormal */
-    ql[i] = (uint16_t)((l & 0x7f80u) ? l : 0);
   }
 }
 

@@ -35,14 +35,23 @@ typedef void (*rag_kernel_gather_fn)(const float *q, const void *rows, const flo
                                      float *out);
 
 /*
-** Scores n split rows' high halves (bfloat16, `rowbytes` apart) against a
-** query split into two bfloat16 vectors qh and ql (rag_kernel_bf16_query)
-** with AVX512-BF16's VDPBF16PS: out[i] approximates sum (qh + ql) h, with
-** that instruction's rounding and its flushing of subnormal inputs, partial
-** sums and products to zero (rag_vec's bound covers them).
+** Scores n split rows' high halves (bfloat16, `rowbytes` apart) against the
+** query rounded to bfloat16, qh (rag_kernel_bf16_query), with AVX512-BF16's
+** VDPBF16PS: out[i] approximates sum qh h, with that instruction's rounding
+** and its flushing of subnormal inputs, partial sums and products to zero
+** (rag_vec's bound covers them).
 */
-typedef void (*rag_kernel_bf16_fn)(const uint16_t *qh, const uint16_t *ql, const void *rows,
-                                   size_t n, size_t dim, size_t rowbytes, float *out);
+typedef void (*rag_kernel_bf16_fn)(const uint16_t *qh, const void *rows, size_t n, size_t dim,
+                                   size_t rowbytes, float *out);
+
+/*
+** The first i < n with !(a[i] + ((p x + q) x + r) < tau) for x = xn[i],
+** computed in double one rounding an operation (as plain C with
+** -ffp-contract=off computes it), or n: rag_vec passes over the rows whose
+** upper bound is below its threshold. A NaN a[i] stops it.
+*/
+typedef size_t (*rag_kernel_skip_fn)(const float *a, const float *xn, size_t n, double p,
+                                     double q, double r, double tau);
 
 typedef struct rag_kernel {
   rag_kernel_score_fn score;
@@ -50,10 +59,12 @@ typedef struct rag_kernel {
   rag_kernel_gather_fn gather; /* exact, as one */
   rag_kernel_gather_fn approx; /* split rows: from the high halves alone; else gather */
   rag_kernel_score_fn approx_rows; /* split rows: approx over runs of high halves; else NULL */
+  rag_kernel_skip_fn skip;         /* split rows; else NULL */
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;
   rag_kernel_bf16_fn bf16_rows; /* split dot/cosine rows, AVX512-BF16 CPUs; else NULL */
+  rag_kernel_gather_fn approx_bf; /* as approx, but q is the query in bfloat16; else NULL */
   int simd;  /* 1: AVX2/FMA/F16C kernels; 2: AVX-512F for split rows */
   int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;
@@ -106,10 +117,10 @@ void rag_kernel_decode(const rag_kernel *k, const void *row, float scale, float 
 void rag_kernel_f32_split(const float *x, size_t n, uint16_t *hi, uint16_t *lo);
 void rag_kernel_f32_join(const uint16_t *hi, const uint16_t *lo, size_t n, float *out);
 
-/* The query for bf16_rows: qh the high 16 bits of each component, ql those of
-** the rest (q - qh, exact in float); a part that is subnormal is stored as
-** zero, since VDPBF16PS reads it so. q - qh - ql is left over (residual). */
-void rag_kernel_bf16_query(const float *q, size_t n, uint16_t *qh, uint16_t *ql);
+/* The query for bf16_rows: each component rounded to the nearest bfloat16
+** (ties to even), or zero where that is subnormal, since VDPBF16PS reads it
+** so; q - qh is left over (the residual, exact in float). */
+void rag_kernel_bf16_query(const float *q, size_t n, uint16_t *qh);
 
 /* 1 when n stored rows are sound: f32 components finite and within 1e15,
 ** f16 components finite, i8 scales finite and above zero. */

@@ -54,6 +54,7 @@ static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'V', 'E', 'C', 0, 0};
 #define NROWSECS 4u           /* ROWS, LOWS, NORM, SCAL */
 #define LINE 64u              /* row sections start on lines of this many bytes */
 #define BLOCK 256            /* rows scored per kernel call */
+#define AHEAD 4              /* rows search_split asks for before scoring them */
 #define BATCH_BYTES (96 * 1024) /* rows per cache block of search_batch */
 
 /* A row that may be among the best: its slot and the upper bound of its score. */
@@ -77,7 +78,7 @@ struct rag_vec {
   int borrowed;         /* rows, lo, norms and scales point into a loaded file's bytes */
   size_t mapped;        /* the bytes of those while borrowed */
   float *tmp;           /* dim floats: the prepared vector or query */
-  uint16_t *qb;         /* hk.bf16_rows: 2 dim, the query's high then low bfloat16 parts */
+  uint16_t *qb;         /* hk.bf16_rows: the query in bfloat16 (dim) */
   float *row;           /* f32: a rebuilt row, or search_batch's block of them */
   size_t rowcap;        /* floats in row */
   double *lb;           /* search: the k best lower bounds, a min-heap */
@@ -114,7 +115,7 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   v->stride = v->hk.split ? o->dim * 2 : v->kern.rowbytes;
   rag_ids_init(&v->ids);
   v->tmp = (float *)rag_malloc(o->dim * sizeof *v->tmp);
-  if (v->hk.bf16_rows) v->qb = (uint16_t *)rag_malloc(2 * o->dim * sizeof *v->qb);
+  if (v->hk.bf16_rows) v->qb = (uint16_t *)rag_malloc(o->dim * sizeof *v->qb);
   if (v->tmp == NULL || (v->hk.bf16_rows && v->qb == NULL) ||
       (v->hk.split && row_fit(v, o->dim) != RAG_OK)) {
     rag_free(v->qb);
@@ -378,6 +379,16 @@ static void scan(rag_vec *v, const float *q, const unsigned char *rows, size_t l
   }
 }
 
+/* Asks for slot's two halves ahead of score_slot. */
+static void prefetch_row(const rag_vec *v, size_t slot) {
+  const char *h = (const char *)hi_at(v, slot), *l = (const char *)lo_at(v, slot);
+  size_t off;
+  for (off = 0; off < v->stride; off += 64) {
+    __builtin_prefetch(h + off);
+    __builtin_prefetch(l + off);
+  }
+}
+
 /* The exact score of slot. */
 static float score_slot(rag_vec *v, const float *q, size_t slot) {
   return rag_kernel_score1(&v->kern, q, row_get(v, slot, v->row),
@@ -399,22 +410,22 @@ static float score_slot(rag_vec *v, const float *q, size_t slot) {
 ** No sum overflows: rag_kernel_prepare keeps components within 1e15, so every
 ** partial sum stays below 65536 (2e15)^2 < 2^118.
 **
-** With AVX512-BF16 (hk.bf16_rows, dot only) a is sum (qh + ql) h in float,
-** qh and ql the query's two bfloat16 parts and r = q - qh - ql (exact in
-** double) the rest. VDPBF16PS multiplies bfloat16 exactly (8 by 8 bits of
-** significand fit a float's 24) and adds with round-to-nearest-even, but
-** treats subnormal inputs as zero and flushes subnormal results, whatever
-** MXCSR says (Intel SDM). So, with |h| <= |x| and |qh|, |ql| their norms:
-**   |sum q x - sum (qh + ql) h| <= 2^-7 |q||x| + |r||x|
-**   rounding: gamma'(2 dim + 128) (|qh| + |ql|) |x|, gamma' with u' = 2^-23
-**     (any faithful rounding, fused or not; 2 dim products, 64 lanes' zeros)
-**   flushing: a subnormal h_i read as zero loses |h_i|(|qh_i| + |ql_i|) <
-**     2^-126 (|qh_i| + |ql_i|), sqrt(dim) 2^-126 (|qh| + |ql|) in all; in a
-**     lane, each instruction may flush its two products, its accumulator
-**     input, its partial and its result, < 5 2^-126 for each of the
-**     2 ceil(dim / 32) 16 <= dim + 32 lane-instructions, and 64 more for
-**     the final additions (should MXCSR flush too); doubled for the later
-**     roundings' growth. qh and ql hold no subnormals (rag_kernel_bf16_query).
+** With AVX512-BF16 (hk.bf16_rows, dot only) a is sum qh h in float, qh the
+** query rounded to bfloat16 and r = q - qh (exact in double) the rest.
+** VDPBF16PS multiplies bfloat16 exactly (8 by 8 bits of significand fit a
+** float's 24) and adds with round-to-nearest-even, but treats subnormal
+** inputs as zero and flushes subnormal results, whatever MXCSR says (Intel
+** SDM). So, with |x - h| <= 2^-7 |x| componentwise and |qh| its norm:
+**   |sum q x - sum qh h| <= |sum qh (x - h)| + |sum r x| <= 2^-7 |qh||x| + |r||x|
+**   rounding: gamma'(dim + 64) |qh||x|, gamma' with u' = 2^-23 (any
+**     faithful rounding, fused or not; dim products, 64 lanes' zeros)
+**   flushing: a subnormal h_i read as zero loses |h_i||qh_i| < 2^-126 |qh_i|,
+**     sqrt(dim) 2^-126 |qh| in all; in a lane, each instruction may flush
+**     its two products, its accumulator input, its partial and its result,
+**     < 5 2^-126 for each of the ceil(dim / 32) 16 <= dim + 32
+**     lane-instructions, and 64 more for the final additions (should MXCSR
+**     flush too); doubled for the later roundings' growth. qh holds no
+**     subnormals (rag_kernel_bf16_query).
 ** The exact side keeps gamma(dim + 8) |q||x| and the absolute term above.
 */
 typedef struct bound {
@@ -431,25 +442,21 @@ static void bound_init(bound *b, const rag_vec *v, const float *q, const uint16_
   qn = sqrt(ss);
   g = 2 * higham(d + 8, u);
   a = (sqrt(d) + d + 16) * ldexp(1, -120);
-  if (qb != NULL) { /* the bfloat16 split query: see above */
-    double sh = 0, sl = 0, sr = 0, hl, f;
-    const uint16_t *qh = qb, *ql = qb + v->o.dim;
+  if (qb != NULL) { /* the bfloat16 query: see above */
+    double sh = 0, sr = 0, hn, f;
     for (i = 0; i < v->o.dim; i++) {
-      uint32_t uh = (uint32_t)qh[i] << 16, ul = (uint32_t)ql[i] << 16;
-      float fh, fl;
+      uint32_t uh = (uint32_t)qb[i] << 16;
+      float fh;
       double r;
       memcpy(&fh, &uh, sizeof fh);
-      memcpy(&fl, &ul, sizeof fl);
-      r = ((double)q[i] - fh) - fl; /* exact: all three share q's binade or below */
+      r = (double)q[i] - fh; /* exact: fh is zero or within a factor 2 of q[i] */
       sh += (double)fh * fh;
-      sl += (double)fl * fl;
       sr += r * r;
     }
-    hl = sqrt(sh) + sqrt(sl);
-    f = ldexp(sqrt(d) * hl + 5 * (d + 32) + 64, -125);
+    hn = sqrt(sh);
+    f = ldexp(sqrt(d) * hn + 5 * (d + 32) + 64, -125);
     b->p = 0;
-    b->q = (ldexp(qn, -7) + sqrt(sr) + higham(d + 8, u) * qn + higham(2 * d + 128, 2 * u) * hl) *
-           m;
+    b->q = (ldexp(hn, -7) + sqrt(sr) + higham(d + 8, u) * qn + higham(d + 64, 2 * u) * hn) * m;
     b->r = (a * (1 + qn) + f) * m;
   } else if (v->o.metric == RAG_L2) { /* 2^-6 (qn xn + xn^2) + g (qn + xn)^2 + a (1 + qn + xn) */
     b->p = (ldexp(1, -6) + g) * m;
@@ -484,7 +491,7 @@ static void lb_replace(double *h, size_t k, double x) {
 */
 static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
   bound b;
-  size_t n = v->ids.n, lo, i, nc = 0, climit = 4 * kk + 1024;
+  size_t n = v->ids.n, lo, i, j, nc = 0, climit = 4 * kk + 1024;
   double tau = -INFINITY;
   if (kk > v->lbcap) {
     double *p = (double *)rag_grow(v->lb, &v->lbcap, kk, sizeof *p);
@@ -497,16 +504,21 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
     v->cs = p;
   }
   for (i = 0; i < kk; i++) v->lb[i] = -INFINITY;
-  if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb, v->qb + v->o.dim);
+  if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb);
   bound_init(&b, v, q, v->hk.bf16_rows ? v->qb : NULL);
   for (lo = 0; lo < n; lo += BLOCK) {
     size_t m = n - lo < BLOCK ? n - lo : BLOCK;
     if (v->hk.bf16_rows)
-      v->hk.bf16_rows(v->qb, v->qb + v->o.dim, row_at(v, lo), m, v->o.dim, v->stride, v->buf);
+      v->hk.bf16_rows(v->qb, row_at(v, lo), m, v->o.dim, v->stride, v->buf);
     else
       v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
     for (i = 0; i < m; i++) {
-      double xn = v->norms[lo + i], a = v->buf[i], r = (b.p * xn + b.q) * xn + b.r;
+      double xn, a, r;
+      i += v->hk.skip(v->buf + i, v->norms + lo + i, m - i, b.p, b.q, b.r, tau);
+      if (i == m) break;
+      xn = v->norms[lo + i];
+      a = v->buf[i];
+      r = (b.p * xn + b.q) * xn + b.r;
       if (!(a + r < tau)) {
         v->cs[nc].up = a + r;
         v->cs[nc++].slot = (uint32_t)(lo + i);
@@ -517,8 +529,7 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
       }
     }
     if (nc > climit) { /* drop those that tau has since passed */
-      size_t j = 0;
-      for (i = 0; i < nc; i++)
+      for (i = 0, j = 0; i < nc; i++)
         if (!(v->cs[i].up < tau)) v->cs[j++] = v->cs[i];
       nc = j;
       if (nc > climit) {
@@ -529,8 +540,15 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
       }
     }
   }
-  for (i = 0; i < nc; i++)
-    if (!(v->cs[i].up < tau)) rag_topk_push(t, v->cs[i].slot, score_slot(v, q, v->cs[i].slot));
+  for (i = 0, j = 0; i < nc; i++)
+    if (!(v->cs[i].up < tau)) v->cs[j++] = v->cs[i];
+  nc = j;
+  /* the rows are read whole, the low halves for the first time: ask ahead */
+  for (i = 0; i < nc && i < AHEAD; i++) prefetch_row(v, v->cs[i].slot);
+  for (i = 0; i < nc; i++) {
+    if (i + AHEAD < nc) prefetch_row(v, v->cs[i + AHEAD].slot);
+    rag_topk_push(t, v->cs[i].slot, score_slot(v, q, v->cs[i].slot));
+  }
   return RAG_OK;
 }
 

@@ -474,8 +474,8 @@ end)
 
 describe("rag.vec AVX512-BF16 scan", function()
   -- Where the CPU has AVX512-BF16, dot and cosine searches of f32 rows scan
-  -- the high plane with VDPBF16PS against the query split in two bfloat16
-  -- halves; its bound must also cover the query's remainder, the
+  -- the high plane with VDPBF16PS against the query rounded to bfloat16;
+  -- its bound must also cover the query's remainder, the
   -- instruction's rounding and its flushing of subnormals to zero.
   local kernel = vec.new({ dim = 4, metric = "dot" }):stats().kernel
   if kernel ~= "avx512bf16" then
@@ -519,7 +519,7 @@ describe("rag.vec AVX512-BF16 scan", function()
         local q, full, mixed = {}, {}, {}
         for d = 1, dim do
           q[d] = gauss() * s
-          full[d] = with_low(q[d], 65535) -- the most a split query leaves over
+          full[d] = with_low(q[d], 32768) -- a tie: the most rounding leaves over
           mixed[d] = d % 2 == 0 and q[d] * 1e-30 or q[d]
         end
         qs[#qs + 1], qs[#qs + 2], qs[#qs + 3] = q, full, mixed
@@ -573,8 +573,8 @@ describe("rag.vec AVX512-BF16 scan", function()
   end)
 
   it("bounds its approximations as tightly as truncation allows, and no tighter", function()
-    -- As the f32 case above, but the query keeps bits beyond its two
-    -- bfloat16 halves. r1 loses nearly 2^-7 of each component to truncation
+    -- As the f32 case above, but the query keeps bits beyond its bfloat16
+    -- rounding. r1 loses nearly 2^-7 of each component to truncation
     -- and ranks just above r2, which is exact in its high halves; a bound
     -- under about half the true error drops r1 and this fails.
     local c = float(1 + 2 ^ -9 + 2 ^ -17 + 2 ^ -23)
