@@ -158,7 +158,7 @@ static int hnsw_stats(lua_State *L) {
   rag_hnsw_stats s;
   rag_hnsw_stats_get(u->h, &s);
   lrag_pushvecstats(L, rag_hnsw_kernel(u->h), s.count, s.memory);
-  if (rag_hnsw_kernel(u->h)->approx_bf) lrag_setstr(L, "kernel", "avx512bf16"); /* the walk */
+  if (rag_hnsw_kernel(u->h)->approx_bf) lrag_setstr(L, "kernel", "avx512bf16"); /* its walks */
   lrag_setint(L, "dead", (lua_Integer)s.dead);
   lrag_setint(L, "levels", (lua_Integer)s.levels);
   lrag_setint(L, "rebuilds", (lua_Integer)s.rebuilds);

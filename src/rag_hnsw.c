@@ -81,6 +81,7 @@ struct rag_hnsw {
   size_t pickcap;
   size_t npicked[MAX_LEVEL + 1];
   float *q, *qe, *qn; /* the query; decoded rows for the heuristic */
+  float *qb;          /* kern.approx_bf: the row being inserted in bfloat16 */
   rag_hit *hits;
   size_t hcap;
   uint32_t *slots; /* a filter's nodes */
@@ -308,7 +309,7 @@ int rag_hnsw_new(const rag_hnsw_opts *o, rag_hnsw **out) {
   h->rng = o->seed;
   h->entry = NONE;
   rag_ids_init(&h->ids);
-  h->q = (float *)rag_malloc(3 * d * sizeof(float));
+  h->q = (float *)rag_malloc(4 * d * sizeof(float));
   if (h->q == NULL || scratch_fit(h, o->ef_construction) != RAG_OK ||
       (o->capacity > 0 && (nodes_fit(h, o->capacity) != RAG_OK ||
                            rag_ids_reserve(&h->ids, o->capacity, 0) != RAG_OK))) {
@@ -317,6 +318,7 @@ int rag_hnsw_new(const rag_hnsw_opts *o, rag_hnsw **out) {
   }
   h->qe = h->q + d;
   h->qn = h->qe + d;
+  h->qb = h->qn + d;
   *out = h;
   return RAG_OK;
 }
@@ -594,9 +596,13 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   if (h->entry == NONE) return RAG_OK;
   top = L < h->maxlevel ? L : h->maxlevel;
   cur = descend(h, q, top);
+  if (h->kern.approx_bf) rag_kernel_bf16_query(q, h->kern.dim, (uint16_t *)(void *)h->qb);
   for (lc = top + 1; lc-- > 0;) {
     size_t m, i;
-    search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.approx);
+    if (h->kern.approx_bf)
+      search_pool(h, h->qb, cur, h->o.ef_construction, lc, h->kern.approx_bf);
+    else
+      search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.approx);
     memcpy(h->sel, h->rs, h->rsn * sizeof *h->sel);
     if (h->kern.split) rescore(h, q, h->sel, h->rsn); /* the heuristic sorts them again */
     m = select_heuristic(h, h->sel, h->rsn, h->M);
@@ -861,9 +867,9 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
       search_pool(h, h->q, cur, ef, 0, h->kern.gather);
     } else { /* walked on the high halves: the best max(2k, k + 10) scored exactly */
       size_t top = 2 * k > k + 10 ? 2 * k : k + 10;
-      if (h->kern.approx_bf) { /* the query in bfloat16 where h->qe is free during a search */
-        rag_kernel_bf16_query(h->q, h->kern.dim, (uint16_t *)(void *)h->qe);
-        search_pool(h, h->qe, cur, ef, 0, h->kern.approx_bf);
+      if (h->kern.approx_bf) { /* the query in bfloat16 */
+        rag_kernel_bf16_query(h->q, h->kern.dim, (uint16_t *)(void *)h->qb);
+        search_pool(h, h->qb, cur, ef, 0, h->kern.approx_bf);
       } else {
         search_pool(h, h->q, cur, ef, 0, h->kern.approx);
       }
