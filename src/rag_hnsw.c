@@ -516,6 +516,20 @@ static void search_pool(rag_hnsw *h, const float *q, uint32_t ep, size_t ef, uns
   h->rsn = n;
 }
 
+/*
+** The query a walk on the high halves scores with, and its kernel in *fn:
+** with kern.approx_bf, q rounded to bfloat16 (into h->qb); else q and approx.
+*/
+static const float *walk_query(rag_hnsw *h, const float *q, rag_kernel_gather_fn *fn) {
+  if (h->kern.approx_bf == NULL) {
+    *fn = h->kern.approx;
+    return q;
+  }
+  rag_kernel_bf16_query(q, h->kern.dim, (uint16_t *)(void *)h->qb);
+  *fn = h->kern.approx_bf;
+  return h->qb;
+}
+
 /* Scores c[0..n) exactly: split rows are walked on their high halves alone. */
 static void rescore(rag_hnsw *h, const float *q, cand *c, size_t n) {
   uint32_t ids[2 * RAG_HNSW_MAX_M];
@@ -587,6 +601,8 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   uint32_t cur;
   unsigned lc, top;
   size_t need = (size_t)(L + 1) * h->M;
+  rag_kernel_gather_fn walk;
+  const float *wq;
   if (need > h->pickcap) {
     uint32_t *p = (uint32_t *)rag_grow(h->picked, &h->pickcap, need, sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
@@ -596,13 +612,10 @@ static int find_links(rag_hnsw *h, const float *q, unsigned L) {
   if (h->entry == NONE) return RAG_OK;
   top = L < h->maxlevel ? L : h->maxlevel;
   cur = descend(h, q, top);
-  if (h->kern.approx_bf) rag_kernel_bf16_query(q, h->kern.dim, (uint16_t *)(void *)h->qb);
+  wq = walk_query(h, q, &walk);
   for (lc = top + 1; lc-- > 0;) {
     size_t m, i;
-    if (h->kern.approx_bf)
-      search_pool(h, h->qb, cur, h->o.ef_construction, lc, h->kern.approx_bf);
-    else
-      search_pool(h, q, cur, h->o.ef_construction, lc, h->kern.approx);
+    search_pool(h, wq, cur, h->o.ef_construction, lc, walk);
     memcpy(h->sel, h->rs, h->rsn * sizeof *h->sel);
     if (h->kern.split) rescore(h, q, h->sel, h->rsn); /* the heuristic sorts them again */
     m = select_heuristic(h, h->sel, h->rsn, h->M);
@@ -867,12 +880,9 @@ int rag_hnsw_search(rag_hnsw *h, const float *q, size_t k, size_t ef,
       search_pool(h, h->q, cur, ef, 0, h->kern.gather);
     } else { /* walked on the high halves: the best max(2k, k + 10) scored exactly */
       size_t top = 2 * k > k + 10 ? 2 * k : k + 10;
-      if (h->kern.approx_bf) { /* the query in bfloat16 */
-        rag_kernel_bf16_query(h->q, h->kern.dim, (uint16_t *)(void *)h->qb);
-        search_pool(h, h->qb, cur, ef, 0, h->kern.approx_bf);
-      } else {
-        search_pool(h, h->q, cur, ef, 0, h->kern.approx);
-      }
+      rag_kernel_gather_fn walk;
+      const float *wq = walk_query(h, h->q, &walk);
+      search_pool(h, wq, cur, ef, 0, walk);
       if (top < h->rsn) h->rsn = top;
       for (i = 0; i < h->rsn; i++) __builtin_prefetch(&h->ids.e[h->rs[i].id]); /* for the ids */
       rescore(h, h->q, h->rs, h->rsn);
