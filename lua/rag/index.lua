@@ -15,6 +15,8 @@ local now = core.http.now -- monotonic seconds: a step's budget is wall time
 
 local FORMAT, FORMAT_VERSION = "rag.index", 1
 local MANIFEST = "manifest.json"
+-- the parts of an index without enrichment (rag.enrich adds its own)
+local PLAIN_PARTS = { store = true, bm25 = true, vectors = true, graph = true }
 
 -- The vector index a default ("auto") collection uses: exact below this many
 -- chunks, HNSW from there (docs/index.md gives the measurement).
@@ -1070,6 +1072,14 @@ function M.open(dir, opts)
   end
   if not paths.store or not paths.bm25 then
     return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': a part is missing", "corrupt"
+  end
+  -- a part that the recorded settings do not explain means the manifest
+  -- lost them: opening would quietly drop that part's data
+  for part in pairs(paths) do
+    if not PLAIN_PARTS[part] and not m.enrich then
+      return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': part '" .. tostring(part)
+        .. "' is listed without the enrichment settings that use it", "corrupt"
+    end
   end
   -- the embedder: the one recorded, rebuilt, or the caller's, which must match
   local edesc = m.embedder or nil

@@ -730,6 +730,30 @@ describe("rag.index manifests with bad settings", function()
     assert.truthy(msg:find("^rag%.index%.open: '.-manifest%.json': bad embedder settings"), msg)
     rmdir(dir)
   end)
+
+  it("that lost the enrichment settings but list its parts are corrupt", function()
+    -- found by fuzz/lua_readers: such a manifest opened as a plain index,
+    -- dropping the summary level that its parts hold
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(16), enrich = { doc_summary = true } })
+    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local m = rag.json.decode(helpers.read(dir .. "/manifest.json"))
+    assert.is_table(m.files.enrich)
+    m.checksum, m.enrich = nil, nil
+    local t = rag.json.encode(m)
+    helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+      .. t:sub(2) .. "\n")
+    for _, ro in ipairs({ false, true }) do
+      local x, msg, code = rag.index.open(dir, { readonly = ro })
+      assert.is_nil(x)
+      assert.equal("corrupt", code)
+      assert.truthy(msg:find("^rag%.index%.open: '.-manifest%.json': part '%a+' is listed "
+        .. "without the enrichment settings"), msg)
+    end
+    rmdir(dir)
+  end)
 end)
 
 describe("rag.core.fs.sum", function()
