@@ -95,7 +95,13 @@ local function open_index(name)
     local idx = guarded(name, rag.index.open, index_dir, { readonly = ro })
     if idx then
       guarded(name .. " search", idx.search, idx, "tides iron", { k = 3 })
-      guarded(name .. " summary search", idx.search, idx, "bees", { k = 2, level = "summary" })
+      -- a summary level is there when the manifest asks for one (asking an
+      -- index without one raises: the caller's misuse, not a finding)
+      local m = rag.json.decode(read(index_dir .. "/manifest.json"))
+      if type(m) == "table" and type(m.enrich) == "table" and type(m.enrich.kinds) == "table"
+          and m.enrich.kinds.doc_summary then
+        guarded(name .. " summary search", idx.search, idx, "bees", { k = 2, level = "summary" })
+      end
       idx:close()
     end
   end

@@ -1073,14 +1073,6 @@ function M.open(dir, opts)
   if not paths.store or not paths.bm25 then
     return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': a part is missing", "corrupt"
   end
-  -- a part that the recorded settings do not explain means the manifest
-  -- lost them: opening would quietly drop that part's data
-  for part in pairs(paths) do
-    if not PLAIN_PARTS[part] and not m.enrich then
-      return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': part '" .. tostring(part)
-        .. "' is listed without the enrichment settings that use it", "corrupt"
-    end
-  end
   -- the embedder: the one recorded, rebuilt, or the caller's, which must match
   local edesc = m.embedder or nil
   local embedder = o.embedder
@@ -1146,6 +1138,19 @@ function M.open(dir, opts)
       return nil, msg, code
     end
     idx.enrich = e
+  end
+  -- a listed part that the recorded settings do not use means the manifest
+  -- lost them: opening would quietly drop that part's data
+  local used = {}
+  for _, part in ipairs(idx.enrich and idx.enrich:part_names() or {}) do
+    used[part] = true
+  end
+  for part in pairs(paths) do
+    if not PLAIN_PARTS[part] and not used[part] then
+      idx:close()
+      return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': part '" .. tostring(part)
+        .. "' is listed but the recorded settings do not use it", "corrupt"
+    end
   end
   return idx
 end

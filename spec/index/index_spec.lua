@@ -731,27 +731,40 @@ describe("rag.index manifests with bad settings", function()
     rmdir(dir)
   end)
 
-  it("that lost the enrichment settings but list its parts are corrupt", function()
-    -- found by fuzz/lua_readers: such a manifest opened as a plain index,
-    -- dropping the summary level that its parts hold
+  it("that list parts their settings do not use are corrupt", function()
+    -- found by fuzz/lua_readers: a manifest that lost its enrichment
+    -- settings, or the doc_summary kind, opened and dropped the summary
+    -- level that its parts hold
     local dir = tmpname()
     local idx = rag.index.new({ embedder = hashing(16), enrich = { doc_summary = true } })
     idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
     assert.is_true(idx:save(dir))
     idx:close()
-    local m = rag.json.decode(helpers.read(dir .. "/manifest.json"))
-    assert.is_table(m.files.enrich)
-    m.checksum, m.enrich = nil, nil
-    local t = rag.json.encode(m)
-    helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
-      .. t:sub(2) .. "\n")
-    for _, ro in ipairs({ false, true }) do
-      local x, msg, code = rag.index.open(dir, { readonly = ro })
-      assert.is_nil(x)
-      assert.equal("corrupt", code)
-      assert.truthy(msg:find("^rag%.index%.open: '.-manifest%.json': part '%a+' is listed "
-        .. "without the enrichment settings"), msg)
+    local good = helpers.read(dir .. "/manifest.json")
+    assert.is_table(rag.json.decode(good).files.treestore)
+    local damages = {
+      ["no enrichment settings"] = function(m) m.enrich = nil end,
+      ["no doc_summary kind"] = function(m) m.enrich.kinds.doc_summary = nil end,
+    }
+    for why, damage in pairs(damages) do
+      local m = rag.json.decode(good)
+      m.checksum = nil
+      damage(m)
+      local t = rag.json.encode(m)
+      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+        .. t:sub(2) .. "\n")
+      for _, ro in ipairs({ false, true }) do
+        local x, msg, code = rag.index.open(dir, { readonly = ro })
+        assert.is_nil(x, why)
+        assert.equal("corrupt", code, why)
+        assert.truthy(msg:find("^rag%.index%.open: '.-manifest%.json': part '[%w_]+' is listed "
+          .. "but the recorded settings do not use it"), msg)
+      end
     end
+    helpers.write(dir .. "/manifest.json", good)
+    local back = assert(rag.index.open(dir))
+    assert.equal("Tides rise.", back:search("tides", { level = "summary" })[1].text)
+    back:close()
     rmdir(dir)
   end)
 end)
