@@ -886,6 +886,33 @@ local function read_manifest(fname, dir)
   return m
 end
 
+-- Why rag.index.new would refuse the settings manifest m records (metric,
+-- vector, hnsw, chunker: rag.chunk's or "custom", which rag.index.open's
+-- `chunker` option gives again), or nil. They are data: a refusal means a damaged
+-- manifest, never the caller's misuse, and is found before anything opens
+-- rather than on the add that first uses them.
+local function recorded_settings_refused(m)
+  local ok, why = pcall(function()
+    local o = opts_check("", { metric = m.metric, vector = m.vector_option, hnsw = m.hnsw },
+      SCHEMA, 1)
+    if m.vector ~= nil and m.vector ~= "exact" and m.vector ~= "hnsw" and m.vector ~= "none" then
+      error("vector must be exact, hnsw or none", 0)
+    end
+    if m.hnsw ~= nil then
+      new_hnsw("", o, 8):close()
+    end
+    local ch = m.chunker
+    if ch ~= nil and (type(ch) ~= "table" or type(ch.name) ~= "string"
+        or not (core.chunk[ch.name] or ch.name == "custom")
+        or (ch.options ~= nil and type(ch.options) ~= "table")) then
+      error("unknown chunker", 0)
+    end
+  end)
+  if not ok then
+    return (tostring(why):gsub("^[^:]*:%d+: ", ""):gsub("^: ", ""))
+  end
+end
+
 -- The generation number of the newest manifest in dir (0: none).
 local function current_gen(dir)
   local m = read_manifest("", dir)
@@ -1053,6 +1080,11 @@ function M.open(dir, opts)
   local m, msg, code = read_manifest(fname, dir)
   if not m then
     return nil, msg, code
+  end
+  local bad = recorded_settings_refused(m)
+  if bad then
+    return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': bad recorded settings (" .. bad
+      .. ")", "corrupt"
   end
   local paths = {}
   for part, f in pairs(m.files) do

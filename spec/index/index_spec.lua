@@ -731,6 +731,43 @@ describe("rag.index manifests with bad settings", function()
     rmdir(dir)
   end)
 
+  it("that record settings rag.index.new refuses are corrupt, found at open", function()
+    -- found by fuzz/lua_readers: a metric of 'cnsine' raised from the
+    -- summary level's constructor; the others would raise on a later add
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(8), enrich = { doc_summary = true } })
+    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local good = helpers.read(dir .. "/manifest.json")
+    local damages = {
+      { "'metric' must be one of", function(m) m.metric = "cnsine" end },
+      { "vector must be exact, hnsw or none", function(m) m.vector = "flat" end },
+      { "'vector' must be one of", function(m) m.vector_option = "hnswx" end },
+      { "option hnsw: option 'M'", function(m) m.hnsw = { M = 1 } end },
+      { "option hnsw: unknown option 'bogus'", function(m) m.hnsw = { bogus = 1 } end },
+      { "unknown chunker", function(m) m.chunker.name = "nope" end },
+      { "unknown chunker", function(m) m.chunker = 5 end },
+    }
+    for _, d in ipairs(damages) do
+      local m = rag.json.decode(good)
+      m.checksum = nil
+      d[2](m)
+      local t = rag.json.encode(m)
+      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+        .. t:sub(2) .. "\n")
+      local x, msg, code = rag.index.open(dir)
+      assert.is_nil(x, d[1])
+      assert.equal("corrupt", code, d[1])
+      assert.truthy(msg:find("^rag%.index%.open: '.-manifest%.json': bad recorded settings %("),
+        msg)
+      assert.truthy(msg:find(d[1], 1, true), msg)
+    end
+    helpers.write(dir .. "/manifest.json", good)
+    assert.equal(1, #assert(rag.index.open(dir)))
+    rmdir(dir)
+  end)
+
   it("that list parts their settings do not use are corrupt", function()
     -- found by fuzz/lua_readers: a manifest that lost its enrichment
     -- settings, or the doc_summary kind, opened and dropped the summary
