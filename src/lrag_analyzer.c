@@ -10,6 +10,7 @@
 
 #include "rag.h"
 #include "rag_analyzer.h"
+#include "rag_fnv.h"
 
 #define MT "rag.analyzer"
 #define FNAME "rag.text.analyzer"
@@ -34,6 +35,7 @@ typedef struct term {
 typedef struct wanted {
   const char *s;
   size_t len;
+  uint32_t hash; /* rag_fnv32 of s, compared first */
 } wanted;
 
 typedef struct collector {
@@ -45,10 +47,10 @@ typedef struct collector {
   size_t nonly;
 } collector;
 
-static int is_wanted(const wanted *w, size_t n, const char *t, size_t len) {
+static int is_wanted(const wanted *w, size_t n, const char *t, size_t len, uint32_t hash) {
   size_t i;
   for (i = 0; i < n; i++)
-    if (w[i].len == len && w[i].s[0] == t[0] && memcmp(w[i].s, t, len) == 0) return 1;
+    if (w[i].hash == hash && w[i].len == len && memcmp(w[i].s, t, len) == 0) return 1;
   return 0;
 }
 
@@ -65,8 +67,7 @@ static int collect(void *ud, const char *t, size_t n, uint32_t hash, size_t star
   collector *c = (collector *)ud;
   char *bytes;
   term *e;
-  (void)hash;
-  if (c->only != NULL && (n == 0 || !is_wanted(c->only, c->nonly, t, n))) return RAG_OK;
+  if (c->only != NULL && (n == 0 || !is_wanted(c->only, c->nonly, t, n, hash))) return RAG_OK;
   if (n > ((size_t)-1) - c->len) return RAG_ENOMEM;
   if ((bytes = (char *)rag_grow(c->bytes, &c->cap, c->len + n, 1)) == NULL) return RAG_ENOMEM;
   c->bytes = bytes;
@@ -217,6 +218,7 @@ static size_t read_only(lua_State *L, int oidx, const char *fname, wanted **out)
       return (size_t)luaL_error(L, "%s: option 'only' must be a list of strings (item %d is %s)",
                                 fname, (int)(i + 1), luaL_typename(L, -1));
     w[i].s = lua_tolstring(L, -1, &w[i].len); /* anchored by the list */
+    w[i].hash = rag_fnv32(w[i].s, w[i].len);
     lua_pop(L, 1);
   }
   *out = w; /* set even for an empty list, which wants no term */

@@ -13,6 +13,33 @@ describe("rag.text.tokenize only", function()
     assert.are.same({ 12, 22 }, stops)
   end)
 
+  it("keeps exactly the terms of a full tokenize that are in the list", function()
+    -- the reference: every term with its span, filtered here; words seen
+    -- before (cached), capitals, digits, CJK bigrams, non-ASCII letters, and
+    -- wanted strings that differ from a term in one byte or share its hash
+    -- prefix ("tide" / "tides", "ab" / "a")
+    local text = ("Tides TIDES tide tidal 2024 1.5 naïve Naïve café 中文字 the a ab abc x\n")
+      :rep(3) .. "Spring springs springing Sprung don't o'clock"
+    local only = { "tide", "tides", "naïv", "café", "中文", "2024", "a", "ab", "spring", "x",
+      "1.5", "don't", "sprung", "文字", "tidal" }
+    local want = {}
+    for _, t in ipairs(only) do
+      want[t] = true
+    end
+    local all, s0, e0 = tokenize(text, nil, { spans = true })
+    local terms, starts, stops = {}, {}, {}
+    for i, t in ipairs(all) do
+      if want[t] then
+        terms[#terms + 1], starts[#starts + 1], stops[#stops + 1] = t, s0[i], e0[i]
+      end
+    end
+    assert.is_true(#terms > 20 and #terms < #all)
+    local t2, s2, e2 = tokenize(text, nil, { spans = true, only = only })
+    assert.are.same(terms, t2)
+    assert.are.same(starts, s2)
+    assert.are.same(stops, e2)
+  end)
+
   it("an empty list wants nothing; a non-string item raises", function()
     assert.are.same({}, tokenize("a tide", nil, { only = {} }))
     assert.has_error(function() tokenize("a b", nil, { only = { "a", 1 } }) end,
