@@ -142,6 +142,26 @@ local function from_record(fname, r, given)
   if r.version > FORMAT_VERSION then
     return nil, fname .. ": the enrichment was written by a newer version of rag", "version"
   end
+  -- the recorded options must be ones _settings takes: else they raise from
+  -- a later search or add, far from the damaged manifest
+  local ok, why = pcall(function()
+    local t = {}
+    for _, k in ipairs({ "lang", "prompts", "n_keywords", "n_questions", "sections", "levels",
+      "cluster_size", "weights", "tag" }) do
+      t[k] = r[k]
+    end
+    opts_check("", t, SCHEMA, 1)
+    opts_check("", r.weights, WEIGHTS, 1)
+    for step, kind in pairs(r.kinds) do
+      if not KINDS[step] or not (kind == "function" or KINDS[step][kind]) then
+        error("unknown step or kind " .. tostring(step) .. " = " .. tostring(kind), 0)
+      end
+    end
+  end)
+  if not ok then
+    return nil, fname .. ": the manifest's enrichment settings are damaged ("
+      .. tostring(why):gsub("^[^:]*:%d+: ", ""):gsub("^: ", "") .. ")", "corrupt"
+  end
   local o = { kinds = {}, lang = r.lang or "auto", n_keywords = r.n_keywords or 8,
     n_questions = r.n_questions or 3, tag = r.tag or "", sections = r.sections or 1024,
     levels = r.levels or 0, cluster_size = r.cluster_size or 8,

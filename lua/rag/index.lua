@@ -907,6 +907,21 @@ local function recorded_settings_refused(m)
         or (ch.options ~= nil and type(ch.options) ~= "table")) then
       error("unknown chunker", 0)
     end
+    if ch ~= nil and core.chunk[ch.name] and ch.options ~= nil then
+      -- the chunker checks its options; a stand-in for the tokenizer, which
+      -- is loaded by name on the first add (a search needs none)
+      local copy = {}
+      for k, v in pairs(ch.options) do
+        copy[k] = v
+      end
+      if copy.tokenizer ~= nil then
+        if type(copy.tokenizer) ~= "string" then
+          error("chunker option tokenizer must be a name", 0)
+        end
+        copy.tokenizer = require("rag.tokenizer").approx()
+      end
+      core.chunk[ch.name]("x", copy)
+    end
   end)
   if not ok then
     return (tostring(why):gsub("^[^:]*:%d+: ", ""):gsub("^: ", ""))

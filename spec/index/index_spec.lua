@@ -748,6 +748,9 @@ describe("rag.index manifests with bad settings", function()
       { "option hnsw: unknown option 'bogus'", function(m) m.hnsw = { bogus = 1 } end },
       { "unknown chunker", function(m) m.chunker.name = "nope" end },
       { "unknown chunker", function(m) m.chunker = 5 end },
+      { "option 'size' must be an integer", function(m) m.chunker.options.size = "x" end },
+      { "unknown option 'bogus'", function(m) m.chunker.options.bogus = 1 end },
+      { "tokenizer must be a name", function(m) m.chunker.options.tokenizer = 5 end },
     }
     for _, d in ipairs(damages) do
       local m = rag.json.decode(good)
@@ -765,6 +768,48 @@ describe("rag.index manifests with bad settings", function()
     end
     helpers.write(dir .. "/manifest.json", good)
     assert.equal(1, #assert(rag.index.open(dir)))
+    rmdir(dir)
+  end)
+
+  it("that record enrichment options _settings refuses are corrupt, found at open", function()
+    -- each of these opened and then raised from a search or an add
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(8),
+      enrich = { keywords = true, summary = true, doc_summary = true } })
+    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local good = helpers.read(dir .. "/manifest.json")
+    local damages = {
+      { "unknown step or kind bogus = offline", function(e) e.kinds.bogus = "offline" end },
+      { "unknown step or kind keywords = bogus", function(e) e.kinds.keywords = "bogus" end },
+      { "unknown step or kind questions = offline",
+        function(e) e.kinds.questions = "offline" end },
+      { "'weights' must be a table", function(e) e.weights = "x" end },
+      { "'keywords' must be a number", function(e) e.weights.keywords = "x" end },
+      { "'n_keywords' must be in [1, 100]", function(e) e.n_keywords = -1 end },
+      { "'levels' must be in [0, 8]", function(e) e.levels = -3 end },
+      { "'lang' must be", function(e) e.lang = "xx" end },
+      { "'tag' must be a string", function(e) e.tag = 5 end },
+    }
+    for _, d in ipairs(damages) do
+      local m = rag.json.decode(good)
+      m.checksum = nil
+      d[2](m.enrich)
+      local t = rag.json.encode(m)
+      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+        .. t:sub(2) .. "\n")
+      local x, msg, code = rag.index.open(dir)
+      assert.is_nil(x, d[1])
+      assert.equal("corrupt", code, d[1])
+      assert.truthy(msg:find("^rag%.index%.open: the manifest's enrichment settings are "
+        .. "damaged %("), msg)
+      assert.truthy(msg:find(d[1], 1, true), msg)
+    end
+    helpers.write(dir .. "/manifest.json", good)
+    local back = assert(rag.index.open(dir))
+    assert.equal("a", back:search("tides", { k = 1 })[1].doc_id)
+    back:close()
     rmdir(dir)
   end)
 
