@@ -1232,7 +1232,10 @@ function M._open(fname, record, paths, opts, bm25_opts, tree, embedder)
   if not o then
     return nil, msg, code
   end
-  local f, err = io.open(paths.enrich or "", "rb")
+  if not paths.enrich then
+    return nil, fname .. ": the enrichment part is missing", "corrupt"
+  end
+  local f, err = io.open(paths.enrich, "rb")
   if not f then
     return nil, fname .. ": the enrichment part is missing: " .. tostring(err), "corrupt"
   end

@@ -220,6 +220,9 @@ local function tree_of(o, readonly)
       local b, v = new_parts("rag.index.new", so, nil)
       return wrap(cindex.new(b, v), so, describe(embedder))
     end
+    if not paths.treebm25 then
+      return nil, "rag.index.open: the summary level's part 'treebm25' is missing", "corrupt"
+    end
     local c, msg, code = cindex.open({ store = paths.treestore, bm25 = paths.treebm25,
       vectors = paths.treevectors, kind = "exact", map = readonly })
     if not c then
@@ -1142,6 +1145,10 @@ function M.open(dir, opts)
         .. (edesc and (edesc.name .. (edesc.dim and ("/" .. edesc.dim) or "")) or "none"), 2)
     end
   end
+  if (m.vector == "exact" or m.vector == "hnsw") ~= (paths.vectors ~= nil) then
+    return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': the vectors part "
+      .. (paths.vectors and "is listed for an index without vectors" or "is missing"), "corrupt"
+  end
   local c
   c, msg, code = cindex.open({ store = paths.store, bm25 = paths.bm25, vectors = paths.vectors,
     kind = m.vector == "hnsw" and "hnsw" or "exact", map = o.readonly })
@@ -1185,6 +1192,12 @@ function M.open(dir, opts)
       return nil, msg, code
     end
     idx.enrich = e
+  end
+  local tree = idx.enrich and idx.enrich.tree
+  if tree and paths.vectors and not paths.treevectors and tree.c:stats().leaves > 0 then
+    idx:close()
+    return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': the summary level's part "
+      .. "'treevectors' is missing", "corrupt"
   end
   -- a listed part that the recorded settings do not use means the manifest
   -- lost them: opening would quietly drop that part's data

@@ -813,6 +813,51 @@ describe("rag.index manifests with bad settings", function()
     rmdir(dir)
   end)
 
+  it("that lack a part their settings need are corrupt, found at open", function()
+    -- found by fuzz/lua_readers ('treebm25' renamed): open raised, or opened
+    -- and raised from a later search or add
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(8), enrich = { doc_summary = true } })
+    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local good = helpers.read(dir .. "/manifest.json")
+    local damages = {
+      { "the summary level's part 'treebm25' is missing", function(m) m.files.treebm25 = nil end },
+      { "the summary level's part 'treevectors' is missing",
+        function(m) m.files.treevectors = nil end },
+      { "the vectors part is missing", function(m) m.files.vectors = nil end },
+      { "the vectors part is listed for an index without vectors",
+        function(m) m.vector = "none" end },
+      { "the enrichment part is missing", function(m) m.files.enrich = nil end },
+    }
+    for _, d in ipairs(damages) do
+      local m = rag.json.decode(good)
+      m.checksum = nil
+      d[2](m)
+      local t = rag.json.encode(m)
+      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+        .. t:sub(2) .. "\n")
+      for _, ro in ipairs({ false, true }) do
+        local x, msg, code = rag.index.open(dir, { readonly = ro })
+        assert.is_nil(x, d[1])
+        assert.equal("corrupt", code, d[1])
+        assert.truthy(msg:find("^rag%.index%.open: "), msg)
+        assert.equal(#msg - #d[1] + 1, (msg:find(d[1], 1, true)), msg) -- the message's end
+      end
+    end
+    rmdir(dir)
+    -- empty indexes, with and without an embedder, open as saved
+    for _, e in ipairs({ hashing(8), false }) do
+      local empty = tmpname()
+      local x = rag.index.new({ embedder = e, enrich = { doc_summary = true } })
+      assert.is_true(x:save(empty))
+      x:close()
+      assert.equal(0, #assert(rag.index.open(empty)))
+      rmdir(empty)
+    end
+  end)
+
   it("that list parts their settings do not use are corrupt", function()
     -- found by fuzz/lua_readers: a manifest that lost its enrichment
     -- settings, or the doc_summary kind, opened and dropped the summary
