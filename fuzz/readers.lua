@@ -102,6 +102,16 @@ local function open_index(name)
           and m.enrich.kinds.doc_summary then
         guarded(name .. " summary search", idx.search, idx, "bees", { k = 2, level = "summary" })
       end
+      -- adding needs the embedder and the tokenizer again when the manifest
+      -- names ones rag.index.open cannot rebuild: the caller passes them then
+      local e = type(m) == "table" and m.embedder
+      local ch = type(m) == "table" and type(m.chunker) == "table" and m.chunker.options
+      local tok = type(ch) == "table" and ch.tokenizer
+      if not ro and type(e) == "table" and e.name == "rag.hashing"
+          and (tok == nil or tok == "cl100k_base" or tok == "o200k_base") then
+        guarded(name .. " add", idx.add, idx, { id = "d", text = "Tides turn twice a day." })
+        guarded(name .. " save", idx.save, idx, work .. "/saved")
+      end
       idx:close()
     end
   end
