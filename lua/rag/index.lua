@@ -1155,6 +1155,13 @@ function M.open(dir, opts)
   if not c then
     return nil, msg, code
   end
+  local _, _, vdim = c:shape()
+  local edim = embedder and describe(embedder).dim
+  if vdim and vdim > 0 and edim and edim ~= vdim then
+    c:close() -- a caller's embedder matched the record above: the record is damaged
+    return nil, fname .. ": '" .. join(dir, MANIFEST) .. "': the recorded embedder gives "
+      .. edim .. " dimensions; the vectors part has " .. vdim, "corrupt"
+  end
   local s = {
     embedder = embedder, metric = m.metric or "cosine", vector = m.vector_option or m.vector,
     hnsw = m.hnsw, batch = o.batch,

@@ -830,6 +830,8 @@ describe("rag.index manifests with bad settings", function()
       { "the vectors part is listed for an index without vectors",
         function(m) m.vector = "none" end },
       { "the enrichment part is missing", function(m) m.files.enrich = nil end },
+      { "the recorded embedder gives 16 dimensions; the vectors part has 8",
+        function(m) m.embedder.config.dim = 16 end },
     }
     for _, d in ipairs(damages) do
       local m = rag.json.decode(good)
