@@ -1220,6 +1220,41 @@ function Enrich:part_names()
   return names
 end
 
+local function opt_type(v, t)
+  return v == nil or type(v) == t
+end
+
+local function strings(t)
+  if type(t) ~= "table" then
+    return false
+  end
+  for _, v in pairs(t) do
+    if type(v) ~= "string" then
+      return false
+    end
+  end
+  return true
+end
+
+-- Whether a document entry of the enrichment part has the shape _save
+-- writes: every field read later is checked here, once.
+local function entry_ok(d)
+  if type(d) ~= "table" or type(d.id) ~= "string" or not strings(d.names)
+      or type(d.chunks) ~= "table" or not opt_type(d.title, "string")
+      or not opt_type(d.title_key, "string") or not opt_type(d.doc_summary_key, "string") then
+    return false
+  end
+  for _, ch in pairs(d.chunks) do
+    if type(ch) ~= "table" or not (ch.keywords == nil or strings(ch.keywords))
+        or not opt_type(ch.summary, "string")
+        or not (ch.questions == nil or strings(ch.questions))
+        or not (ch.keys == nil or strings(ch.keys)) then
+      return false
+    end
+  end
+  return true
+end
+
 --- Opens the enrichment saved with an index.
 -- @tparam table record the manifest's `enrich`
 -- @tparam table paths the parts' paths
@@ -1254,7 +1289,7 @@ function M._open(fname, record, paths, opts, bm25_opts, tree, embedder)
   e.clusters = type(t.clusters) == "table" and t.clusters or nil
   e.dirty = t.dirty == true
   for _, d in ipairs(t.docs) do
-    if type(d) ~= "table" or type(d.names) ~= "table" or type(d.chunks) ~= "table" then
+    if not entry_ok(d) then
       return nil, fname .. ": '" .. paths.enrich .. "': a document entry is damaged", "corrupt"
     end
     for i, name in ipairs(d.names) do

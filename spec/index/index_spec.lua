@@ -860,6 +860,46 @@ describe("rag.index manifests with bad settings", function()
     end
   end)
 
+  it("whose enrichment part has a damaged document entry are corrupt", function()
+    -- found by fuzz/lua_readers: an entry without an id raised from open
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(8),
+      enrich = { keywords = true, summary = true, doc_summary = true } })
+    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local good = helpers.read(dir .. "/manifest.json")
+    local gm = rag.json.decode(good)
+    local epath = dir .. "/" .. gm.files.enrich.name
+    local part = helpers.read(epath)
+    local damages = {
+      function(d) d.id = nil end,
+      function(d) d.id = 5 end,
+      function(d) d.names = { 5 } end,
+      function(d) d.chunks = { 5 } end,
+      function(d) d.chunks[1].keywords = "moon" end,
+      function(d) d.chunks[1].summary = { "x" } end,
+      function(d) d.title = 5 end,
+    }
+    for i, damage in ipairs(damages) do
+      local t = rag.json.decode(part)
+      damage(t.docs[1])
+      helpers.write(epath, rag.json.encode(t) .. "\n")
+      local m = rag.json.decode(good)
+      m.checksum = nil
+      local size, crc = rag.core.fs.sum(epath)
+      m.files.enrich.size, m.files.enrich.crc32 = size, crc
+      local mt = rag.json.encode(m)
+      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(mt) .. '",'
+        .. mt:sub(2) .. "\n")
+      local x, msg, code = rag.index.open(dir)
+      assert.is_nil(x, i)
+      assert.equal("corrupt", code, i)
+      assert.truthy(msg:find("a document entry is damaged$"), msg)
+    end
+    rmdir(dir)
+  end)
+
   it("that list parts their settings do not use are corrupt", function()
     -- found by fuzz/lua_readers: a manifest that lost its enrichment
     -- settings, or the doc_summary kind, opened and dropped the summary
