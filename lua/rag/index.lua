@@ -180,7 +180,9 @@ end
 local function record(self)
   local chunk = {}
   for k, v in pairs(self.o.chunk) do
-    chunk[k] = k == "tokenizer" and tokenizer_name(v) or v
+    if type(v) ~= "function" then -- semantic's embed: given again to rag.index.open
+      chunk[k] = k == "tokenizer" and tokenizer_name(v) or v
+    end
   end
   local st = self.c:stats()
   return {
@@ -330,6 +332,10 @@ local function apply(self, fname, list, pos, limit, run, tick)
   if not o.chunker then
     error(fname .. ": the index's chunker '" .. tostring(o.chunker_name) .. "' is not a "
       .. "rag.chunk function; pass it again as rag.index.open(dir, { chunker = f })", 3)
+  end
+  if o.chunker_name == "semantic" and o.chunk.embed == nil then
+    error(fname .. ": the index's semantic chunker needs its embed function again: "
+      .. "rag.index.open(dir, { chunk = { embed = f, ... } })", 3)
   end
   if type(o.chunk.tokenizer) == "string" then -- an opened index loads it on its first add
     o.chunk.tokenizer = require("rag.tokenizer").get(o.chunk.tokenizer)
@@ -922,6 +928,15 @@ local function recorded_settings_refused(m)
           error("chunker option tokenizer must be a name", 0)
         end
         copy.tokenizer = require("rag.tokenizer").approx()
+      end
+      if ch.name == "semantic" then -- its embed function is not recorded
+        copy.embed = function(texts)
+          local out = {}
+          for i = 1, #texts do
+            out[i] = { 1 }
+          end
+          return out
+        end
       end
       core.chunk[ch.name]("x", copy)
     end

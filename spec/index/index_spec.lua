@@ -711,6 +711,34 @@ describe("rag.index ids that look like paths", function()
   end)
 end)
 
+describe("rag.index with the semantic chunker", function()
+  it("saves without its embed function, and adds again once it is given", function()
+    -- save raised 'cannot encode a function' on the embed option
+    local e = hashing(8)
+    local embed = function(texts) return e:embed(texts) end
+    local idx = rag.index.new({ embedder = e, chunker = "semantic", chunk = { embed = embed } })
+    local text = "Tides rise. The moon pulls the sea. Bees dance to show the way."
+    assert.equal("added", idx:add({ id = "a", text = text }))
+    local dir = tmpname()
+    assert.is_true(idx:save(dir))
+    idx:close()
+    local m = rag.json.decode(helpers.read(dir .. "/manifest.json"))
+    assert.equal("semantic", m.chunker.name)
+    assert.is_nil(m.chunker.options.embed)
+    local back = assert(rag.index.open(dir))
+    assert.equal("a", back:search("moon")[1].doc_id)
+    assert.has_error(function() back:add({ id = "b", text = "More tides." }) end,
+      "rag.index.add: the index's semantic chunker needs its embed function again: "
+      .. "rag.index.open(dir, { chunk = { embed = f, ... } })")
+    back:close()
+    back = assert(rag.index.open(dir, { chunk = { embed = embed } }))
+    assert.equal("added", back:add({ id = "b", text = "More tides." }))
+    assert.equal(2, #back)
+    back:close()
+    rmdir(dir)
+  end)
+end)
+
 describe("rag.index manifests with bad settings", function()
   it("are damaged files, not misuse: nil, msg, 'corrupt'", function()
     local dir = tmpname()
