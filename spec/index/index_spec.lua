@@ -740,18 +740,36 @@ describe("rag.index with the semantic chunker", function()
 end)
 
 describe("rag.index manifests with bad settings", function()
+  -- Writes into dir the manifest `good` (its text) changed by damage(m), with
+  -- its checksum made right, as a writer that recorded those settings would.
+  -- A new directory holding an index of one document saved with embedder
+  -- dimension dim and enrichment `enrich`; and its manifest's text.
+  local function saved_enriched(dim, enrich)
+    local dir = tmpname()
+    local idx = rag.index.new({ embedder = hashing(dim), enrich = enrich })
+    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
+    assert.is_true(idx:save(dir))
+    idx:close()
+    return dir, helpers.read(dir .. "/manifest.json")
+  end
+
+  local function write_resigned(dir, good, damage)
+    local m = rag.json.decode(good)
+    m.checksum = nil
+    damage(m)
+    local t = rag.json.encode(m)
+    helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
+      .. t:sub(2) .. "\n")
+  end
   it("are damaged files, not misuse: nil, msg, 'corrupt'", function()
     local dir = tmpname()
     local idx = rag.index.new({ embedder = hashing(16) })
     idx:add({ id = "a", text = "tides" })
     assert.is_true(idx:save(dir))
     idx:close()
-    local m = rag.json.decode(helpers.read(dir .. "/manifest.json"))
-    m.checksum = nil
-    m.embedder.config.tf = "bogus" -- found by fuzz/lua_readers: open raised
-    local t = rag.json.encode(m)
-    helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
-      .. t:sub(2) .. "\n")
+    write_resigned(dir, helpers.read(dir .. "/manifest.json"), function(m)
+      m.embedder.config.tf = "bogus" -- found by fuzz/lua_readers: open raised
+    end)
     local x, msg, code = rag.index.open(dir)
     assert.is_nil(x)
     assert.equal("corrupt", code)
@@ -762,12 +780,7 @@ describe("rag.index manifests with bad settings", function()
   it("that record settings rag.index.new refuses are corrupt, found at open", function()
     -- found by fuzz/lua_readers: a metric of 'cnsine' raised from the
     -- summary level's constructor; the others would raise on a later add
-    local dir = tmpname()
-    local idx = rag.index.new({ embedder = hashing(8), enrich = { doc_summary = true } })
-    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
-    assert.is_true(idx:save(dir))
-    idx:close()
-    local good = helpers.read(dir .. "/manifest.json")
+    local dir, good = saved_enriched(8, { doc_summary = true })
     local damages = {
       { "'metric' must be one of", function(m) m.metric = "cnsine" end },
       { "vector must be exact, hnsw or none", function(m) m.vector = "flat" end },
@@ -781,12 +794,7 @@ describe("rag.index manifests with bad settings", function()
       { "tokenizer must be a name", function(m) m.chunker.options.tokenizer = 5 end },
     }
     for _, d in ipairs(damages) do
-      local m = rag.json.decode(good)
-      m.checksum = nil
-      d[2](m)
-      local t = rag.json.encode(m)
-      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
-        .. t:sub(2) .. "\n")
+      write_resigned(dir, good, d[2])
       local x, msg, code = rag.index.open(dir)
       assert.is_nil(x, d[1])
       assert.equal("corrupt", code, d[1])
@@ -801,13 +809,7 @@ describe("rag.index manifests with bad settings", function()
 
   it("that record enrichment options _settings refuses are corrupt, found at open", function()
     -- each of these opened and then raised from a search or an add
-    local dir = tmpname()
-    local idx = rag.index.new({ embedder = hashing(8),
-      enrich = { keywords = true, summary = true, doc_summary = true } })
-    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
-    assert.is_true(idx:save(dir))
-    idx:close()
-    local good = helpers.read(dir .. "/manifest.json")
+    local dir, good = saved_enriched(8, { keywords = true, summary = true, doc_summary = true })
     local damages = {
       { "unknown step or kind bogus = offline", function(e) e.kinds.bogus = "offline" end },
       { "unknown step or kind keywords = bogus", function(e) e.kinds.keywords = "bogus" end },
@@ -821,12 +823,7 @@ describe("rag.index manifests with bad settings", function()
       { "'tag' must be a string", function(e) e.tag = 5 end },
     }
     for _, d in ipairs(damages) do
-      local m = rag.json.decode(good)
-      m.checksum = nil
-      d[2](m.enrich)
-      local t = rag.json.encode(m)
-      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
-        .. t:sub(2) .. "\n")
+      write_resigned(dir, good, function(m) d[2](m.enrich) end)
       local x, msg, code = rag.index.open(dir)
       assert.is_nil(x, d[1])
       assert.equal("corrupt", code, d[1])
@@ -844,12 +841,7 @@ describe("rag.index manifests with bad settings", function()
   it("that lack a part their settings need are corrupt, found at open", function()
     -- found by fuzz/lua_readers ('treebm25' renamed): open raised, or opened
     -- and raised from a later search or add
-    local dir = tmpname()
-    local idx = rag.index.new({ embedder = hashing(8), enrich = { doc_summary = true } })
-    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
-    assert.is_true(idx:save(dir))
-    idx:close()
-    local good = helpers.read(dir .. "/manifest.json")
+    local dir, good = saved_enriched(8, { doc_summary = true })
     local damages = {
       { "the summary level's part 'treebm25' is missing", function(m) m.files.treebm25 = nil end },
       { "the summary level's part 'treevectors' is missing",
@@ -862,12 +854,7 @@ describe("rag.index manifests with bad settings", function()
         function(m) m.embedder.config.dim = 16 end },
     }
     for _, d in ipairs(damages) do
-      local m = rag.json.decode(good)
-      m.checksum = nil
-      d[2](m)
-      local t = rag.json.encode(m)
-      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
-        .. t:sub(2) .. "\n")
+      write_resigned(dir, good, d[2])
       for _, ro in ipairs({ false, true }) do
         local x, msg, code = rag.index.open(dir, { readonly = ro })
         assert.is_nil(x, d[1])
@@ -890,13 +877,7 @@ describe("rag.index manifests with bad settings", function()
 
   it("whose enrichment part has a damaged document entry are corrupt", function()
     -- found by fuzz/lua_readers: an entry without an id raised from open
-    local dir = tmpname()
-    local idx = rag.index.new({ embedder = hashing(8),
-      enrich = { keywords = true, summary = true, doc_summary = true } })
-    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
-    assert.is_true(idx:save(dir))
-    idx:close()
-    local good = helpers.read(dir .. "/manifest.json")
+    local dir, good = saved_enriched(8, { keywords = true, summary = true, doc_summary = true })
     local gm = rag.json.decode(good)
     local epath = dir .. "/" .. gm.files.enrich.name
     local part = helpers.read(epath)
@@ -913,13 +894,10 @@ describe("rag.index manifests with bad settings", function()
       local t = rag.json.decode(part)
       damage(t.docs[1])
       helpers.write(epath, rag.json.encode(t) .. "\n")
-      local m = rag.json.decode(good)
-      m.checksum = nil
       local size, crc = rag.core.fs.sum(epath)
-      m.files.enrich.size, m.files.enrich.crc32 = size, crc
-      local mt = rag.json.encode(m)
-      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(mt) .. '",'
-        .. mt:sub(2) .. "\n")
+      write_resigned(dir, good, function(m)
+        m.files.enrich.size, m.files.enrich.crc32 = size, crc
+      end)
       local x, msg, code = rag.index.open(dir)
       assert.is_nil(x, i)
       assert.equal("corrupt", code, i)
@@ -932,24 +910,14 @@ describe("rag.index manifests with bad settings", function()
     -- found by fuzz/lua_readers: a manifest that lost its enrichment
     -- settings, or the doc_summary kind, opened and dropped the summary
     -- level that its parts hold
-    local dir = tmpname()
-    local idx = rag.index.new({ embedder = hashing(16), enrich = { doc_summary = true } })
-    idx:add({ id = "a", text = "Tides rise. The moon pulls the sea." })
-    assert.is_true(idx:save(dir))
-    idx:close()
-    local good = helpers.read(dir .. "/manifest.json")
+    local dir, good = saved_enriched(16, { doc_summary = true })
     assert.is_table(rag.json.decode(good).files.treestore)
     local damages = {
       ["no enrichment settings"] = function(m) m.enrich = nil end,
       ["no doc_summary kind"] = function(m) m.enrich.kinds.doc_summary = nil end,
     }
     for why, damage in pairs(damages) do
-      local m = rag.json.decode(good)
-      m.checksum = nil
-      damage(m)
-      local t = rag.json.encode(m)
-      helpers.write(dir .. "/manifest.json", '{"checksum":"' .. rag.core.text.hash(t) .. '",'
-        .. t:sub(2) .. "\n")
+      write_resigned(dir, good, damage)
       for _, ro in ipairs({ false, true }) do
         local x, msg, code = rag.index.open(dir, { readonly = ro })
         assert.is_nil(x, why)
