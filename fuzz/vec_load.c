@@ -1,10 +1,11 @@
 /*
 ** fuzz/vec_load.c: rag_vec_load_mem on any bytes. The first byte picks a
 ** mode: 0 loads the rest as is; 1 builds an index from vectors coded in
-** the rest (dim 1..40, every metric and dtype, both kernel sets), dumps it,
-** damages the dump (flipped bits, truncations, overwritten bytes) and loads
-** that; 2 edits the sections of such a dump and rewrites lengths, size and
-** every CRC, so that the checks behind the checksums decide; 3 loads the
+** the rest (dim 1..40, every metric and dtype, both kernel sets, with a
+** sketch or without), dumps it, damages the dump (flipped bits,
+** truncations, overwritten bytes) and loads that; 2 edits the sections of
+** such a dump and rewrites lengths, size and every CRC, so that the checks
+** behind the checksums decide; 3 loads the
 ** rest with its size and CRCs recomputed. A failed load must say
 ** RAG_EFORMAT, RAG_EVERSION or RAG_ECORRUPT. A loaded index must pass
 ** rag_vec_check; its searches must be the exact top k of the scores
@@ -23,7 +24,7 @@
 #include "rag_vec.h"
 #include "vecfuzz.h"
 
-#define NSEC 6 /* of a version 2 dump */
+#define NSEC 8 /* of a version 3 dump */
 #define NQ 4
 
 /* A copy of search results that outlives the next call on the index. */
@@ -322,7 +323,7 @@ static int load_all(const unsigned char *p, size_t n, loads *l, const char **why
   const char *wb = NULL, *wu = NULL;
   unsigned char *raw = (unsigned char *)malloc(n + 80), *un;
   rag_vec *u = NULL;
-  int rc, rb, ru, v2 = n >= 12 && le(p + 8, 4) == 2;
+  int rc, rb, ru, lined = n >= 12 && le(p + 8, 4) >= 2; /* versions 2 and 3 can be borrowed */
   must(raw != NULL);
   un = raw + (64 - (uintptr_t)raw % 64) % 64 + 8; /* 8 bytes past a line */
   if (n) memcpy(un, p, n);
@@ -345,7 +346,7 @@ static int load_all(const unsigned char *p, size_t n, loads *l, const char **why
     must(rag_vec_check(l->b) && rag_vec_check(u) && rag_vec_count(l->b) == count);
     must(rag_vec_mapped(l->c) == 0 && rag_vec_mapped(u) == 0);
     mapped = rag_vec_mapped(l->b);
-    must((mapped > 0) == (v2 && count > 0));
+    must((mapped > 0) == (lined && count > 0));
     must(rag_vec_memory(l->c) >= rag_vec_memory(l->b) + mapped);
     same_bytes(l->c, l->b);
     same_bytes(l->c, u);
@@ -464,6 +465,7 @@ static rag_vec *build(input *in) {
   o.metric = (rag_metric)(c1 % RAG_NMETRICS);
   o.dtype = (rag_dtype)((c1 / RAG_NMETRICS) % RAG_NDTYPES);
   o.portable = (c1 >> 4) & 1;
+  o.sketch = ((c1 >> 5) & 1) && o.dtype == RAG_F32 && o.metric != RAG_L2;
   must(rag_vec_new(&o, &v) == RAG_OK);
   while (more(in) && nops++ < 64) {
     uint8_t op = take(in);

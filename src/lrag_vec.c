@@ -203,7 +203,7 @@ static lvec *push_vec(lua_State *L, size_t dim) {
 }
 
 static int vec_new(lua_State *L) {
-  static const char *const allowed[] = {"dim", "metric", "dtype", "simd", NULL};
+  static const char *const allowed[] = {"dim", "metric", "dtype", "simd", "sketch", NULL};
   rag_vec_opts o;
   int metric, dtype, portable, rc;
   lvec *u;
@@ -213,6 +213,10 @@ static int vec_new(lua_State *L) {
   o.metric = (rag_metric)metric;
   o.dtype = (rag_dtype)dtype;
   o.portable = portable;
+  o.sketch = lrag_optboolean(L, 1, "rag.vec.new", "sketch", 0);
+  if (o.sketch && (o.dtype != RAG_F32 || o.metric == RAG_L2))
+    return luaL_error(L, "rag.vec.new: option 'sketch' needs dtype 'f32' and metric 'cosine' "
+                         "or 'dot'");
   u = push_vec(L, o.dim);
   rc = rag_vec_new(&o, &u->v);
   if (rc != RAG_OK) return lrag_error(L, rc, "rag.vec.new", NULL);
@@ -394,6 +398,8 @@ static int vec_stats(lua_State *L) {
   const rag_kernel *k = rag_vec_kernel(u->v);
   lrag_pushvecstats(L, k, rag_vec_count(u->v), rag_vec_memory(u->v));
   if (k->bf16_rows) lrag_setstr(L, "kernel", "avx512bf16"); /* its search scans with VDPBF16PS */
+  lua_pushboolean(L, rag_vec_config(u->v)->sketch);
+  lua_setfield(L, -2, "sketch");
   lrag_setint(L, "mapped", (lua_Integer)rag_vec_mapped(u->v));
   return 1;
 }

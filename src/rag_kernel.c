@@ -261,6 +261,25 @@ static size_t p_skip(const float *a, const float *xn, size_t n, double p, double
   return i;
 }
 
+/* {====== The sketch pass ======} */
+
+#define SKR RAG_SKETCH_ROWS
+
+/* rag_kernel.sketch in plain C: each block's sums kept in out, component after component. */
+static void p_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
+                     size_t nb, size_t d, float *out) {
+  size_t b, t, j;
+  for (b = 0; b < nb; b++, out += SKR) {
+    const int8_t *blk = codes + b * d * SKR;
+    for (j = 0; j < SKR; j++) out[j] = 0;
+    for (t = 0; t < nnz; t++) {
+      const int8_t *c = blk + (size_t)idx[t] * SKR;
+      float wt = w[t];
+      for (j = 0; j < SKR; j++) out[j] += wt * (float)c[j];
+    }
+  }
+}
+
 /* {====== AVX2 kernels ======} */
 
 #ifdef RAG_X86
@@ -495,6 +514,28 @@ AVX static size_t a_skip(const float *a, const float *xn, size_t n, double p, do
   return i + p_skip(a + i, xn + i, n - i, p, q, r, tau);
 }
 
+/* p_sketch, 64 rows a pass: eight accumulators of eight rows (AVX2). */
+AVX static void a_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
+                         size_t nb, size_t d, float *out) {
+  size_t b, t, h, k;
+  for (b = 0; b < nb; b++) {
+    for (h = 0; h < SKR; h += 64) {
+      const int8_t *blk = codes + b * d * SKR + h;
+      __m256 a[8];
+      for (k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
+      for (t = 0; t < nnz; t++) {
+        const int8_t *c = blk + (size_t)idx[t] * SKR;
+        __m256 wv = _mm256_set1_ps(w[t]);
+        for (k = 0; k < 8; k++) {
+          __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(c + 8 * k));
+          a[k] = _mm256_fmadd_ps(wv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)), a[k]);
+        }
+      }
+      for (k = 0; k < 8; k++) _mm256_storeu_ps(out + b * SKR + h + 8 * k, a[k]);
+    }
+  }
+}
+
 /* p_skip, eight rows a step (AVX-512F). */
 AVX512 static size_t x_skip(const float *a, const float *xn, size_t n, double p, double q,
                             double r, double tau) {
@@ -522,6 +563,26 @@ AVX512 static size_t x_skip(const float *a, const float *xn, size_t n, double p,
 
 AVX512_ROWS(x_dot_b, w_dot_b)
 AVX512_ROWS(x_l2_b, w_l2_b)
+
+/* p_sketch, a block a pass: eight accumulators of sixteen rows (AVX-512F). */
+AVX512 static void x_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
+                            size_t nb, size_t d, float *out) {
+  size_t b, t, k;
+  for (b = 0; b < nb; b++, out += SKR) {
+    const int8_t *blk = codes + b * d * SKR;
+    __m512 a[8];
+    for (k = 0; k < 8; k++) a[k] = _mm512_setzero_ps();
+    for (t = 0; t < nnz; t++) {
+      const int8_t *c = blk + (size_t)idx[t] * SKR;
+      __m512 wv = _mm512_set1_ps(w[t]);
+      for (k = 0; k < 8; k++) {
+        __m128i c16 = _mm_loadu_si128((const __m128i *)(const void *)(c + 16 * k));
+        a[k] = _mm512_fmadd_ps(wv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c16)), a[k]);
+      }
+    }
+    for (k = 0; k < 8; k++) _mm512_storeu_ps(out + 16 * k, a[k]);
+  }
+}
 
 /* AVX2, FMA and F16C, with the OS saving the YMM registers (CPUID, XGETBV). */
 static int cpu_has_avx2(void) {
@@ -664,6 +725,7 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->skip = NULL;
   k->bf16_rows = NULL;
   k->approx_bf = NULL;
+  k->sketch = NULL;
   k->simd = 0;
   k->split = 0;
 #ifdef RAG_X86
@@ -694,9 +756,11 @@ void rag_kernel_split(rag_kernel *k) {
   k->approx = l2 ? g_l2_b : g_dot_b;
   k->approx_rows = l2 ? p_l2_b : p_dot_b;
   k->skip = p_skip;
+  k->sketch = l2 ? NULL : p_sketch;
 #ifdef RAG_X86
   if (k->simd && cpu_has_avx512()) {
     k->skip = x_skip;
+    k->sketch = l2 ? NULL : x_sketch;
     k->one = l2 ? z_l2_s1 : z_dot_s1;
     k->gather = l2 ? y_l2_s : y_dot_s;
     k->approx = l2 ? y_l2_b : y_dot_b;
@@ -710,6 +774,7 @@ void rag_kernel_split(rag_kernel *k) {
 #endif
   } else if (k->simd) {
     k->skip = a_skip;
+    k->sketch = l2 ? NULL : a_sketch;
     k->one = l2 ? b_l2_s : b_dot_s;
     k->gather = l2 ? c_l2_s : c_dot_s;
     k->approx = l2 ? c_l2_b : c_dot_b;

@@ -53,6 +53,19 @@ typedef void (*rag_kernel_bf16_fn)(const uint16_t *qh, const void *rows, size_t 
 typedef size_t (*rag_kernel_skip_fn)(const float *a, const float *xn, size_t n, double p,
                                      double q, double r, double tau);
 
+/* Rows in a block of rag_vec's sketch, stored component by component. */
+#define RAG_SKETCH_ROWS 128
+
+/*
+** The sketch pass (rag_vec): nb blocks of RAG_SKETCH_ROWS rows of int8
+** codes, block b's component d of its row j at codes[(b * dim + d) *
+** RAG_SKETCH_ROWS + j]. out[b * RAG_SKETCH_ROWS + j] = the sum over t < nnz
+** of w[t] * (component idx[t] of row j), in float, in any order, fused or
+** not (rag_vec's bound covers any).
+*/
+typedef void (*rag_kernel_sketch_fn)(const float *w, const uint32_t *idx, size_t nnz,
+                                     const int8_t *codes, size_t nb, size_t dim, float *out);
+
 typedef struct rag_kernel {
   rag_kernel_score_fn score;
   rag_kernel_score1_fn one;
@@ -65,6 +78,7 @@ typedef struct rag_kernel {
   size_t dim, rowbytes;
   rag_kernel_bf16_fn bf16_rows; /* split dot/cosine rows, AVX512-BF16 CPUs; else NULL */
   rag_kernel_gather_fn approx_bf; /* as approx, but q is the query in bfloat16; else NULL */
+  rag_kernel_sketch_fn sketch;    /* split dot/cosine rows; else NULL */
   int simd;  /* 1: AVX2/FMA/F16C kernels; 2: AVX-512F for split rows */
   int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;

@@ -4,29 +4,36 @@
 ** File format (integers little-endian; grammar of header, section and str
 ** in rag_file.h):
 **
-**   file     = header section{6}       magic "RAGVEC\0\0", version 2
-**   "PARM"   dim:u32 metric:u8 dtype:u8
+**   file     = header section{8}       magic "RAGVEC\0\0", version 3
+**   "PARM"   dim:u32 metric:u8 dtype:u8 sketch:u8
 **   "IDS "   count:varint str{count}
 **   "ROWS"   pad, then f32: the high plane, count * dim u16 (each component's
 **            high 16 bits, row after row); f16: count * dim f16; i8: count * dim i8
 **   "LOWS"   pad, then f32: the low plane, count * dim u16; nothing for f16 and i8
 **   "NORM"   pad, then f32: count norms:f32 (each row's norm_up); nothing otherwise
 **   "SCAL"   pad, then i8: count scales:f32; nothing otherwise
+**   "SKCD"   pad, then with sketch 1: ceil(count / 128) blocks of dim * 128
+**            codes:i8, block b's component d of its row j at (b * dim + d) *
+**            128 + j, rows past count zero; nothing otherwise
+**   "SKSW"   pad, then with sketch 1: count scales:f32, then count weights:f32
+**            (see sketch_row); nothing otherwise
 **   pad      = zero bytes up to the next file offset that is a multiple of 64
 **              (0 to 63, by where the payload starts)
 **
 ** The row sections are the in-memory layout itself, each starting on a
 ** 64-byte line as rag_block's rows do: a borrowing load of a file mapped at
 ** an aligned address points the index into the file and copies nothing
-** row-sized. Version 1 (still read, converted as it loads) had four
+** row-sized. Version 2 (still read) had no sketch byte and no SKCD and
+** SKSW sections. Version 1 (still read, converted as it loads) had four
 ** sections, no pad:
 **
 **   "PARM" and "IDS " as above; "ROWS" count rows of dim components (f32,
 **   f16 or i8); "SCAL" count scales:f32 for i8 rows, empty for f32 and f16
 **
 ** A file loads only when every checksum, pad and length agrees, the ids are
-** unique, every component and scale is finite (scales above zero) and every
-** f32 norm is the one norm_up gives, whether the rows are copied or borrowed.
+** unique, every component and scale is finite (scales above zero), every
+** f32 norm is the one norm_up gives and every row's sketch is the one
+** sketch_row makes, whether the rows are copied or borrowed.
 **
 ** f32 rows are kept as two planes: the high 16 bits of every component (a
 ** truncated bfloat16) of all rows, then the low 16 bits, with each row's
@@ -34,6 +41,12 @@
 ** within a proven bound of the exact ones (see `bound`), and scores exactly
 ** only the rows whose bound reaches the k-th best lower bound: the result is
 ** the exact search's, hit for hit and bit for bit.
+**
+** The sketch (f32 rows, cosine or dot) is a third copy of the rows, int8
+** with a scale per row, kept component by component in blocks of 128 rows:
+** a search sums only the components where the query is not zero, a quarter
+** of the bytes of the high plane or less, and a bound of its own (see
+** sketch_row and bound_sketch) again decides which rows are scored exactly.
 */
 #include "rag_vec.h"
 
@@ -49,9 +62,10 @@
 #endif
 
 static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'V', 'E', 'C', 0, 0};
-#define FORMAT_VERSION 2u
-#define NSECTIONS 6u
-#define NROWSECS 4u           /* ROWS, LOWS, NORM, SCAL */
+#define FORMAT_VERSION 3u
+#define NSECTIONS 8u
+#define NROWSECS 6u           /* ROWS, LOWS, NORM, SCAL, SKCD, SKSW */
+#define SKR RAG_SKETCH_ROWS   /* rows in a block of the sketch */
 #define LINE 64u              /* row sections start on lines of this many bytes */
 #define BLOCK 256            /* rows scored per kernel call */
 #define AHEAD 4              /* rows search_split asks for before scoring them */
@@ -74,8 +88,14 @@ struct rag_vec {
   size_t stride;        /* bytes per row in rows: dim * 2 for f32, else rowbytes */
   float *norms;         /* f32: each row's Euclidean norm, rounded up */
   float *scales;        /* i8 only */
+  rag_block skmem;
+  int8_t *sk;           /* sketch: the codes, blocks of SKR rows (see the file grammar) */
+  float *sks;           /* sketch: each row's scale */
+  float *skw;           /* sketch: each row's weight in the bound (sketch_row) */
+  uint32_t *nzi;        /* sketch: the query's nonzero components (dim) */
+  float *nzw;           /* sketch: and their values (dim) */
   size_t cap;           /* rows allocated; 0 while borrowed */
-  int borrowed;         /* rows, lo, norms and scales point into a loaded file's bytes */
+  int borrowed;         /* rows, lo, norms, scales and the sketch point into a loaded file's bytes */
   size_t mapped;        /* the bytes of those while borrowed */
   float *tmp;           /* dim floats: the prepared vector or query */
   uint16_t *qb;         /* hk.bf16_rows: the query in bfloat16 (dim) */
@@ -103,7 +123,8 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   rag_vec *v;
   *out = NULL;
   if (o->dim < 1 || o->dim > RAG_VEC_MAX_DIM || (unsigned)o->metric >= RAG_NMETRICS ||
-      (unsigned)o->dtype >= RAG_NDTYPES)
+      (unsigned)o->dtype >= RAG_NDTYPES ||
+      (o->sketch && (o->dtype != RAG_F32 || o->metric == RAG_L2)))
     return RAG_EINVAL;
   v = (rag_vec *)rag_malloc(sizeof *v);
   if (v == NULL) return RAG_ENOMEM;
@@ -116,8 +137,16 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   rag_ids_init(&v->ids);
   v->tmp = (float *)rag_malloc(o->dim * sizeof *v->tmp);
   if (v->hk.bf16_rows) v->qb = (uint16_t *)rag_malloc(o->dim * sizeof *v->qb);
+  if (o->sketch) {
+    v->nzi = (uint32_t *)rag_malloc(o->dim * sizeof *v->nzi);
+    v->nzw = (float *)rag_malloc(o->dim * sizeof *v->nzw);
+  }
   if (v->tmp == NULL || (v->hk.bf16_rows && v->qb == NULL) ||
+      (o->sketch && (v->nzi == NULL || v->nzw == NULL)) ||
       (v->hk.split && row_fit(v, o->dim) != RAG_OK)) {
+    rag_free(v->nzi);
+    rag_free(v->nzw);
+    rag_free(v->row);
     rag_free(v->qb);
     rag_free(v->tmp);
     rag_free(v);
@@ -132,10 +161,15 @@ void rag_vec_free(rag_vec *v) {
   rag_ids_free(&v->ids);
   rag_block_free(&v->rowmem);
   rag_block_free(&v->lomem);
+  rag_block_free(&v->skmem);
   if (!v->borrowed) {
     rag_free(v->norms);
     rag_free(v->scales);
+    rag_free(v->sks);
+    rag_free(v->skw);
   }
+  rag_free(v->nzi);
+  rag_free(v->nzw);
   rag_free(v->tmp);
   rag_free(v->qb);
   rag_free(v->row);
@@ -189,6 +223,60 @@ static float norm_up(const float *x, size_t n) {
   return (double)f < r ? nextafterf(f, INFINITY) : f;
 }
 
+/* gamma(n) of Higham's bound for a sum of n rounded terms, unit roundoff u */
+static double higham(double n, double u) { return n * u / (1 - n * u); }
+
+/* The least float not below the double x (x >= 0, finite). */
+static float float_up(double x) {
+  float f = (float)x;
+  return (double)f < x ? nextafterf(f, INFINITY) : f;
+}
+
+/*
+** Row x (prepared, of norm_up xn) in the sketch: codes c (written `step`
+** bytes apart), scale s and weight w. With m the largest |x_i|, s = m / 127
+** and c_i = x_i / s rounded half away from zero, within [-127, 127] (all 0
+** when s is 0: m is 0, or so small that m / 127 underflows). The weight bounds how far the sketch's score of the row can
+** be from the exact kernel's, per unit of the query's norm |q| (see
+** bound_sketch): with e >= |x - s c| (in double, rounded up) and g =
+** gamma(dim + 8), u = 2^-24,
+**   |sum q x - s sum q c| <= |q| e                    (Cauchy-Schwarz)
+**   the sketch's float sum and its product by s:   g |q| s|c| <= g |q| (xn + e)
+**   the exact kernel's float sum:                  g |q| xn
+** so w = e (1 + g) + 2 g xn, with a margin of 2^-40 for this arithmetic,
+** rounded up to a float. The same bits on every CPU: each step is one
+** IEEE operation (the build has -ffp-contract=off).
+*/
+static void sketch_row(const rag_vec *v, const float *x, float xn, int8_t *c, size_t step,
+                       float *s, float *w) {
+  size_t i, d = v->o.dim;
+  float m = 0, sc;
+  double ee = 0, g = higham((double)d + 8, 1.0 / 16777216.0);
+  for (i = 0; i < d; i++)
+    if (fabsf(x[i]) > m) m = fabsf(x[i]);
+  sc = m / 127.0f;
+  for (i = 0; i < d; i++) {
+    int k = 0;
+    double r;
+    if (sc > 0) {
+      float t = fabsf(x[i]) / sc;
+      k = t >= 127.0f ? 127 : (int)(t + 0.5f);
+      if (k > 127) k = 127;
+      if (x[i] < 0) k = -k;
+    }
+    c[i * step] = (int8_t)k;
+    r = (double)x[i] - (double)sc * k; /* s k is exact in double: 24 by 8 bits */
+    ee += r * r;
+  }
+  *s = sc;
+  *w = float_up((sqrt(ee) * (1 + g) + 2 * g * xn) * (1 + ldexp(1, -40)));
+}
+
+/* Slot's first code in the sketch; its next component is SKR bytes on. */
+static int8_t *code_at(const rag_vec *v, size_t slot) {
+  return v->sk + (slot / SKR) * v->o.dim * SKR + slot % SKR;
+}
+
 /* Stores prepared vector x in slot. */
 static void row_put(rag_vec *v, size_t slot, const float *x) {
   float scale;
@@ -199,6 +287,25 @@ static void row_put(rag_vec *v, size_t slot, const float *x) {
   }
   rag_kernel_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
   v->norms[slot] = norm_up(x, v->o.dim);
+  if (v->o.sketch)
+    sketch_row(v, x, v->norms[slot], code_at(v, slot), SKR, v->sks + slot, v->skw + slot);
+}
+
+/* Slot's codes moved to slot `to`, slot's zeroed (a removal's last row). */
+static void sketch_move(rag_vec *v, size_t slot, size_t to) {
+  int8_t *a = code_at(v, slot), *b = code_at(v, to);
+  size_t i;
+  for (i = 0; i < v->o.dim; i++) {
+    b[i * SKR] = a[i * SKR];
+    a[i * SKR] = 0;
+  }
+  v->sks[to] = v->sks[slot];
+  v->skw[to] = v->skw[slot];
+}
+
+/* The sketch's bytes for n rows: whole blocks. */
+static uint64_t sketch_bytes(const rag_vec *v, uint64_t n) {
+  return v->o.sketch ? (n + SKR - 1) / SKR * SKR * v->o.dim : 0;
 }
 
 /* Slot's row as the kernel reads it; f32 rows are rebuilt into buf (dim floats). */
@@ -230,18 +337,25 @@ static int prepare(const rag_vec *v, const float *x, float *out, rag_vec_bad *ba
 */
 static int rows_own(rag_vec *v, size_t cap) {
   size_t n = v->ids.n;
-  rag_block hi = {NULL, NULL, 0}, lo = {NULL, NULL, 0};
-  float *nr = NULL, *sc = NULL;
+  rag_block hi = {NULL, NULL, 0}, lo = {NULL, NULL, 0}, sk = {NULL, NULL, 0};
+  float *nr = NULL, *sc = NULL, *ss = NULL, *sw = NULL;
   int ok = rag_block_resize(&hi, 0, cap * v->stride) == RAG_OK;
   if (ok && v->hk.split)
     ok = rag_block_resize(&lo, 0, cap * v->stride) == RAG_OK &&
          (nr = (float *)rag_malloc(cap * sizeof *nr)) != NULL;
   if (ok && v->o.dtype == RAG_I8) ok = (sc = (float *)rag_malloc(cap * sizeof *sc)) != NULL;
+  if (ok && v->o.sketch)
+    ok = rag_block_resize(&sk, 0, (size_t)sketch_bytes(v, cap)) == RAG_OK &&
+         (ss = (float *)rag_malloc(cap * sizeof *ss)) != NULL &&
+         (sw = (float *)rag_malloc(cap * sizeof *sw)) != NULL;
   if (!ok) {
     rag_block_free(&hi);
     rag_block_free(&lo);
+    rag_block_free(&sk);
     rag_free(nr);
     rag_free(sc);
+    rag_free(ss);
+    rag_free(sw);
     return RAG_ENOMEM;
   }
   if (n > 0) {
@@ -251,13 +365,22 @@ static int rows_own(rag_vec *v, size_t cap) {
       memcpy(nr, v->norms, n * sizeof *nr);
     }
     if (sc != NULL) memcpy(sc, v->scales, n * sizeof *sc);
+    if (v->o.sketch) { /* whole blocks: the rows past n are zero in the file */
+      memcpy(sk.p, v->sk, (size_t)sketch_bytes(v, n));
+      memcpy(ss, v->sks, n * sizeof *ss);
+      memcpy(sw, v->skw, n * sizeof *sw);
+    }
   }
   v->rowmem = hi;
   v->lomem = lo;
+  v->skmem = sk;
   v->rows = hi.p;
   v->lo = lo.p;
+  v->sk = (int8_t *)(void *)sk.p;
   v->norms = nr;
   v->scales = sc;
+  v->sks = ss;
+  v->skw = sw;
   v->cap = cap;
   v->borrowed = 0;
   v->mapped = 0;
@@ -276,7 +399,8 @@ static int rows_fit(rag_vec *v, size_t need) {
     if (cap > ((size_t)-1) / 2) return RAG_ENOMEM;
     cap *= 2;
   }
-  if (RAG_MUL_OVERFLOWS(cap, v->stride) || RAG_MUL_OVERFLOWS(cap, sizeof(float)))
+  if (RAG_MUL_OVERFLOWS(cap, v->stride) || RAG_MUL_OVERFLOWS(cap, sizeof(float)) ||
+      RAG_MUL_OVERFLOWS(cap + SKR, v->o.dim))
     return RAG_ENOMEM;
   if (v->borrowed) return rows_own(v, cap);
   if (rag_block_resize(&v->rowmem, keep, cap * v->stride) != RAG_OK) return RAG_ENOMEM;
@@ -293,6 +417,17 @@ static int rows_fit(rag_vec *v, size_t need) {
     float *sc = (float *)rag_realloc(v->scales, cap * sizeof *sc);
     if (sc == NULL) return RAG_ENOMEM;
     v->scales = sc;
+  }
+  if (v->o.sketch) {
+    float *f;
+    size_t had = v->sk != NULL ? (size_t)sketch_bytes(v, v->ids.n) : 0;
+    if (rag_block_resize(&v->skmem, had, (size_t)sketch_bytes(v, cap)) != RAG_OK)
+      return RAG_ENOMEM;
+    v->sk = (int8_t *)(void *)v->skmem.p;
+    if ((f = (float *)rag_realloc(v->sks, cap * sizeof *f)) == NULL) return RAG_ENOMEM;
+    v->sks = f;
+    if ((f = (float *)rag_realloc(v->skw, cap * sizeof *f)) == NULL) return RAG_ENOMEM;
+    v->skw = f;
   }
   v->cap = cap;
   return RAG_OK;
@@ -311,6 +446,8 @@ int rag_vec_add(rag_vec *v, const char *id, size_t idlen, const float *x, rag_ve
     if ((rc = rag_ids_reserve(&v->ids, 1, idlen)) != RAG_OK) return rc;
     if ((rc = rows_fit(v, v->ids.n + 1)) != RAG_OK) return rc;
     slot = rag_ids_push(&v->ids, id, idlen);
+    if (v->o.sketch && slot % SKR == 0) /* a new block: rows past the count stay zero */
+      memset(code_at(v, slot), 0, v->o.dim * SKR);
   } else if ((rc = rag_vec_own(v)) != RAG_OK) {
     return rc;
   }
@@ -335,6 +472,7 @@ int rag_vec_remove(rag_vec *v, const char *id, size_t idlen, int *removed) {
     }
     if (v->scales != NULL) v->scales[slot] = v->scales[last];
   }
+  if (v->o.sketch) sketch_move(v, last, slot); /* the last row's codes zeroed, moved or not */
   rag_ids_swap_remove(&v->ids, slot);
   rag_ids_tidy(&v->ids);
   return RAG_OK;
@@ -432,9 +570,6 @@ typedef struct bound {
   double p, q, r; /* the bound is (p xn + q) xn + r for a row of norm xn */
 } bound;
 
-/* gamma(n) above for a unit roundoff u */
-static double higham(double n, double u) { return n * u / (1 - n * u); }
-
 static void bound_init(bound *b, const rag_vec *v, const float *q, const uint16_t *qb) {
   double d = (double)v->o.dim, u = 1.0 / 16777216.0, ss = 0, qn, g, a, m = 1 + ldexp(1, -20);
   size_t i;
@@ -469,6 +604,38 @@ static void bound_init(bound *b, const rag_vec *v, const float *q, const uint16_
   }
 }
 
+/*
+** The sketch's bound: |a - e| <= |q| w + c for a row of weight w (sketch_row),
+** a its sketch score and e its exact kernel's, so p = 0, q = |q|, r = c. The
+** absolute term c covers subnormals and flushing to zero, should MXCSR ask
+** for it: each of the dim terms of the sketch's sum may lose < 2^-119 (a
+** flushed q_i times |c_i| <= 127 < 2^7) plus 2^-126 twice (its product and
+** its partial sum), all times the scale s < 1e15 / 127 < 2^43, and the
+** product by s 2^-126: (dim + 2) 2^-75 + 2^-125; then the exact side's
+** absolute term as bound_init has it. A relative margin of 2^-20 covers
+** the double arithmetic of the bound and of the comparisons with it.
+*/
+static void bound_sketch(bound *b, const rag_vec *v, const float *q) {
+  double d = (double)v->o.dim, ss = 0, qn, m = 1 + ldexp(1, -20);
+  size_t i;
+  for (i = 0; i < v->o.dim; i++) ss += (double)q[i] * q[i];
+  qn = sqrt(ss);
+  b->p = 0;
+  b->q = qn * m;
+  b->r = ((d + 2) * ldexp(1, -75) + ldexp(1, -125) + (sqrt(d) + d + 16) * ldexp(1, -120) * (1 + qn)) * m;
+}
+
+/* The query's nonzero components into v->nzi and v->nzw; their count. */
+static size_t sketch_query(rag_vec *v, const float *q) {
+  size_t i, n = 0;
+  for (i = 0; i < v->o.dim; i++)
+    if (q[i] != 0) {
+      v->nzi[n] = (uint32_t)i;
+      v->nzw[n++] = q[i];
+    }
+  return n;
+}
+
 /* Replaces the least of the k lower bounds (a min-heap) with x. */
 static void lb_replace(double *h, size_t k, double x) {
   size_t i = 0;
@@ -484,15 +651,18 @@ static void lb_replace(double *h, size_t k, double x) {
 }
 
 /*
-** Exact top-k of f32 rows in two passes. Every row with an upper bound below
-** the k-th best lower bound (tau) has an exact score below k rows' and is
-** never a hit; the rest are scored exactly. A NaN approximation compares
-** false and is kept for the exact pass.
+** Exact top-k of f32 rows in two passes, the first over the sketch when
+** there is one, else over the high plane. Every row with an upper bound
+** below the k-th best lower bound (tau) has an exact score below k rows'
+** and is never a hit; the rest are scored exactly. A NaN approximation
+** compares false and is kept for the exact pass.
 */
 static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
   bound b;
-  size_t n = v->ids.n, lo, i, j, nc = 0, climit = 4 * kk + 1024;
+  size_t n = v->ids.n, lo, i, j, nc = 0, climit = 4 * kk + 1024, nnz = 0;
   double tau = -INFINITY;
+  int sketched = v->o.sketch && v->hk.sketch != NULL;
+  const float *xs = v->norms; /* what the bound is a polynomial of, row by row */
   if (kk > v->lbcap) {
     double *p = (double *)rag_grow(v->lb, &v->lbcap, kk, sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
@@ -504,19 +674,29 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
     v->cs = p;
   }
   for (i = 0; i < kk; i++) v->lb[i] = -INFINITY;
-  if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb);
-  bound_init(&b, v, q, v->hk.bf16_rows ? v->qb : NULL);
+  if (sketched) { /* the bound's variable is each row's weight, not its norm */
+    nnz = sketch_query(v, q);
+    bound_sketch(&b, v, q);
+    xs = v->skw;
+  } else {
+    if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb);
+    bound_init(&b, v, q, v->hk.bf16_rows ? v->qb : NULL);
+  }
   for (lo = 0; lo < n; lo += BLOCK) {
     size_t m = n - lo < BLOCK ? n - lo : BLOCK;
-    if (v->hk.bf16_rows)
+    if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), then each one's scale */
+      v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo), (m + SKR - 1) / SKR, v->o.dim, v->buf);
+      for (i = 0; i < m; i++) v->buf[i] *= v->sks[lo + i];
+    } else if (v->hk.bf16_rows) {
       v->hk.bf16_rows(v->qb, row_at(v, lo), m, v->o.dim, v->stride, v->buf);
-    else
+    } else {
       v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
+    }
     for (i = 0; i < m; i++) {
       double xn, a, r;
-      i += v->hk.skip(v->buf + i, v->norms + lo + i, m - i, b.p, b.q, b.r, tau);
+      i += v->hk.skip(v->buf + i, xs + lo + i, m - i, b.p, b.q, b.r, tau);
       if (i == m) break;
-      xn = v->norms[lo + i];
+      xn = xs[lo + i];
       a = v->buf[i];
       r = (b.p * xn + b.q) * xn + b.r;
       if (!(a + r < tau)) {
@@ -653,6 +833,9 @@ size_t rag_vec_memory(const rag_vec *v) { /* a borrowed index's rows: cap 0, no 
          (v->rowmem.base ? v->cap * v->stride + 63 : 0) +
          (v->lomem.base ? v->cap * v->stride + 63 : 0) + (v->norms ? v->cap * sizeof(float) : 0) +
          (v->scales ? v->cap * sizeof(float) : 0) + v->o.dim * sizeof(float) +
+         (v->skmem.base ? (size_t)sketch_bytes(v, v->cap) + 63 : 0) +
+         (v->sks ? 2 * v->cap * sizeof(float) : 0) +
+         (v->nzi ? v->o.dim * (sizeof(uint32_t) + sizeof(float)) : 0) +
          v->rowcap * sizeof(float) + v->lbcap * sizeof(double) + v->ccap * sizeof(cand) +
          v->qscap * sizeof(float) + v->bufcap * sizeof(float) + v->hcap * sizeof(rag_hit) +
          v->acap * sizeof(uint32_t) + v->seencap * sizeof(uint32_t);
@@ -669,15 +852,18 @@ static size_t pad_at(uint64_t off) {
   return (size_t)((LINE - off % LINE) % LINE);
 }
 
-/* The data bytes of ROWS, LOWS, NORM and SCAL for n rows. */
+/* The data bytes of ROWS, LOWS, NORM, SCAL, SKCD and SKSW for n rows. */
 static void row_sizes(const rag_vec *v, uint64_t n, uint64_t sz[NROWSECS]) {
   sz[0] = n * v->stride;
   sz[1] = v->hk.split ? n * v->stride : 0;
   sz[2] = v->hk.split ? n * 4 : 0;
   sz[3] = v->o.dtype == RAG_I8 ? n * 4 : 0;
+  sz[4] = sketch_bytes(v, n);
+  sz[5] = v->o.sketch ? n * 8 : 0;
 }
 
-static const char TAGS[NSECTIONS][5] = {"PARM", "IDS ", "ROWS", "LOWS", "NORM", "SCAL"};
+static const char TAGS[NSECTIONS][5] = {"PARM", "IDS ", "ROWS", "LOWS",
+                                        "NORM", "SCAL", "SKCD", "SKSW"};
 
 static void write_index(const void *obj, rag_writer *w) {
   static const unsigned char zeros[LINE] = {0};
@@ -689,7 +875,9 @@ static void write_index(const void *obj, rag_writer *w) {
   data[1] = v->lo;
   data[2] = v->norms;
   data[3] = v->scales;
-  len[0] = 4 + 1 + 1;
+  data[4] = v->sk;
+  data[5] = NULL; /* SKSW: the scales, then the weights */
+  len[0] = 4 + 1 + 1 + 1;
   len[1] = rag_varint_len(n);
   for (i = 0; i < n; i++) len[1] += rag_str_size(v->ids.e[i].len);
   row_sizes(v, n, sz);
@@ -704,6 +892,7 @@ static void write_index(const void *obj, rag_writer *w) {
   rag_w_uint(w, v->o.dim, 4);
   rag_w_uint(w, (uint64_t)v->o.metric, 1);
   rag_w_uint(w, (uint64_t)v->o.dtype, 1);
+  rag_w_uint(w, (uint64_t)(v->o.sketch != 0), 1);
   rag_w_end(w);
   rag_w_begin(w, TAGS[1], len[1]);
   rag_w_varint(w, n);
@@ -716,7 +905,12 @@ static void write_index(const void *obj, rag_writer *w) {
   for (i = 0; i < NROWSECS; i++) {
     rag_w_begin(w, TAGS[2 + i], len[2 + i]);
     rag_w_put(w, zeros, pad[i]);
-    rag_w_put(w, data[i], (size_t)sz[i]);
+    if (i == 5 && sz[5] > 0) {
+      rag_w_put(w, v->sks, n * 4);
+      rag_w_put(w, v->skw, n * 4);
+    } else {
+      rag_w_put(w, data[i], (size_t)sz[i]);
+    }
     rag_w_end(w);
   }
 }
@@ -729,8 +923,20 @@ int rag_vec_save(const rag_vec *v, const char *path, int *err) {
   return rag_file_save(path, write_index, v, err);
 }
 
-/* Why rows [0, n) are unsound ("bad component", "bad norm"), or NULL when
-** they are sound; f32 rows are rebuilt in v->row to be checked. */
+/* 1 when row `slot`'s sketch is the one sketch_row makes of x. */
+static int sketch_ok(rag_vec *v, size_t slot, const float *x) {
+  int8_t *want = (int8_t *)(void *)v->nzi; /* dim bytes of scratch: no search is under way */
+  const int8_t *c = code_at(v, slot);
+  float s, w;
+  size_t i;
+  sketch_row(v, x, v->norms[slot], want, 1, &s, &w);
+  for (i = 0; i < v->o.dim; i++)
+    if (c[i * SKR] != want[i]) return 0;
+  return memcmp(&s, v->sks + slot, sizeof s) == 0 && memcmp(&w, v->skw + slot, sizeof w) == 0;
+}
+
+/* Why rows [0, n) are unsound ("bad component", "bad norm", "bad sketch"),
+** or NULL when they are sound; f32 rows are rebuilt in v->row to be checked. */
 static const char *row_fault(rag_vec *v, size_t n) {
   size_t i;
   if (!v->hk.split)
@@ -739,22 +945,33 @@ static const char *row_fault(rag_vec *v, size_t n) {
     const float *x = (const float *)row_get(v, i, v->row);
     if (!rag_kernel_rows_ok(&v->kern, x, NULL, 1)) return "bad component";
     if (v->norms[i] != norm_up(x, v->o.dim)) return "bad norm";
+    if (v->o.sketch && !sketch_ok(v, i, x)) return "bad sketch";
+  }
+  if (v->o.sketch && n % SKR != 0) { /* the last block's rows past n: zero */
+    for (i = 0; i < v->o.dim; i++) {
+      const int8_t *c = code_at(v, n) + i * SKR;
+      size_t j;
+      for (j = 0; j < SKR - n % SKR; j++)
+        if (c[j] != 0) return "bad sketch";
+    }
   }
   return NULL;
 }
 
-/* PARM: the index's options. */
-static int read_params(rag_reader r, rag_vec_opts *o, const char **why) {
+/* PARM: the index's options (no sketch byte before version 3). */
+static int read_params(rag_reader r, uint32_t version, rag_vec_opts *o, const char **why) {
   uint64_t dim;
-  unsigned metric, dtype;
+  unsigned metric, dtype, sketch = 0;
   if (!rag_r_uint(&r, 4, &dim) || !rag_r_u8(&r, &metric) || !rag_r_u8(&r, &dtype) ||
-      r.p != r.e || dim < 1 || dim > RAG_VEC_MAX_DIM || metric >= RAG_NMETRICS ||
-      dtype >= RAG_NDTYPES)
+      (version >= 3 && !rag_r_u8(&r, &sketch)) || r.p != r.e || dim < 1 ||
+      dim > RAG_VEC_MAX_DIM || metric >= RAG_NMETRICS || dtype >= RAG_NDTYPES || sketch > 1 ||
+      (sketch && (dtype != RAG_F32 || metric == RAG_L2)))
     return rag_corrupt(why, "bad parameters");
   memset(o, 0, sizeof *o);
   o->dim = (size_t)dim;
   o->metric = (rag_metric)metric;
   o->dtype = (rag_dtype)dtype;
+  o->sketch = (int)sketch;
   return RAG_OK;
 }
 
@@ -818,16 +1035,18 @@ static int read_rows_v1(rag_vec *v, const rag_reader *sec, const char **why) {
 }
 
 /*
-** Version 2: ROWS, LOWS, NORM and SCAL of the file at p, each a zero pad
-** up to a line, then as many bytes as count rows need; d[i] gets the start
-** of each one's data.
+** Versions 2 and 3: ROWS, LOWS, NORM, SCAL (and SKCD, SKSW) of the file at
+** p, each a zero pad up to a line, then as many bytes as count rows need;
+** d[i] gets the start of each one's data (d[4] and d[5] NULL in version 2).
 */
 static int find_rows(const rag_vec *v, const unsigned char *p, const rag_reader *sec,
-                     uint64_t count, const unsigned char **d, const char **why) {
+                     size_t nrowsecs, uint64_t count, const unsigned char **d,
+                     const char **why) {
   uint64_t sz[NROWSECS];
   size_t i, j;
   row_sizes(v, count, sz);
-  for (i = 0; i < NROWSECS; i++) {
+  d[4] = d[5] = NULL;
+  for (i = 0; i < nrowsecs; i++) {
     const rag_reader *s = &sec[2 + i];
     size_t pad = pad_at((uint64_t)(s->p - p));
     if ((uint64_t)(s->e - s->p) != pad + sz[i])
@@ -839,7 +1058,7 @@ static int find_rows(const rag_vec *v, const unsigned char *p, const rag_reader 
   return RAG_OK;
 }
 
-/* Version 2's rows at d (see find_rows), for the ids read: borrowed, or copied. */
+/* Version 2 or 3 rows at d (see find_rows), for the ids read: borrowed, or copied. */
 static int take_rows(rag_vec *v, const unsigned char *const *d, int borrow) {
   uint64_t sz[NROWSECS];
   size_t n = v->ids.n;
@@ -850,8 +1069,13 @@ static int take_rows(rag_vec *v, const unsigned char *const *d, int borrow) {
     v->lo = v->hk.split ? (unsigned char *)(uintptr_t)d[1] : NULL;
     v->norms = v->hk.split ? (float *)(uintptr_t)d[2] : NULL;
     v->scales = v->o.dtype == RAG_I8 ? (float *)(uintptr_t)d[3] : NULL;
+    if (v->o.sketch) {
+      v->sk = (int8_t *)(uintptr_t)d[4];
+      v->sks = (float *)(uintptr_t)d[5];
+      v->skw = (float *)(uintptr_t)(d[5] + n * 4);
+    }
     v->borrowed = 1;
-    v->mapped = (size_t)(sz[0] + sz[1] + sz[2] + sz[3]);
+    v->mapped = (size_t)(sz[0] + sz[1] + sz[2] + sz[3] + sz[4] + sz[5]);
     return RAG_OK;
   }
   if ((rc = rows_fit(v, n)) != RAG_OK || n == 0) return rc;
@@ -861,6 +1085,11 @@ static int take_rows(rag_vec *v, const unsigned char *const *d, int borrow) {
     memcpy(v->norms, d[2], (size_t)sz[2]);
   }
   if (v->scales != NULL) memcpy(v->scales, d[3], (size_t)sz[3]);
+  if (v->o.sketch) {
+    memcpy(v->sk, d[4], (size_t)sz[4]);
+    memcpy(v->sks, d[5], n * 4);
+    memcpy(v->skw, d[5] + n * 4, n * 4);
+  }
   return RAG_OK;
 }
 
@@ -873,16 +1102,19 @@ int rag_vec_load_mem(const unsigned char *p, size_t n, int borrow, rag_vec **out
   rag_vec *v = NULL;
   uint64_t count = 0, bytes = 0;
   uint32_t version;
-  /* version 1 has other sections; rag_file_open checks the version read here */
-  int v1 = n >= 12 && rag_le(p + 8, 4) == 1, rc;
+  /* versions 1 and 2 have other sections; rag_file_open checks the version read here */
+  uint32_t claimed = n >= 12 ? (uint32_t)rag_le(p + 8, 4) : FORMAT_VERSION;
+  int v1 = claimed == 1, rc;
+  size_t nsec = v1 ? 4 : claimed == 2 ? NSECTIONS - 2 : NSECTIONS;
   const char *fault;
   *out = NULL;
-  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, v1 ? tags1 : TAGS, v1 ? 4 : NSECTIONS, sec,
-                     &version, "not a vector index (bad magic)", why);
-  if (rc == RAG_OK) rc = read_params(sec[0], &o, why);
+  rc = rag_file_open(p, n, MAGIC, FORMAT_VERSION, v1 ? tags1 : TAGS, nsec, sec, &version,
+                     "not a vector index (bad magic)", why);
+  if (rc == RAG_OK) rc = read_params(sec[0], version, &o, why);
   if (rc == RAG_OK) rc = rag_vec_new(&o, &v);
   if (rc == RAG_OK) rc = scan_ids(sec[1], &count, &bytes, why);
-  if (rc == RAG_OK) rc = v1 ? sizes_v1(v, sec, count, why) : find_rows(v, p, sec, count, d, why);
+  if (rc == RAG_OK)
+    rc = v1 ? sizes_v1(v, sec, count, why) : find_rows(v, p, sec, nsec - 2, count, d, why);
   if (rc == RAG_OK) rc = push_ids(v, sec[1], count, bytes, why);
   if (rc == RAG_OK && v1) rc = read_rows_v1(v, sec, why);
   if (rc == RAG_OK && !v1) { /* rows at an unaligned address are copied, and no rows */

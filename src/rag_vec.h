@@ -4,7 +4,11 @@
 ** search is one pass over memory with the SIMD kernels of rag_kernel.h. f32
 ** rows are split in two planes, their high and low 16 bits: a search reads
 ** the high plane, half the bytes, and scores exactly only the rows that a
-** proven error bound cannot rule out, so its hits are the exact ones.
+** proven error bound cannot rule out, so its hits are the exact ones. With
+** the sketch option (f32, cosine or dot), the first pass reads instead an
+** int8 copy of the rows kept component by component, and only the
+** components where the query is not zero: a quarter of the bytes, or less
+** for a sparse query, with its own proven bound.
 ** search_batch scores many queries per pass, blocked so that a block of
 ** rows stays in cache while every query sees it. Saves to a checksummed
 ** file (grammar in rag_vec.c) whose rows are the in-memory layout, so a
@@ -29,6 +33,7 @@ typedef struct rag_vec_opts {
   rag_metric metric; /* default RAG_COSINE */
   rag_dtype dtype;   /* default RAG_F32 */
   int portable;      /* 1: plain C kernels even where AVX2 is there */
+  int sketch;        /* 1: keep an int8 sketch of the rows (f32, cosine or dot only) */
 } rag_vec_opts;
 
 /* A vector that was refused: the component and why ("nan", "inf", "range", "zero"). */
@@ -37,7 +42,8 @@ typedef struct rag_vec_bad {
   const char *why;
 } rag_vec_bad;
 
-/* RAG_EINVAL (dim, metric or dtype out of range), RAG_ENOMEM. */
+/* RAG_EINVAL (dim, metric or dtype out of range, or a sketch asked of
+** other rows than f32 under cosine or dot), RAG_ENOMEM. */
 int rag_vec_new(const rag_vec_opts *o, rag_vec **out);
 void rag_vec_free(rag_vec *v); /* NULL is a no-op */
 

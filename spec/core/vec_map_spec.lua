@@ -1,9 +1,9 @@
--- rag.vec's file format version 2 and mapped loads: the layout (row
--- sections on 64-byte lines, zero pads, planes as the index holds them),
--- round trips bit for bit, mapped loads searching as copied ones do, version
--- 1 files written here from their grammar, damaged files (every section,
--- pads, lengths) refused by both loads, and changes to a mapped index
--- copying its rows first, never touching the file.
+-- rag.vec's file format version 3 and mapped loads: the layout (row
+-- sections on 64-byte lines, zero pads, planes and the sketch as the index
+-- holds them), round trips bit for bit, mapped loads searching as copied
+-- ones do, version 1 and 2 files written here from their grammars, damaged
+-- files (every section, pads, lengths) refused by both loads, and changes to
+-- a mapped index copying its rows first, never touching the file.
 local rag = require("rag")
 local helpers = require("spec.helpers")
 local data = require("spec.vecdata")
@@ -13,7 +13,11 @@ local METRICS = { "cosine", "dot", "l2" }
 local DTYPES = { "f32", "f16", "i8" }
 local METRIC_CODE = { cosine = 0, dot = 1, l2 = 2 }
 local DTYPE_CODE = { f32 = 0, f16 = 1, i8 = 2 }
-local ROW_TAGS = { "ROWS", "LOWS", "NORM", "SCAL" }
+local ROW_TAGS = { "ROWS", "LOWS", "NORM", "SCAL", "SKCD", "SKSW" }
+local SKR = 128 -- rows in a block of the sketch
+-- every kind of index: each dtype, and f32 with the sketch
+local KINDS = { { dtype = "f32" }, { dtype = "f16" }, { dtype = "i8" },
+  { dtype = "f32", sketch = true } }
 
 local function build(opts, vectors)
   local v = vec.new(opts)
@@ -115,31 +119,69 @@ local function saved(v)
   return p, s
 end
 
-describe("rag.vec file version 2", function()
-  it("holds planes, norms, rows and scales as the index does, each on a 64-byte line", function()
+-- The float nearest x (ties to even), as C's float arithmetic rounds.
+local function fround(x)
+  return vec.unpack(vec.pack({ x }))[1]
+end
+
+-- Row x's sketch as rag_vec.c's grammar and sketch_row define it, computed
+-- here: codes, scale, and the weight's lower bound (the bound it must reach).
+local function sketch_of(x)
+  local m = 0
+  for _, c in ipairs(x) do
+    m = math.max(m, math.abs(c))
+  end
+  local s = fround(m / 127)
+  local codes, ee, xn = {}, 0, 0
+  for j, c in ipairs(x) do
+    local k = 0
+    if s > 0 then
+      local t = fround(math.abs(c) / s)
+      k = t >= 127 and 127 or math.min(127, math.floor(fround(t + 0.5)))
+      if c < 0 then
+        k = -k
+      end
+    end
+    codes[j] = k
+    ee = ee + (c - s * k) ^ 2
+    xn = xn + c * c
+  end
+  local d, u = #x, 2 ^ -24
+  local g = (d + 8) * u / (1 - (d + 8) * u)
+  return codes, s, math.sqrt(ee) * (1 + g) + 2 * g * math.sqrt(xn)
+end
+
+describe("rag.vec file version 3", function()
+  it("holds planes, norms, rows, scales and the sketch as the index does, each on a line", function()
     local dim, n = 7, 11
     local vs = data.random(21, n, dim)
-    for _, dtype in ipairs(DTYPES) do
-      local v = build({ dim = dim, metric = "l2", dtype = dtype }, vs)
+    for _, kind in ipairs(KINDS) do
+      local dtype = kind.dtype
+      local v = build({ dim = dim, metric = kind.sketch and "dot" or "l2", dtype = dtype,
+        sketch = kind.sketch }, vs)
       local p, s = saved(v)
       local version, secs = sections(s)
-      assert.equal(2, version)
+      assert.equal(3, version)
       assert.equal(#s, le(s, 17, 8))
       local tags = {}
       for i, sec in ipairs(secs) do
         tags[i] = sec.tag
       end
-      assert.same({ "PARM", "IDS ", "ROWS", "LOWS", "NORM", "SCAL" }, tags)
+      assert.same({ "PARM", "IDS ", "ROWS", "LOWS", "NORM", "SCAL", "SKCD", "SKSW" }, tags)
+      assert.equal(helpers.u32(dim) .. string.char(kind.sketch and 1 or 2, DTYPE_CODE[dtype],
+        kind.sketch and 1 or 0), secs[1].payload)
       local want = {
-        f32 = { n * dim * 2, n * dim * 2, n * 4, 0 },
-        f16 = { n * dim * 2, 0, 0, 0 },
-        i8 = { n * dim, 0, 0, n * 4 },
+        f32 = { n * dim * 2, n * dim * 2, n * 4, 0, 0, 0 },
+        f16 = { n * dim * 2, 0, 0, 0, 0, 0 },
+        i8 = { n * dim, 0, 0, n * 4, 0, 0 },
+        sketch = { n * dim * 2, n * dim * 2, n * 4, 0, SKR * dim, n * 8 },
       }
-      for i = 3, 6 do
+      for i = 3, 8 do
         local sec, pad = secs[i], pad_of(secs[i])
         assert.equal(0, (sec.at + pad) % 64)
         assert.equal(string.rep("\0", pad), sec.payload:sub(1, pad))
-        assert.equal(want[dtype][i - 2], #sec.payload - pad, dtype .. " " .. sec.tag)
+        assert.equal(want[kind.sketch and "sketch" or dtype][i - 2], #sec.payload - pad,
+          dtype .. " " .. sec.tag)
       end
       if dtype == "f32" then -- component j of row i: its high half, then its low half
         local hi, lo, norm = secs[3], secs[4], secs[5]
@@ -159,6 +201,25 @@ describe("rag.vec file version 2", function()
           assert.is_true(got >= math.sqrt(ss) and below < math.sqrt(ss)) -- rounded up, no further
         end
       end
+      if kind.sketch then -- row i's component j: block, component, row
+        local cd, sw = secs[7], secs[8]
+        cd, sw = cd.payload:sub(pad_of(cd) + 1), sw.payload:sub(pad_of(sw) + 1)
+        for i = 1, n do
+          local codes, scale, least = sketch_of(v:get("v" .. i))
+          for j = 1, dim do
+            local at = (math.floor((i - 1) / SKR) * dim + j - 1) * SKR + (i - 1) % SKR + 1
+            assert.equal(codes[j] % 256, cd:byte(at), "row " .. i .. " component " .. j)
+          end
+          assert.equal(scale, vec.unpack(sw:sub(4 * i - 3, 4 * i))[1])
+          local w = vec.unpack(sw:sub(4 * (n + i) - 3, 4 * (n + i)))[1]
+          assert.is_true(w >= least and w <= least * (1 + 2 ^ -20), "weight of row " .. i)
+        end
+        for i = n + 1, SKR do -- the block's rows past the count: zero
+          for j = 1, dim do
+            assert.equal(0, cd:byte((math.floor((i - 1) / SKR) * dim + j - 1) * SKR + (i - 1) % SKR + 1))
+          end
+        end
+      end
       os.remove(p)
     end
   end)
@@ -167,16 +228,19 @@ describe("rag.vec file version 2", function()
     local vs = data.lowrank(22, 40, 9, 3)
     vs[41] = { 1e-40, -1e-44, 0.3, -0.0, 0, 1, -1, 60000, 1e-7 } -- subnormals, signed zero
     for _, metric in ipairs(METRICS) do
-      for _, dtype in ipairs(DTYPES) do
-        local v = build({ dim = 9, metric = metric, dtype = dtype }, vs)
-        v:remove("v5")
+      for _, kind in ipairs(KINDS) do
+        local dtype = kind.dtype
+        local v = build({ dim = 9, metric = metric, dtype = dtype,
+          sketch = kind.sketch and metric ~= "l2" }, vs)
+        v:remove("v" .. #vs) -- the last row itself (its sketch codes must go too)
+        v:remove("v5") -- the last row moves into its place
         local p, s = saved(v)
         for _, opts in ipairs({ {}, { map = true } }) do
           local w = assert(vec.load(p, opts))
           assert.equal(#v, #w)
           for i = 1, #vs do
             local a, b = v:get("v" .. i), w:get("v" .. i)
-            if i == 5 then
+            if i == 5 or i == #vs then
               assert.is_nil(b)
             else
               assert.equal(vec.pack(a), vec.pack(b))
@@ -197,14 +261,19 @@ describe("rag.vec file version 2", function()
     local vs = data.lowrank(23, n, dim, 6)
     local qs = data.lowrank(24, 12, dim, 6)
     for _, metric in ipairs(METRICS) do
-      for _, dtype in ipairs(DTYPES) do
-        local v = build({ dim = dim, metric = metric, dtype = dtype }, vs)
+      for _, kind in ipairs(KINDS) do
+        local dtype, sketch = kind.dtype, (kind.sketch and metric ~= "l2") or false
+        local v = build({ dim = dim, metric = metric, dtype = dtype, sketch = sketch }, vs)
         v:remove("v17")
         local p = saved(v)
         local c, m = assert(vec.load(p)), assert(vec.load(p, { map = true }))
         local rows = n - 1
         local bytes = ({ f32 = rows * (dim * 4 + 4), f16 = rows * dim * 2,
           i8 = rows * (dim + 4) })[dtype]
+        if sketch then -- whole blocks of codes, a scale and a weight a row
+          bytes = bytes + math.ceil(rows / SKR) * SKR * dim + rows * 8
+        end
+        assert.equal(sketch, m:stats().sketch)
         assert.equal(0, c:stats().mapped)
         assert.equal(bytes, m:stats().mapped)
         assert.is_true(m:stats().memory <= c:stats().memory - bytes)
@@ -248,7 +317,7 @@ describe("rag.vec file version 2", function()
     assert.is_nil(ok)
     assert.equal("format", code)
     assert.matches("bad magic", msg)
-    helpers.write(p, helpers.with_version(helpers.read(saved(vec.new({ dim = 2 }))), 3))
+    helpers.write(p, helpers.with_version(helpers.read(saved(vec.new({ dim = 2 }))), 4))
     ok, msg, code = vec.load(p, { map = true })
     assert.is_nil(ok)
     assert.equal("version", code)
@@ -284,9 +353,9 @@ describe("rag.vec file version 1", function()
       local v = assert(vec.load(p, opts))
       assert.equal(0, v:stats().mapped) -- converted, so copied
       check(v)
-      local p2 = helpers.tmpname() -- saved again as version 2, which loads the same
+      local p2 = helpers.tmpname() -- saved again as version 3, which loads the same
       assert.is_true(v:save(p2))
-      assert.equal(2, (sections(helpers.read(p2))))
+      assert.equal(3, (sections(helpers.read(p2))))
       local w = assert(vec.load(p2, { map = true }))
       assert.is_true(w:stats().mapped > 0)
       check(w)
@@ -338,15 +407,76 @@ describe("rag.vec file version 1", function()
     local p = helpers.tmpname()
     helpers.write(p, ok)
     assert.is_truthy(vec.load(p))
-    -- version 1 claiming the six sections of version 2
-    helpers.write(p, ok:sub(1, 8) .. helpers.u32(1) .. helpers.u32(6) .. ok:sub(17))
+    -- version 1 claiming the eight sections of version 3
+    helpers.write(p, ok:sub(1, 8) .. helpers.u32(1) .. helpers.u32(8) .. ok:sub(17))
     assert.is_nil(vec.load(p))
     os.remove(p)
   end)
 end)
 
-describe("rag.vec damaged version 2 files", function()
+describe("rag.vec file version 2", function()
+  -- A version 2 file from a version 3 one without a sketch, by the grammar
+  -- of version 2: no sketch byte, no SKCD and SKSW, the pads made again.
+  local function v2_of(s)
+    local _, secs = sections(s)
+    local out, at = {}, 28
+    for _, sec in ipairs(secs) do
+      local payload = sec.payload
+      if sec.tag == "PARM" then
+        payload = payload:sub(1, 6)
+      elseif sec.tag ~= "IDS " then
+        local d = payload:sub(pad_of(sec) + 1)
+        payload = string.rep("\0", (64 - (at + 12) % 64) % 64) .. d
+      end
+      if sec.tag ~= "SKCD" and sec.tag ~= "SKSW" then
+        out[#out + 1] = { tag = sec.tag, payload = payload }
+        at = at + 16 + #payload
+      end
+    end
+    return container(2, out)
+  end
+
+  it("still loads, copied or mapped, and saves again as version 3", function()
+    local vs = data.lowrank(33, 150, 10, 3)
+    local qs = data.lowrank(34, 6, 10, 3)
+    for _, metric in ipairs(METRICS) do
+      for _, dtype in ipairs(DTYPES) do
+        local v = build({ dim = 10, metric = metric, dtype = dtype }, vs)
+        local _, s = saved(v)
+        local p = helpers.tmpname()
+        helpers.write(p, v2_of(s))
+        for _, opts in ipairs({ {}, { map = true } }) do
+          local w = assert(vec.load(p, opts))
+          assert.equal(opts.map and true or false, w:stats().mapped > 0)
+          assert.is_false(w:stats().sketch)
+          for _, q in ipairs(qs) do
+            assert.same(v:search(q, 12), w:search(q, 12))
+          end
+          local p2 = helpers.tmpname()
+          assert.is_true(w:save(p2))
+          assert.equal(s, helpers.read(p2))
+          os.remove(p2)
+        end
+        os.remove(p)
+      end
+    end
+  end)
+
+  it("are refused with a sketch byte, or with version 3's sections", function()
+    local _, s = saved(build({ dim = 4 }, data.random(35, 5, 4)))
+    local v2 = v2_of(s)
+    refused(edited(v2, "PARM", function(x) return x .. "\0" end), "bad parameters")
+    local _, secs = sections(s)
+    refused(container(2, secs), "bad header")
+  end)
+end)
+
+describe("rag.vec damaged version 3 files", function()
   it("are refused at every truncation and bit flip, mapped or copied", function()
+    local sk = saved(build({ dim = 5, sketch = true }, data.random(26, 9, 5)))
+    helpers.rejects_damage(function(path) return vec.load(path, { map = true }) end, sk, 60, 36)
+    helpers.rejects_damage(vec.load, sk, 20, 37)
+    os.remove(sk)
     for _, dtype in ipairs(DTYPES) do
       local p = saved(build({ dim = 5, dtype = dtype, metric = "l2" }, data.random(26, 9, 5)))
       helpers.rejects_damage(function(path) return vec.load(path, { map = true }) end, p, 60, 27)
@@ -361,11 +491,12 @@ describe("rag.vec damaged version 2 files", function()
     local f32 = select(2, saved(build({ dim = 5, metric = "l2" }, vs)))
     local f16 = select(2, saved(build({ dim = 5, metric = "l2", dtype = "f16" }, vs)))
     local i8 = select(2, saved(build({ dim = 5, metric = "l2", dtype = "i8" }, vs)))
+    local sk = select(2, saved(build({ dim = 5, sketch = true }, vs)))
     local function at(s, pos, bytes) -- s with bytes at 1-based pos
       return s:sub(1, pos - 1) .. bytes .. s:sub(pos + #bytes)
     end
     -- the container re-sealed unchanged loads: the damages below are all there is
-    for _, s in ipairs({ f32, f16, i8 }) do
+    for _, s in ipairs({ f32, f16, i8, sk }) do
       assert.equal(s, edited(s, "PARM", function(x) return x end))
     end
     refused(edited(f32, "PARM", function(x) return at(x, 6, "\3") end), "bad parameters")
@@ -392,9 +523,26 @@ describe("rag.vec damaged version 2 files", function()
       "bad component")
     refused(edited(i8, "SCAL", function(x, sec) return data_at(sec, x, 1, "\0\0\192\127") end),
       "bad component") -- NaN
+    -- the sketch: a sketch byte out of range or under l2, a code, a code past
+    -- the count, a scale and a weight one ulp down
+    refused(edited(sk, "PARM", function(x) return at(x, 7, "\2") end), "bad parameters")
+    refused(edited(sk, "PARM", function(x) return at(x, 5, "\2") end), "bad parameters")
+    local plain = select(2, saved(build({ dim = 5 }, vs))) -- cosine, no sketch
+    refused(edited(plain, "PARM", function(x) return at(x, 7, "\1") end),
+      "disagrees with the id count")
+    refused(edited(sk, "SKCD", function(x, sec)
+      return data_at(sec, x, 1 + SKR, string.char((x:byte(pad_of(sec) + 1 + SKR) + 1) % 256))
+    end), "bad sketch")
+    refused(edited(sk, "SKCD", function(x, sec) return data_at(sec, x, 7, "\1") end), "bad sketch")
+    refused(edited(sk, "SKSW", function(x, sec)
+      return data_at(sec, x, 5, helpers.u32(le(x, pad_of(sec) + 5, 4) + 1))
+    end), "bad sketch")
+    refused(edited(sk, "SKSW", function(x, sec)
+      return data_at(sec, x, 6 * 4 + 1, helpers.u32(le(x, pad_of(sec) + 6 * 4 + 1, 4) - 1))
+    end), "bad sketch")
     -- pads: nonzero, one byte short or long, data where nothing belongs
     local padded = 0
-    for _, s in ipairs({ f32, f16, i8 }) do
+    for _, s in ipairs({ f32, f16, i8, sk }) do
       for _, tag in ipairs(ROW_TAGS) do
         local _, secs = sections(s)
         local sec
@@ -415,8 +563,8 @@ describe("rag.vec damaged version 2 files", function()
           "disagrees with the id count")
       end
     end
-    assert.is_true(padded >= 6)
-    -- the rows of version 2 with the sections of version 1
+    assert.is_true(padded >= 8)
+    -- the rows of version 3 with the sections of version 1
     local _, secs = sections(f32)
     refused(container(1, secs), "bad header")
   end)

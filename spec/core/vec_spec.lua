@@ -440,7 +440,7 @@ describe("rag.vec persistence", function()
     assert.equal("format", code)
     assert.matches("not a vector index %(bad magic%)", msg)
     assert.is_true(build({ dim = 3 }, data.random(9, 4, 3)):save(p))
-    helpers.write(p, helpers.with_version(helpers.read(p), 3))
+    helpers.write(p, helpers.with_version(helpers.read(p), 4))
     ok, msg, code = vec.load(p)
     assert.is_nil(ok)
     assert.equal("version", code)
@@ -594,6 +594,165 @@ describe("rag.vec AVX512-BF16 scan", function()
       assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
       assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
     end
+  end)
+end)
+
+describe("rag.vec sketch", function()
+  -- With sketch = true, dot and cosine searches of f32 rows scan an int8
+  -- copy of the rows first, only the query's nonzero components, and score
+  -- exactly the rows its bound cannot rule out: the hits must be the exact
+  -- search's, hit for hit and bit for bit, with the SIMD kernels and the
+  -- portable ones, after any history of adds, replacements and removes.
+  local function float(x) return vec.unpack(vec.pack({ x }))[1] end
+
+  local function agree(v, plain, qs, all, what)
+    for qi, q in ipairs(qs) do
+      for _, k in ipairs({ 1, 7, 50, #all + 3 }) do
+        local got, want = v:search(q, k), v:search(q, k, { filter = all })
+        local w = what .. " query " .. qi .. " k " .. k
+        assert.equal(#want, #got, w)
+        for j = 1, #want do
+          assert.equal(want[j].id, got[j].id, w .. " hit " .. j)
+          assert.equal(want[j].score, got[j].score, w .. " hit " .. j)
+        end
+        assert.same(plain:search(q, k), got, w)
+      end
+    end
+  end
+
+  it("finds the exact top k, hit for hit, on data made to break its bound", function()
+    -- Rows: embedding-like ones, the same scaled from 1e-30 to 1e13, twins
+    -- differing below the int8 step, one large component with the rest
+    -- below half a step (all their codes 0), subnormal components, rows so
+    -- small that their scale underflows, sparse rows; queries dense, sparse, subnormal and huge. Counts cross the
+    -- blocks of 128 rows.
+    local unif, gauss = data.source(5151)
+    for _, dim in ipairs({ 1, 2, 15, 16, 17, 64, 100, 512 }) do
+      local rows = {}
+      for i, x in ipairs(data.lowrank(dim + 7, 40, dim, 3)) do
+        local scale = 10 ^ (unif() * 43 - 30)
+        local big, twin, spike, sub, sparse, tiny = {}, {}, {}, {}, {}, {}
+        for d = 1, dim do
+          tiny[d] = x[d] * 1e-44 -- subnormal: the scale m / 127 underflows to 0
+          big[d] = float(x[d] * scale)
+          twin[d] = float(x[d] * (1 + 1e-3 * gauss()))
+          spike[d] = d == 1 + i % dim and 100 or x[d] * 0.1
+          sub[d] = d % 2 == 0 and x[d] * 1e-41 or x[d]
+          sparse[d] = unif() < 0.2 and x[d] or 0
+        end
+        for _, r in ipairs({ x, big, twin, spike, sub, sparse, tiny }) do rows[#rows + 1] = r end
+      end
+      local qs = { rows[1], rows[4], rows[6] }
+      for _, sc in ipairs({ 1, 1e-25, 1e12, 1e-40 }) do
+        local q, sparse = {}, {}
+        for d = 1, dim do
+          q[d] = gauss() * sc
+          sparse[d] = (d == 1 or unif() < 0.1) and q[d] or 0
+        end
+        qs[#qs + 1], qs[#qs + 2] = q, sparse
+      end
+      for _, metric in ipairs({ "dot", "cosine" }) do
+        for _, simd in ipairs({ true, false }) do
+          local v = vec.new({ dim = dim, metric = metric, sketch = true, simd = simd })
+          local plain = vec.new({ dim = dim, metric = metric, simd = simd })
+          assert.is_true(v:stats().sketch)
+          local function zero(x)
+            for d = 1, dim do
+              if x[d] ~= 0 then return false end
+            end
+            return true
+          end
+          local all = {}
+          for i, x in ipairs(rows) do
+            if not zero(x) then
+              v:add("r" .. i, x)
+              plain:add("r" .. i, x)
+              all[#all + 1] = "r" .. i
+            end
+          end
+          local ok = {}
+          for _, q in ipairs(qs) do
+            local any = false
+            for d = 1, dim do any = any or q[d] ~= 0 end
+            if any then ok[#ok + 1] = q end
+          end
+          local what = metric .. " dim " .. dim .. (simd and "" or " portable")
+          agree(v, plain, ok, all, what)
+          -- churn: removes across blocks (the last row moves into the hole),
+          -- replacements, new rows after the removes
+          for i = 1, #rows, 3 do
+            assert.equal(plain:remove("r" .. i), v:remove("r" .. i))
+          end
+          for i = 2, #rows, 5 do
+            if v:get("r" .. i) and not zero(rows[#rows + 1 - i]) then
+              v:add("r" .. i, rows[#rows + 1 - i])
+              plain:add("r" .. i, rows[#rows + 1 - i])
+            end
+          end
+          for i = 1, 20 do
+            if not zero(rows[i * 2]) then
+              v:add("n" .. i, rows[i * 2])
+              plain:add("n" .. i, rows[i * 2])
+            end
+          end
+          all = {}
+          for i = 1, #rows do
+            if v:get("r" .. i) then all[#all + 1] = "r" .. i end
+          end
+          for i = 1, 20 do
+            if v:get("n" .. i) then all[#all + 1] = "n" .. i end
+          end
+          agree(v, plain, ok, all, what .. " after churn")
+        end
+      end
+    end
+  end)
+
+  it("bounds its approximations tightly enough to keep a near tie, and no tighter", function()
+    -- r2 has a first component of 1 and the rest 0.503: int8 rounds each
+    -- of these up by about 0.00094, all in the query's direction (the
+    -- worst case of the bound). r1, all components equal (its codes exact),
+    -- scores a quarter of that error above r2, but its sketch score is below
+    -- r2's. A bound under about half the true error drops r1 and this fails.
+    for _, dim in ipairs({ 64, 100, 512 }) do
+      local q, r1, r2 = {}, {}, {}
+      local exact2 = 1
+      for d = 1, dim do
+        q[d] = 1
+        r2[d] = d == 1 and 1 or float(0.503)
+        if d > 1 then exact2 = exact2 + r2[d] end
+      end
+      local err = (dim - 1) * (64 / 127 - float(0.503))
+      for d = 1, dim do r1[d] = (exact2 + err / 4) / dim end
+      for _, simd in ipairs({ true, false }) do
+        local v = vec.new({ dim = dim, metric = "dot", sketch = true, simd = simd })
+        v:add("r2", r2)
+        v:add("r1", r1)
+        for i, x in ipairs(data.random(dim, 50, dim)) do v:add("f" .. i, x) end
+        assert.equal("r1", v:search(q, 1)[1].id, "dim " .. dim)
+        local got = v:search(q, 2)
+        assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
+        assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
+      end
+    end
+  end)
+
+  it("is an option of f32 rows under cosine or dot, reported by stats", function()
+    assert.is_false(vec.new({ dim = 3 }):stats().sketch)
+    assert.is_true(vec.new({ dim = 3, sketch = true }):stats().sketch)
+    for _, o in ipairs({ { metric = "l2" }, { dtype = "f16" }, { dtype = "i8" } }) do
+      o.dim, o.sketch = 3, true
+      assert.has_error(function() vec.new(o) end, "rag.vec.new: option 'sketch' needs dtype "
+        .. "'f32' and metric 'cosine' or 'dot'")
+    end
+    assert.has_error(function() vec.new({ dim = 3, sketch = 1 }) end,
+      "rag.vec.new: option 'sketch' must be a boolean, got number")
+    local v = vec.new({ dim = 3, sketch = true }) -- empty, then one row, then none
+    assert.same({}, v:search({ 1, 2, 3 }, 5))
+    v:add("a", { 1, 0, 0 })
+    assert.equal("a", v:search({ 0, 1, 0 }, 5)[1].id)
+    assert.is_true(v:remove("a"))
+    assert.same({}, v:search({ 1, 2, 3 }, 5))
   end)
 end)
 
