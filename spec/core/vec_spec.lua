@@ -28,6 +28,18 @@ local function stored(v, n)
   return t
 end
 
+-- r1 just above r2 for q, among 50 random rows: the first pass's bound
+-- must keep r1 (its exact score above r2's) and rank both exactly.
+local function near_tie(v, q, r1, r2, dim)
+  v:add("r2", r2)
+  v:add("r1", r1)
+  for i, x in ipairs(data.random(dim, 50, dim)) do v:add("f" .. i, x) end
+  assert.equal("r1", v:search(q, 1)[1].id, "dim " .. dim)
+  local got = v:search(q, 2)
+  assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
+  assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
+end
+
 local function near(a, b, tol)
   return math.abs(a - b) <= tol * math.max(1, math.abs(a), math.abs(b))
 end
@@ -586,13 +598,7 @@ describe("rag.vec AVX512-BF16 scan", function()
         r1[d] = float(1 + 2 ^ -7 - 2 ^ -23)
         r2[d] = d == 1 and 1 or 1 + 2 ^ -7
       end
-      v:add("r2", r2)
-      v:add("r1", r1)
-      for i, x in ipairs(data.random(dim, 50, dim)) do v:add("f" .. i, x) end
-      assert.equal("r1", v:search(q, 1)[1].id, "dim " .. dim)
-      local got = v:search(q, 2)
-      assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
-      assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
+      near_tie(v, q, r1, r2, dim)
     end
   end)
 end)
@@ -624,8 +630,8 @@ describe("rag.vec sketch", function()
     -- Rows: embedding-like ones, the same scaled from 1e-30 to 1e13, twins
     -- differing below the int8 step, one large component with the rest
     -- below half a step (all their codes 0), subnormal components, rows so
-    -- small that their scale underflows, sparse rows; queries dense, sparse, subnormal and huge. Counts cross the
-    -- blocks of 128 rows.
+    -- small that their scale underflows, sparse rows; queries dense,
+    -- sparse, subnormal and huge. Counts cross the blocks of 128 rows.
     local unif, gauss = data.source(5151)
     for _, dim in ipairs({ 1, 2, 15, 16, 17, 64, 100, 512 }) do
       local rows = {}
@@ -726,13 +732,7 @@ describe("rag.vec sketch", function()
       for d = 1, dim do r1[d] = (exact2 + err / 4) / dim end
       for _, simd in ipairs({ true, false }) do
         local v = vec.new({ dim = dim, metric = "dot", sketch = true, simd = simd })
-        v:add("r2", r2)
-        v:add("r1", r1)
-        for i, x in ipairs(data.random(dim, 50, dim)) do v:add("f" .. i, x) end
-        assert.equal("r1", v:search(q, 1)[1].id, "dim " .. dim)
-        local got = v:search(q, 2)
-        assert.same({ "r1", "r2" }, { got[1].id, got[2].id })
-        assert.same(v:search(q, 2, { filter = { "r1", "r2" } }), got)
+        near_tie(v, q, r1, r2, dim)
       end
     end
   end)
@@ -787,6 +787,37 @@ describe("rag.vec out of memory", function()
     local p = helpers.tmpname()
     helpers.oom_walk(function() assert(v:save(p)) end, unchanged)
     assert.is_true(helpers.oom_walk(function() assert(vec.load(p)):close() end) >= 3)
+    os.execute("rm -f " .. p .. " " .. p .. ".tmp-*")
+  end)
+
+  it("with a sketch: new, add (a new block), search, save and load fail cleanly", function()
+    helpers.oom_walk(function() vec.new({ dim = 4, sketch = true }):close() end)
+    local vs = data.random(13, 140, 4)
+    local v = vec.new({ dim = 4, sketch = true })
+    for i = 1, 128 do
+      v:add("v" .. i, vs[i])
+    end
+    local before = v:search(vs[1], 20)
+    local function unchanged()
+      assert.equal(128, #v)
+      assert.same(before, v:search(vs[1], 20))
+    end
+    helpers.oom_walk(function() v:add("129th", vs[129]) end, function()
+      assert.is_nil(v:get("129th"))
+      unchanged()
+    end)
+    assert.same(v:search(vs[2], 30), v:search(vs[2], 30, { filter = (function()
+      local all = {}
+      for i = 1, 128 do all[i] = "v" .. i end
+      all[129] = "129th"
+      return all
+    end)() }))
+    helpers.oom_walk(function() v:search(vs[3], 5) end)
+    local p = helpers.tmpname()
+    helpers.oom_walk(function() assert(v:save(p)) end)
+    assert.is_true(helpers.oom_walk(function() assert(vec.load(p)):close() end) >= 3)
+    local function mapped() assert(vec.load(p, { map = true })):close() end
+    assert.is_true(helpers.oom_walk(mapped) >= 1)
     os.execute("rm -f " .. p .. " " .. p .. ".tmp-*")
   end)
 end)
