@@ -613,7 +613,7 @@ describe("rag.vec sketch", function()
 
   local function agree(v, plain, qs, all, what)
     for qi, q in ipairs(qs) do
-      for _, k in ipairs({ 1, 7, 50, #all + 3 }) do
+      for _, k in ipairs(qi == 1 and { 1, 50, #all + 3 } or { 1, 50 }) do
         local got, want = v:search(q, k), v:search(q, k, { filter = all })
         local w = what .. " query " .. qi .. " k " .. k
         assert.equal(#want, #got, w)
@@ -633,7 +633,7 @@ describe("rag.vec sketch", function()
     -- small that their scale underflows, sparse rows; queries dense,
     -- sparse, subnormal and huge. Counts cross the blocks of 128 rows.
     local unif, gauss = data.source(5151)
-    for _, dim in ipairs({ 1, 2, 15, 16, 17, 64, 100, 512 }) do
+    for _, dim in ipairs({ 1, 2, 17, 64, 512 }) do
       local rows = {}
       for i, x in ipairs(data.lowrank(dim + 7, 40, dim, 3)) do
         local scale = 10 ^ (unif() * 43 - 30)
