@@ -232,44 +232,62 @@ static float float_up(double x) {
   return (double)f < x ? nextafterf(f, INFINITY) : f;
 }
 
+/* Component x's code for 1 / s = inv (see sketch_row), stored at *c; the square of its error. */
+static double code_put(float x, float sc, float inv, int8_t *c) {
+  float t = fabsf(x) * inv;
+  int k = t >= 127.0f ? 127 : (int)(t + 0.5f);
+  double r;
+  k = k > 127 ? 127 : k;
+  k = x < 0 ? -k : k;
+  *c = (int8_t)k;
+  r = (double)x - (double)sc * k; /* s k is exact in double: 24 by 8 bits */
+  return r * r;
+}
+
 /*
 ** Row x (prepared, of norm_up xn) in the sketch: codes c (written `step`
 ** bytes apart), scale s and weight w. With m the largest |x_i|, s = m / 127
-** and c_i = x_i / s rounded half away from zero, within [-127, 127] (all 0
-** when s is 0: m is 0, or so small that m / 127 underflows). The weight bounds how far the sketch's score of the row can
+** and c_i = |x_i| (1 / s) in float, rounded half away from zero, at most
+** 127, with x_i's sign (all 0 when s is 0: m is 0, or so small that m / 127
+** underflows). The weight bounds how far the sketch's score of the row can
 ** be from the exact kernel's, per unit of the query's norm |q| (see
 ** bound_sketch): with e >= |x - s c| (in double, rounded up) and g =
 ** gamma(dim + 8), u = 2^-24,
 **   |sum q x - s sum q c| <= |q| e                    (Cauchy-Schwarz)
 **   the sketch's float sum and its product by s:   g |q| s|c| <= g |q| (xn + e)
 **   the exact kernel's float sum:                  g |q| xn
-** so w = e (1 + g) + 2 g xn, with a margin of 2^-40 for this arithmetic,
-** rounded up to a float. The same bits on every CPU: each step is one
+** so w = e (1 + g) + 2 g xn, with a margin of (dim + 8) 2^-50 for this
+** double arithmetic (a sum of dim squares and a square root), rounded up to
+** a float. The same bits on every CPU: each step is one
 ** IEEE operation (the build has -ffp-contract=off).
 */
 static void sketch_row(const rag_vec *v, const float *x, float xn, int8_t *c, size_t step,
                        float *s, float *w) {
   size_t i, d = v->o.dim;
-  float m = 0, sc;
-  double ee = 0, g = higham((double)d + 8, 1.0 / 16777216.0);
-  for (i = 0; i < d; i++)
-    if (fabsf(x[i]) > m) m = fabsf(x[i]);
-  sc = m / 127.0f;
-  for (i = 0; i < d; i++) {
-    int k = 0;
-    double r;
-    if (sc > 0) {
-      float t = fabsf(x[i]) / sc;
-      k = t >= 127.0f ? 127 : (int)(t + 0.5f);
-      if (k > 127) k = 127;
-      if (x[i] < 0) k = -k;
-    }
-    c[i * step] = (int8_t)k;
-    r = (double)x[i] - (double)sc * k; /* s k is exact in double: 24 by 8 bits */
-    ee += r * r;
+  float m0 = 0, m1 = 0, m2 = 0, m3 = 0, sc, inv;
+  double e0 = 0, e1 = 0, e2 = 0, e3 = 0, g = higham((double)d + 8, 1.0 / 16777216.0);
+  /* four maxima and four sums, not one chain of dim: the same bits, sooner */
+  for (i = 0; i + 4 <= d; i += 4) {
+    m0 = fabsf(x[i]) > m0 ? fabsf(x[i]) : m0;
+    m1 = fabsf(x[i + 1]) > m1 ? fabsf(x[i + 1]) : m1;
+    m2 = fabsf(x[i + 2]) > m2 ? fabsf(x[i + 2]) : m2;
+    m3 = fabsf(x[i + 3]) > m3 ? fabsf(x[i + 3]) : m3;
   }
+  for (; i < d; i++) m0 = fabsf(x[i]) > m0 ? fabsf(x[i]) : m0;
+  m0 = m1 > m0 ? m1 : m0;
+  m2 = m3 > m2 ? m3 : m2;
+  sc = (m2 > m0 ? m2 : m0) / 127.0f;
+  inv = sc > 0 ? 1.0f / sc : 0.0f;
+  for (i = 0; i + 4 <= d; i += 4) {
+    e0 += code_put(x[i], sc, inv, c + i * step);
+    e1 += code_put(x[i + 1], sc, inv, c + (i + 1) * step);
+    e2 += code_put(x[i + 2], sc, inv, c + (i + 2) * step);
+    e3 += code_put(x[i + 3], sc, inv, c + (i + 3) * step);
+  }
+  for (; i < d; i++) e0 += code_put(x[i], sc, inv, c + i * step);
   *s = sc;
-  *w = float_up((sqrt(ee) * (1 + g) + 2 * g * xn) * (1 + ldexp(1, -40)));
+  *w = float_up((sqrt((e0 + e1) + (e2 + e3)) * (1 + g) + 2 * g * xn) *
+                (1 + ldexp((double)d + 8, -50)));
 }
 
 /* Slot's first code in the sketch; its next component is SKR bytes on. */

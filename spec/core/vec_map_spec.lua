@@ -140,11 +140,12 @@ local function sketch_of(x)
     m = math.max(m, math.abs(c))
   end
   local s = fround(m / 127)
+  local inv = s > 0 and fround(1 / s) or 0
   local codes, ee, xn = {}, 0, 0
   for j, c in ipairs(x) do
     local k = 0
     if s > 0 then
-      local t = fround(math.abs(c) / s)
+      local t = fround(math.abs(c) * inv)
       k = t >= 127 and 127 or math.min(127, math.floor(fround(t + 0.5)))
       if c < 0 then
         k = -k
