@@ -210,7 +210,8 @@ end
 -- 50 hits from each list, what the index layer adds its texts and metadata to.
 do
   local e = rag.embed.hashing({ dim = 512 })
-  local b, h, v = rag.bm25.new(), rag.hnsw.new({ dim = 512 }), rag.vec.new({ dim = 512 })
+  local b, h = rag.bm25.new(), rag.hnsw.new({ dim = 512 })
+  local v = rag.vec.new({ dim = 512, sketch = true }) -- as the index keeps its exact vectors
   local tok = rag.tokenizer.get("cl100k_base")
   local ids, texts = {}, {}
   for _, d in ipairs(docs) do
