@@ -50,6 +50,7 @@
 */
 #include "rag_vec.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -248,8 +249,8 @@ static double code_put(float x, float sc, float inv, int8_t *c) {
 ** Row x (prepared, of norm_up xn) in the sketch: codes c (written `step`
 ** bytes apart), scale s and weight w. With m the largest |x_i|, s = m / 127
 ** and c_i = |x_i| (1 / s) in float, rounded half away from zero, at most
-** 127, with x_i's sign (all 0 when s is 0: m is 0, or so small that m / 127
-** underflows). The weight bounds how far the sketch's score of the row can
+** 127, with x_i's sign (all 0, and s 0, when m / 127 is below the least
+** normal float, 2^-126). The weight bounds how far the sketch's score of the row can
 ** be from the exact kernel's, per unit of the query's norm |q| (see
 ** bound_sketch): with e >= |x - s c| (in double, rounded up) and g =
 ** gamma(dim + 8), u = 2^-24,
@@ -277,6 +278,7 @@ static void sketch_row(const rag_vec *v, const float *x, float xn, int8_t *c, si
   m0 = m1 > m0 ? m1 : m0;
   m2 = m3 > m2 ? m3 : m2;
   sc = (m2 > m0 ? m2 : m0) / 127.0f;
+  if (sc < FLT_MIN) sc = 0; /* 1 / sc could overflow: such a row's codes are all 0 */
   inv = sc > 0 ? 1.0f / sc : 0.0f;
   for (i = 0; i + 4 <= d; i += 4) {
     e0 += code_put(x[i], sc, inv, c + i * step);

@@ -140,6 +140,9 @@ local function sketch_of(x)
     m = math.max(m, math.abs(c))
   end
   local s = fround(m / 127)
+  if s < 2 ^ -126 then -- below the least normal float: no scale, all codes 0
+    s = 0
+  end
   local inv = s > 0 and fround(1 / s) or 0
   local codes, ee, xn = {}, 0, 0
   for j, c in ipairs(x) do
