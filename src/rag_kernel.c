@@ -245,38 +245,47 @@ GATHER(g_l2_b, PLAIN, uint16_t, l2_b(q, x, d))
 /* {====== Passing over rows below a threshold ======} */
 
 /*
-** rag_kernel.skip: the first i with !(a[i] + ((p x + q) x + r) < tau), x =
-** xn[i], in double, each operation rounded once (no fused multiply-add), as
-** rag_vec's scalar loop computes it; n when there is none. The SIMD
-** versions make the same operations lane by lane, so the same decisions
-** (and rag_vec's bound has a margin for its own arithmetic besides).
+** rag_kernel.keep: the i < n with !(a[i] + ((p x + q) x + r) < tau), x =
+** xn[i], in order, into out; their count. In double, each operation
+** rounded once (no fused multiply-add), as rag_vec's scalar loop computes
+** it; the SIMD versions make the same operations lane by lane, so the same
+** decisions (and rag_vec's bound has a margin for its own arithmetic
+** besides). A NaN a[i] is kept.
 */
-static size_t p_skip(const float *a, const float *xn, size_t n, double p, double q, double r,
-                     double tau) {
-  size_t i;
+static size_t p_keep(const float *a, const float *xn, size_t n, double p, double q, double r,
+                     double tau, uint32_t *out) {
+  size_t i, k = 0;
   for (i = 0; i < n; i++) {
     double x = xn[i];
-    if (!(a[i] + ((p * x + q) * x + r) < tau)) break;
+    if (!(a[i] + ((p * x + q) * x + r) < tau)) out[k++] = (uint32_t)i;
   }
-  return i;
+  return k;
 }
 
 /* {====== The sketch pass ======} */
 
 #define SKR RAG_SKETCH_ROWS
+#define SKETCH_AHEAD 8 /* components a sketch pass asks for before it reads them */
+
+/* Rows in block b of a sketch pass over n rows. */
+static size_t block_rows(size_t n, size_t b) {
+  return n - b * SKR < SKR ? n - b * SKR : SKR;
+}
 
 /* rag_kernel.sketch in plain C: each block's sums kept in out, component after component. */
 static void p_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
-                     size_t nb, size_t d, float *out) {
-  size_t b, t, j;
+                     const float *scales, size_t n, size_t d, float *out) {
+  size_t b, t, j, nb = (n + SKR - 1) / SKR;
   for (b = 0; b < nb; b++, out += SKR) {
     const int8_t *blk = codes + b * d * SKR;
+    size_t m = block_rows(n, b);
     for (j = 0; j < SKR; j++) out[j] = 0;
     for (t = 0; t < nnz; t++) {
       const int8_t *c = blk + (size_t)idx[t] * SKR;
       float wt = w[t];
       for (j = 0; j < SKR; j++) out[j] += wt * (float)c[j];
     }
+    for (j = 0; j < m; j++) out[j] *= scales[b * SKR + j];
   }
 }
 
@@ -500,55 +509,73 @@ GATHER(y_l2_s, AVX512, uint16_t, w_l2_s(q, x, d, s))
 GATHER(y_dot_b, AVX512, uint16_t, w_dot_b(q, x, d, s))
 GATHER(y_l2_b, AVX512, uint16_t, w_l2_b(q, x, d, s))
 
-/* p_skip, four rows a step (AVX2). */
-AVX static size_t a_skip(const float *a, const float *xn, size_t n, double p, double q,
-                         double r, double tau) {
+/* p_keep, four rows a step (AVX2). */
+AVX static size_t a_keep(const float *a, const float *xn, size_t n, double p, double q,
+                         double r, double tau, uint32_t *out) {
   __m256d vp = _mm256_set1_pd(p), vq = _mm256_set1_pd(q), vr = _mm256_set1_pd(r);
   __m256d vt = _mm256_set1_pd(tau);
-  size_t i = 0;
+  size_t i = 0, k = 0;
   for (; i + 4 <= n; i += 4) {
     __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(xn + i)), av = _mm256_cvtps_pd(_mm_loadu_ps(a + i));
     __m256d b = _mm256_add_pd(_mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(vp, x), vq), x), vr);
-    if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_add_pd(av, b), vt, _CMP_NLT_UQ))) break;
+    unsigned mask = (unsigned)_mm256_movemask_pd(_mm256_cmp_pd(_mm256_add_pd(av, b), vt, _CMP_NLT_UQ));
+    for (; mask; mask &= mask - 1) out[k++] = (uint32_t)(i + (size_t)__builtin_ctz(mask));
   }
-  return i + p_skip(a + i, xn + i, n - i, p, q, r, tau);
+  n = p_keep(a + i, xn + i, n - i, p, q, r, tau, out + k);
+  while (n--) out[k++] += (uint32_t)i;
+  return k;
 }
 
 /* p_sketch, 64 rows a pass: eight accumulators of eight rows (AVX2). */
 AVX static void a_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
-                         size_t nb, size_t d, float *out) {
-  size_t b, t, h, k;
+                         const float *scales, size_t n, size_t d, float *out) {
+  size_t b, t, h, k, j, nb = (n + SKR - 1) / SKR;
   for (b = 0; b < nb; b++) {
+    size_t m = block_rows(n, b);
     for (h = 0; h < SKR; h += 64) {
       const int8_t *blk = codes + b * d * SKR + h;
+      float *o = out + b * SKR + h;
       __m256 a[8];
       for (k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
       for (t = 0; t < nnz; t++) {
         const int8_t *c = blk + (size_t)idx[t] * SKR;
         __m256 wv = _mm256_set1_ps(w[t]);
+        if (t + SKETCH_AHEAD < nnz)
+          _mm_prefetch((const char *)(blk + (size_t)idx[t + SKETCH_AHEAD] * SKR), _MM_HINT_T0);
         for (k = 0; k < 8; k++) {
           __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(c + 8 * k));
           a[k] = _mm256_fmadd_ps(wv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)), a[k]);
         }
       }
-      for (k = 0; k < 8; k++) _mm256_storeu_ps(out + b * SKR + h + 8 * k, a[k]);
+      for (k = 0; k < 8; k++) {
+        if (h + 8 * k + 8 <= m) {
+          a[k] = _mm256_mul_ps(a[k], _mm256_loadu_ps(scales + b * SKR + h + 8 * k));
+          _mm256_storeu_ps(o + 8 * k, a[k]);
+        } else {
+          _mm256_storeu_ps(o + 8 * k, a[k]);
+          for (j = h + 8 * k; j < m && j < h + 8 * k + 8; j++) o[j - h] *= scales[b * SKR + j];
+        }
+      }
     }
   }
 }
 
-/* p_skip, eight rows a step (AVX-512F). */
-AVX512 static size_t x_skip(const float *a, const float *xn, size_t n, double p, double q,
-                            double r, double tau) {
+/* p_keep, eight rows a step (AVX-512F). */
+AVX512 static size_t x_keep(const float *a, const float *xn, size_t n, double p, double q,
+                            double r, double tau, uint32_t *out) {
   __m512d vp = _mm512_set1_pd(p), vq = _mm512_set1_pd(q), vr = _mm512_set1_pd(r);
   __m512d vt = _mm512_set1_pd(tau);
-  size_t i = 0;
+  size_t i = 0, k = 0;
   for (; i + 8 <= n; i += 8) {
     __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(xn + i));
     __m512d av = _mm512_cvtps_pd(_mm256_loadu_ps(a + i));
     __m512d b = _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(vp, x), vq), x), vr);
-    if (_mm512_cmp_pd_mask(_mm512_add_pd(av, b), vt, _CMP_NLT_UQ)) break;
+    unsigned mask = _mm512_cmp_pd_mask(_mm512_add_pd(av, b), vt, _CMP_NLT_UQ);
+    for (; mask; mask &= mask - 1) out[k++] = (uint32_t)(i + (size_t)__builtin_ctz(mask));
   }
-  return i + p_skip(a + i, xn + i, n - i, p, q, r, tau);
+  n = p_keep(a + i, xn + i, n - i, p, q, r, tau, out + k);
+  while (n--) out[k++] += (uint32_t)i;
+  return k;
 }
 
 #define AVX512_ROWS(name, kern)                                                          \
@@ -566,21 +593,33 @@ AVX512_ROWS(x_l2_b, w_l2_b)
 
 /* p_sketch, a block a pass: eight accumulators of sixteen rows (AVX-512F). */
 AVX512 static void x_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
-                            size_t nb, size_t d, float *out) {
-  size_t b, t, k;
+                            const float *scales, size_t n, size_t d, float *out) {
+  size_t b, t, k, nb = (n + SKR - 1) / SKR;
   for (b = 0; b < nb; b++, out += SKR) {
     const int8_t *blk = codes + b * d * SKR;
+    size_t m = block_rows(n, b);
     __m512 a[8];
     for (k = 0; k < 8; k++) a[k] = _mm512_setzero_ps();
     for (t = 0; t < nnz; t++) {
       const int8_t *c = blk + (size_t)idx[t] * SKR;
       __m512 wv = _mm512_set1_ps(w[t]);
+      if (t + SKETCH_AHEAD < nnz) { /* the columns are far apart: no streamer follows them */
+        const char *f = (const char *)(blk + (size_t)idx[t + SKETCH_AHEAD] * SKR);
+        _mm_prefetch(f, _MM_HINT_T0);
+        _mm_prefetch(f + 64, _MM_HINT_T0);
+      }
       for (k = 0; k < 8; k++) {
         __m128i c16 = _mm_loadu_si128((const __m128i *)(const void *)(c + 16 * k));
         a[k] = _mm512_fmadd_ps(wv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c16)), a[k]);
       }
     }
-    for (k = 0; k < 8; k++) _mm512_storeu_ps(out + 16 * k, a[k]);
+    for (k = 0; k < 8; k++) { /* times each row's scale; rows past n get 0 */
+      __mmask16 live = 16 * k + 16 <= m ? (__mmask16)0xffff
+                       : 16 * k >= m     ? (__mmask16)0
+                                         : (__mmask16)((1u << (m - 16 * k)) - 1);
+      __m512 s = _mm512_maskz_loadu_ps(live, scales + b * SKR + 16 * k);
+      _mm512_storeu_ps(out + 16 * k, _mm512_mul_ps(a[k], s));
+    }
   }
 }
 
@@ -722,7 +761,7 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->one = plain1[dtype][l2];
   k->gather = k->approx = plaing[dtype][l2];
   k->approx_rows = NULL;
-  k->skip = NULL;
+  k->keep = NULL;
   k->bf16_rows = NULL;
   k->approx_bf = NULL;
   k->sketch = NULL;
@@ -755,11 +794,11 @@ void rag_kernel_split(rag_kernel *k) {
   k->gather = l2 ? g_l2_s : g_dot_s;
   k->approx = l2 ? g_l2_b : g_dot_b;
   k->approx_rows = l2 ? p_l2_b : p_dot_b;
-  k->skip = p_skip;
+  k->keep = p_keep;
   k->sketch = l2 ? NULL : p_sketch;
 #ifdef RAG_X86
   if (k->simd && cpu_has_avx512()) {
-    k->skip = x_skip;
+    k->keep = x_keep;
     k->sketch = l2 ? NULL : x_sketch;
     k->one = l2 ? z_l2_s1 : z_dot_s1;
     k->gather = l2 ? y_l2_s : y_dot_s;
@@ -773,7 +812,7 @@ void rag_kernel_split(rag_kernel *k) {
     }
 #endif
   } else if (k->simd) {
-    k->skip = a_skip;
+    k->keep = a_keep;
     k->sketch = l2 ? NULL : a_sketch;
     k->one = l2 ? b_l2_s : b_dot_s;
     k->gather = l2 ? c_l2_s : c_dot_s;

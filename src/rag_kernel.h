@@ -45,26 +45,30 @@ typedef void (*rag_kernel_bf16_fn)(const uint16_t *qh, const void *rows, size_t 
                                    size_t rowbytes, float *out);
 
 /*
-** The first i < n with !(a[i] + ((p x + q) x + r) < tau) for x = xn[i],
-** computed in double one rounding an operation (as plain C with
-** -ffp-contract=off computes it), or n: rag_vec passes over the rows whose
-** upper bound is below its threshold. A NaN a[i] stops it.
+** The i < n with !(a[i] + ((p x + q) x + r) < tau) for x = xn[i], in
+** order, into out (room for n); their count. Computed in double one
+** rounding an operation (as plain C with -ffp-contract=off computes it): rag_vec
+** passes over the rows whose upper bound is below its threshold. A NaN
+** a[i] is kept.
 */
-typedef size_t (*rag_kernel_skip_fn)(const float *a, const float *xn, size_t n, double p,
-                                     double q, double r, double tau);
+typedef size_t (*rag_kernel_keep_fn)(const float *a, const float *xn, size_t n, double p,
+                                     double q, double r, double tau, uint32_t *out);
 
 /* Rows in a block of rag_vec's sketch, stored component by component. */
 #define RAG_SKETCH_ROWS 128
 
 /*
-** The sketch pass (rag_vec): nb blocks of RAG_SKETCH_ROWS rows of int8
-** codes, block b's component d of its row j at codes[(b * dim + d) *
-** RAG_SKETCH_ROWS + j]. out[b * RAG_SKETCH_ROWS + j] = the sum over t < nnz
-** of w[t] * (component idx[t] of row j), in float, in any order, fused or
-** not (rag_vec's bound covers any).
+** The sketch pass (rag_vec) over n rows: ceil(n / RAG_SKETCH_ROWS) blocks
+** of RAG_SKETCH_ROWS rows of int8 codes, block b's component d of its row j
+** at codes[(b * dim + d) * RAG_SKETCH_ROWS + j]. For row i < n, out[i] =
+** scales[i] times the sum over t < nnz of w[t] * (component idx[t] of row
+** i): the sum in float, in any order, fused or not (rag_vec's bound covers
+** any), the product rounded once. out has room for whole blocks; past n
+** it holds anything.
 */
 typedef void (*rag_kernel_sketch_fn)(const float *w, const uint32_t *idx, size_t nnz,
-                                     const int8_t *codes, size_t nb, size_t dim, float *out);
+                                     const int8_t *codes, const float *scales, size_t n,
+                                     size_t dim, float *out);
 
 typedef struct rag_kernel {
   rag_kernel_score_fn score;
@@ -72,7 +76,7 @@ typedef struct rag_kernel {
   rag_kernel_gather_fn gather; /* exact, as one */
   rag_kernel_gather_fn approx; /* split rows: from the high halves alone; else gather */
   rag_kernel_score_fn approx_rows; /* split rows: approx over runs of high halves; else NULL */
-  rag_kernel_skip_fn skip;         /* split rows; else NULL */
+  rag_kernel_keep_fn keep;         /* split rows; else NULL */
   rag_dtype dtype;
   rag_metric metric;
   size_t dim, rowbytes;

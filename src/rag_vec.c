@@ -679,7 +679,8 @@ static void lb_replace(double *h, size_t k, double x) {
 */
 static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
   bound b;
-  size_t n = v->ids.n, lo, i, j, nc = 0, climit = 4 * kk + 1024, nnz = 0;
+  size_t n = v->ids.n, lo, i, j, nk, nc = 0, climit = 4 * kk + 1024, nnz = 0;
+  uint32_t kept[BLOCK];
   double tau = -INFINITY;
   int sketched = v->o.sketch && v->hk.sketch != NULL;
   const float *xs = v->norms; /* what the bound is a polynomial of, row by row */
@@ -704,18 +705,17 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
   }
   for (lo = 0; lo < n; lo += BLOCK) {
     size_t m = n - lo < BLOCK ? n - lo : BLOCK;
-    if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), then each one's scale */
-      v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo), (m + SKR - 1) / SKR, v->o.dim, v->buf);
-      for (i = 0; i < m; i++) v->buf[i] *= v->sks[lo + i];
+    if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), each row times its scale */
+      v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo), v->sks + lo, m, v->o.dim, v->buf);
     } else if (v->hk.bf16_rows) {
       v->hk.bf16_rows(v->qb, row_at(v, lo), m, v->o.dim, v->stride, v->buf);
     } else {
       v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
     }
-    for (i = 0; i < m; i++) {
+    nk = v->hk.keep(v->buf, xs + lo, m, b.p, b.q, b.r, tau, kept);
+    for (j = 0; j < nk; j++) { /* tau may have risen since keep's test */
       double xn, a, r;
-      i += v->hk.skip(v->buf + i, xs + lo + i, m - i, b.p, b.q, b.r, tau);
-      if (i == m) break;
+      i = kept[j];
       xn = xs[lo + i];
       a = v->buf[i];
       r = (b.p * xn + b.q) * xn + b.r;
