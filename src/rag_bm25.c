@@ -877,6 +877,20 @@ static size_t select_top(rag_bm25 *b, size_t nt, size_t k) {
   return rag_topk_sort(&t);
 }
 
+/*
+** A document's sum so far: acc, or 0 where this query has not reached it
+** yet (fresh), by masking its bits rather than by a branch, which a
+** posting list mispredicts about as often as it takes it. acc may be an
+** earlier query's sum, or never written: its bits are only masked.
+*/
+static inline double held(double acc, size_t fresh) {
+  uint64_t u;
+  memcpy(&u, &acc, sizeof u);
+  u &= (uint64_t)fresh - 1;
+  memcpy(&acc, &u, sizeof acc);
+  return acc;
+}
+
 int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
                     const rag_bm25_filter *filter, const rag_hit **hits, size_t *n,
                     size_t *errpos) {
@@ -905,6 +919,7 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
     rag_bm25_tinfo t;
     const uint8_t *p, *e;
     uint32_t next = 0;
+    size_t fresh;
     double w;
     if (b->qt[i].tid == NONE) continue;
     rag_bm25_term_info(b, b->qt[i].tid, &t);
@@ -919,13 +934,11 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
     p = rag_bm25_get_posting(p, &next, &d, &tf);                                                \
     if (b->dl[d] == DEAD || (filter != NULL && b->allow[d] != b->epoch)) continue;     \
     x = w * tfc_v(V, &sc, tf, b->dl[d]) - w0;                                          \
-    if (b->seen[d] != b->epoch) {                                                      \
-      b->seen[d] = b->epoch;                                                           \
-      b->acc[d] = x;                                                                   \
-      b->touched[nt++] = d;                                                            \
-    } else {                                                                           \
-      b->acc[d] += x;                                                                  \
-    }                                                                                  \
+    fresh = b->seen[d] != b->epoch;                                                    \
+    b->seen[d] = b->epoch;                                                             \
+    b->touched[nt] = d;                                                                \
+    nt += fresh;                                                                       \
+    b->acc[d] = held(b->acc[d], fresh) + x;                                            \
   }
     switch (sc.v) {
       case RAG_BM25_ROBERTSON: ACCUMULATE(RAG_BM25_ROBERTSON) break;
