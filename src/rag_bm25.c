@@ -868,13 +868,81 @@ static void next_epoch(rag_bm25 *b) {
   }
 }
 
-/* The best k of the touched documents into b->hits, best first. */
+#define SAMPLE 16 /* select_top guesses from every SAMPLE-th touched document */
+#define GUESS 32  /* and only when the place it takes in that sample is at most this */
+
+/*
+** A guess at a score that at least k of the nt touched documents reach
+** (the better the guess, the fewer reach it): the r-th best of every
+** SAMPLE-th document, r for about 3k in all; -INFINITY when k is too large
+** for a short guess.
+*/
+static double guess_floor(const rag_bm25 *b, size_t nt, size_t k) {
+  double best[GUESS] = {0};
+  size_t r = (3 * k + SAMPLE - 1) / SAMPLE, m = 0, i, j;
+  if (r > GUESS || nt / SAMPLE < 4 * r) return -INFINITY;
+  for (i = 0; i < nt; i += SAMPLE) { /* best[0..m) kept in order, best first */
+    double x = b->acc[b->touched[i]];
+    if (m == r && !(x > best[r - 1])) continue;
+    j = m < r ? m++ : r - 1;
+    for (; j > 0 && best[j - 1] < x; j--) best[j] = best[j - 1];
+    best[j] = x;
+  }
+  return best[r - 1];
+}
+
+/*
+** The best k of the touched documents into b->hits, best first. When at
+** least k documents reach the guessed floor, the k-th best does, so the k
+** best are among those and only they go through the heap; else all do.
+*/
 static size_t select_top(rag_bm25 *b, size_t nt, size_t k) {
   rag_topk t;
-  size_t i;
+  size_t i, n = 0;
+  double g = guess_floor(b, nt, k);
   rag_topk_init(&t, b->hits, k, &b->ids);
+  if (g > -INFINITY) {
+    for (i = 0; i < nt; i++) {
+      double x = b->acc[b->touched[i]];
+      if (x >= g) {
+        n++;
+        rag_topk_push(&t, b->touched[i], x);
+      }
+    }
+    if (n >= k) return rag_topk_sort(&t);
+    rag_topk_init(&t, b->hits, k, &b->ids);
+  }
   for (i = 0; i < nt; i++) rag_topk_push(&t, b->touched[i], b->acc[b->touched[i]]);
   return rag_topk_sort(&t);
+}
+
+/*
+** rag_bm25_get_posting for search's loop over a list ending at e: whether a
+** tf follows the gap is close to a coin toss along a list, so the byte
+** after the gap is read (when the list has one) and taken or not without a
+** branch; only a tf of 128 or more takes the varint's path.
+*/
+static inline const uint8_t *next_posting(const uint8_t *p, const uint8_t *e, uint32_t *next,
+                                          uint32_t *doc, uint32_t *tf) {
+  uint64_t v, t;
+  uint32_t has, c = 0;
+  if (*p < 128) {
+    v = *p++;
+  } else {
+    p = rag_bm25_get_varint(p, &v);
+  }
+  has = (uint32_t)(~v & 1);
+  if (p < e) c = *p;
+  if (has & (c >> 7)) {
+    p = rag_bm25_get_varint(p, &t);
+  } else {
+    t = has ? c : 1;
+    p += has;
+  }
+  *doc = *next + (uint32_t)(v >> 1);
+  *next = *doc + 1;
+  *tf = (uint32_t)t;
+  return p;
 }
 
 /*
@@ -931,7 +999,7 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
   for (p = t.post, e = p + t.plen; p < e;) {                                          \
     uint32_t d, tf;                                                                    \
     double x;                                                                          \
-    p = rag_bm25_get_posting(p, &next, &d, &tf);                                                \
+    p = next_posting(p, e, &next, &d, &tf);                                            \
     if (b->dl[d] == DEAD || (filter != NULL && b->allow[d] != b->epoch)) continue;     \
     x = w * tfc_v(V, &sc, tf, b->dl[d]) - w0;                                          \
     fresh = b->seen[d] != b->epoch;                                                    \

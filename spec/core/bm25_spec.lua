@@ -170,6 +170,94 @@ describe("rag.bm25 search", function()
     assert.same({}, b:search("the and of", 10)) -- stopwords only
   end)
 
+  -- Lucene's formula worked out here, summed over the query's terms in order.
+  local function lucene(docs, terms)
+    local n, total, df, dl, tf = #docs, 0, {}, {}, {}
+    for i, d in ipairs(docs) do
+      tf[i] = {}
+      local c = 0
+      for w in d.text:gmatch("%S+") do
+        c = c + 1
+        tf[i][w] = (tf[i][w] or 0) + 1
+      end
+      dl[i], total = c, total + c
+      for w in pairs(tf[i]) do df[w] = (df[w] or 0) + 1 end
+    end
+    local avg, want = total / n, {}
+    for i, d in ipairs(docs) do
+      local s, hit = 0, false
+      for _, w in ipairs(terms) do
+        local f = tf[i][w]
+        if f then
+          local idf = math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5))
+          s, hit = s + idf * (f / (f + 1.2 * (1 - 0.75 + 0.75 * dl[i] / avg))), true
+        end
+      end
+      if hit then want[#want + 1] = { id = d.id, score = s } end
+    end
+    table.sort(want, function(a, b)
+      if a.score ~= b.score then return a.score > b.score end
+      return a.id < b.id
+    end)
+    return want
+  end
+
+  it("scores term frequencies across the posting format's boundaries", function()
+    -- a tf of 1 has no byte of its own; 127, 128 and 16384 cross varint lengths
+    local docs = {}
+    for i, f in ipairs({ 1, 2, 1, 127, 128, 129, 1, 300, 16383, 16384, 1, 3 }) do
+      docs[i] = { id = ("t%02d"):format(i), text = ("x "):rep(f) .. "pad" .. ("y "):rep(i) }
+    end
+    local b = build(docs, { analyzer = rag.text.analyzer(PLAIN) })
+    for _, q in ipairs({ "x", "y", "x y", "pad x" }) do
+      local terms = {}
+      for w in q:gmatch("%S+") do terms[#terms + 1] = w end
+      local want, hits = lucene(docs, terms), b:search(q, 20)
+      assert.equal(#want, #hits)
+      for i, h in ipairs(hits) do
+        assert.equal(want[i].id, h.id)
+        assert.near(want[i].score, h.score, 1e-12 * want[i].score)
+      end
+    end
+  end)
+
+  it("keeps the k best of thousands of matches, ties at the k-th place by id", function()
+    -- three texts only, so scores tie in large groups; every k crosses a group
+    local r, docs = rng(11), {}
+    local texts = { "alpha beta", "alpha gamma gamma", "alpha beta gamma delta" }
+    for i = 1, 3000 do
+      docs[i] = { id = ("d%05d"):format(r(99999)) .. "-" .. i, text = texts[r(3)] }
+    end
+    local b = build(docs, { analyzer = rag.text.analyzer(PLAIN) })
+    for _, q in ipairs({ "alpha", "alpha beta", "gamma delta", "beta gamma" }) do
+      local terms = {}
+      for w in q:gmatch("%S+") do terms[#terms + 1] = w end
+      local want = lucene(docs, terms)
+      for _, k in ipairs({ 1, 7, 50, 199, 600, 1001 }) do
+        local hits = b:search(q, k)
+        assert.equal(math.min(k, #want), #hits)
+        for i, h in ipairs(hits) do
+          assert.equal(want[i].id, h.id)
+          assert.near(want[i].score, h.score, 1e-12 * want[i].score)
+        end
+      end
+    end
+    -- fewer than k strong matches, all where a sample of every 16th match
+    -- looks: a floor guessed from that sample is reached by too few
+    local few = {}
+    for i = 1, 1000 do
+      local strong = (i - 1) % 16 == 0 and i <= 320
+      few[i] = { id = ("f%04d"):format(i), text = strong and "alpha beta gamma" or "alpha gamma" }
+    end
+    local f = build(few, { analyzer = rag.text.analyzer(PLAIN) })
+    local want, hits = lucene(few, { "alpha", "beta" }), f:search("alpha beta", 50)
+    assert.equal(50, #hits)
+    for i, h in ipairs(hits) do
+      assert.equal(want[i].id, h.id)
+    end
+    assert.equal("f0305", hits[20].id)
+  end)
+
   it("weighs a repeated query term by its count", function()
     local b = build({ { id = "1", text = "alpha beta" }, { id = "2", text = "alpha gamma" },
       { id = "3", text = "delta" } }, { analyzer = rag.text.analyzer(PLAIN) })
