@@ -108,8 +108,10 @@ struct rag_vec {
   size_t ccap;
   float *qs;            /* search_batch: the prepared queries */
   size_t qscap;
-  float *buf;           /* scores of a block */
+  float *buf;           /* scores of a block, or of search_split's span */
   size_t bufcap;
+  uint32_t *kept;       /* search_split: the rows of a span it takes */
+  size_t keptcap;
   rag_hit *hits;
   size_t hcap;
   uint32_t *allow;      /* filter: the allowed slots */
@@ -178,6 +180,7 @@ void rag_vec_free(rag_vec *v) {
   rag_free(v->cs);
   rag_free(v->qs);
   rag_free(v->buf);
+  rag_free(v->kept);
   rag_free(v->hits);
   rag_free(v->allow);
   rag_free(v->seen);
@@ -670,20 +673,58 @@ static void lb_replace(double *h, size_t k, double x) {
   h[i] = x;
 }
 
+#define SPAN (64 * BLOCK) /* rows search_split scores before it picks among them */
+#define SAMPLE 16         /* floor_guess looks at every SAMPLE-th row */
+#define GUESS 32          /* and only when the place it takes there is at most this */
+
+/* Row i's lower bound: its approximation a less the bound at x (NaN for a NaN a). */
+static double lower(const bound *b, double a, double x) {
+  return a - ((b->p * x + b->q) * x + b->r);
+}
+
+/*
+** A guess at a lower bound that at least k of the m rows' lower bounds
+** reach (the better the guess, the fewer reach it): the r-th best of every
+** SAMPLE-th row's, r for about 3k in all; -INFINITY when m is too short or
+** k too large for a short guess.
+*/
+static double floor_guess(const bound *b, const float *a, const float *xs, size_t m, size_t k) {
+  double best[GUESS] = {0};
+  size_t r = (3 * k + SAMPLE - 1) / SAMPLE, n = 0, i, j;
+  if (r > GUESS || m / SAMPLE < 4 * r) return -INFINITY;
+  for (i = 0; i < m; i += SAMPLE) { /* best[0..n) in order, best first */
+    double x = lower(b, a[i], xs[i]);
+    if (!(x > -INFINITY) || (n == r && !(x > best[r - 1]))) continue;
+    j = n < r ? n++ : r - 1;
+    for (; j > 0 && best[j - 1] < x; j--) best[j] = best[j - 1];
+    best[j] = x;
+  }
+  return n == r ? best[r - 1] : -INFINITY;
+}
+
 /*
 ** Exact top-k of f32 rows in two passes, the first over the sketch when
 ** there is one, else over the high plane. Every row with an upper bound
 ** below the k-th best lower bound (tau) has an exact score below k rows'
 ** and is never a hit; the rest are scored exactly. A NaN approximation
 ** compares false and is kept for the exact pass.
+**
+** The rows are approximated SPAN at a time. Tau only rises as rows come,
+** so a span starts from a guessed floor g when it is higher: the rows whose
+** upper bound reaches g are taken, and when at least k of them have lower
+** bounds reaching g too, the k-th best lower bound (the final tau) does,
+** and every row a pass at tau would take is among them. Else the span is
+** taken again at tau. Either way the same rows reach the exact pass.
 */
 static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
   bound b;
-  size_t n = v->ids.n, lo, i, j, nk, nc = 0, climit = 4 * kk + 1024, nnz = 0;
-  uint32_t kept[BLOCK];
+  size_t n = v->ids.n, lo, i, j, c, nc = 0, climit = 4 * kk + 1024, nnz = 0;
+  size_t span = n < SPAN ? n : SPAN;
   double tau = -INFINITY;
   int sketched = v->o.sketch && v->hk.sketch != NULL;
   const float *xs = v->norms; /* what the bound is a polynomial of, row by row */
+  int rc = scratch_fit(v, kk, (span + BLOCK - 1) / BLOCK * BLOCK); /* whole blocks */
+  if (rc != RAG_OK) return rc;
   if (kk > v->lbcap) {
     double *p = (double *)rag_grow(v->lb, &v->lbcap, kk, sizeof *p);
     if (p == NULL) return RAG_ENOMEM;
@@ -694,6 +735,11 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
     if (p == NULL) return RAG_ENOMEM;
     v->cs = p;
   }
+  if (span > v->keptcap) {
+    uint32_t *p = (uint32_t *)rag_grow(v->kept, &v->keptcap, span, sizeof *p);
+    if (p == NULL) return RAG_ENOMEM;
+    v->kept = p;
+  }
   for (i = 0; i < kk; i++) v->lb[i] = -INFINITY;
   if (sketched) { /* the bound's variable is each row's weight, not its norm */
     nnz = sketch_query(v, q);
@@ -703,40 +749,54 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
     if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb);
     bound_init(&b, v, q, v->hk.bf16_rows ? v->qb : NULL);
   }
-  for (lo = 0; lo < n; lo += BLOCK) {
-    size_t m = n - lo < BLOCK ? n - lo : BLOCK;
-    if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), each row times its scale */
-      v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo), v->sks + lo, m, v->o.dim, v->buf);
-    } else if (v->hk.bf16_rows) {
-      v->hk.bf16_rows(v->qb, row_at(v, lo), m, v->o.dim, v->stride, v->buf);
-    } else {
-      v->hk.approx_rows(q, row_at(v, lo), NULL, m, v->o.dim, v->stride, v->buf);
-    }
-    nk = v->hk.keep(v->buf, xs + lo, m, b.p, b.q, b.r, tau, kept);
-    for (j = 0; j < nk; j++) { /* tau may have risen since keep's test */
-      double xn, a, r;
-      i = kept[j];
-      xn = xs[lo + i];
-      a = v->buf[i];
-      r = (b.p * xn + b.q) * xn + b.r;
-      if (!(a + r < tau)) {
-        v->cs[nc].up = a + r;
-        v->cs[nc++].slot = (uint32_t)(lo + i);
-      }
-      if (a - r > tau) {
-        lb_replace(v->lb, kk, a - r);
-        tau = v->lb[0];
+  for (lo = 0; lo < n; lo += span) {
+    size_t m = n - lo < span ? n - lo : span, nk = 0, reach = 0, at;
+    double g;
+    for (at = 0; at < m; at += BLOCK) {
+      size_t r = m - at < BLOCK ? m - at : BLOCK;
+      float *out = v->buf + at;
+      if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), each times its scale */
+        v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo + at), v->sks + lo + at, r, v->o.dim, out);
+      } else if (v->hk.bf16_rows) {
+        v->hk.bf16_rows(v->qb, row_at(v, lo + at), r, v->o.dim, v->stride, out);
+      } else {
+        v->hk.approx_rows(q, row_at(v, lo + at), NULL, r, v->o.dim, v->stride, out);
       }
     }
-    if (nc > climit) { /* drop those that tau has since passed */
-      for (i = 0, j = 0; i < nc; i++)
-        if (!(v->cs[i].up < tau)) v->cs[j++] = v->cs[i];
-      nc = j;
-      if (nc > climit) {
-        cand *p = (cand *)rag_grow(v->cs, &v->ccap, 2 * nc + BLOCK, sizeof *p);
-        if (p == NULL) return RAG_ENOMEM;
-        v->cs = p;
-        climit = 2 * nc;
+    g = floor_guess(&b, v->buf, xs + lo, m, kk);
+    if (g > tau) {
+      nk = v->hk.keep(v->buf, xs + lo, m, b.p, b.q, b.r, g, v->kept);
+      for (j = 0; j < nk; j++) reach += lower(&b, v->buf[v->kept[j]], xs[lo + v->kept[j]]) >= g;
+    }
+    if (reach < kk) nk = v->hk.keep(v->buf, xs + lo, m, b.p, b.q, b.r, tau, v->kept);
+    for (c = 0; c < nk; c += BLOCK) {
+      size_t e = nk - c < BLOCK ? nk : c + BLOCK;
+      for (j = c; j < e; j++) { /* tau may have risen since keep's test */
+        double xn, a, r;
+        i = v->kept[j];
+        xn = xs[lo + i];
+        a = v->buf[i];
+        r = (b.p * xn + b.q) * xn + b.r;
+        if (!(a + r < tau)) {
+          v->cs[nc].up = a + r;
+          v->cs[nc++].slot = (uint32_t)(lo + i);
+        }
+        if (a - r > tau) {
+          lb_replace(v->lb, kk, a - r);
+          tau = v->lb[0];
+        }
+      }
+      if (nc > climit) { /* drop those that tau has since passed */
+        size_t w;
+        for (i = 0, w = 0; i < nc; i++)
+          if (!(v->cs[i].up < tau)) v->cs[w++] = v->cs[i];
+        nc = w;
+        if (nc > climit) {
+          cand *p = (cand *)rag_grow(v->cs, &v->ccap, 2 * nc + BLOCK, sizeof *p);
+          if (p == NULL) return RAG_ENOMEM;
+          v->cs = p;
+          climit = 2 * nc;
+        }
       }
     }
   }

@@ -714,6 +714,47 @@ describe("rag.vec sketch", function()
     end
   end)
 
+  it("carries its threshold across spans of rows, and drops a floor guessed too high", function()
+    -- More rows than a span (16,384) are taken span by span, the threshold
+    -- carried on. A span starts from a floor guessed from every 16th row;
+    -- in `strong` those rows are the only ones near q, fewer than k, so the
+    -- guess is too high and must be dropped. Without a sketch too (the
+    -- high-plane pass, l2 included).
+    local _, gauss = data.source(77)
+    local dim, q, wide, strong = 8, {}, {}, {}
+    for d = 1, dim do q[d] = gauss() end
+    for i = 1, 2 * 16384 + 300 do
+      local x = {}
+      for d = 1, dim do x[d] = gauss() end
+      wide[i] = x
+    end
+    for i = 1, 2000 do
+      local x, near = {}, (i - 1) % 16 == 0 and i <= 320
+      for d = 1, dim do x[d] = near and q[d] + 0.01 * gauss() or gauss() end
+      strong[i] = x
+    end
+    for name, set in pairs({ wide = wide, strong = strong }) do
+      for _, metric in ipairs({ "dot", "cosine", "l2" }) do
+        for _, sketch in ipairs(metric == "l2" and { false } or { true, false }) do
+          local v, all = vec.new({ dim = dim, metric = metric, sketch = sketch }), {}
+          for i, x in ipairs(set) do
+            v:add("r" .. i, x)
+            all[i] = "r" .. i
+          end
+          for _, k in ipairs({ 1, 50, 300 }) do
+            local w = ("%s %s sketch %s k %d"):format(name, metric, sketch, k)
+            local got, want = v:search(q, k), v:search(q, k, { filter = all })
+            assert.equal(#want, #got, w)
+            for j = 1, #want do
+              assert.equal(want[j].id, got[j].id, w .. " hit " .. j)
+              assert.equal(want[j].score, got[j].score, w .. " hit " .. j)
+            end
+          end
+        end
+      end
+    end
+  end)
+
   it("bounds its approximations tightly enough to keep a near tie, and no tighter", function()
     -- r2 has a first component of 1 and the rest 0.503: int8 rounds each
     -- of these up by about 0.00094, all in the query's direction (the
