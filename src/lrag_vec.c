@@ -98,7 +98,16 @@ void lrag_vecopts(lua_State *L, int idx, const char *fname, size_t *dim, int *me
   if (*dim == 0) luaL_error(L, "%s: option 'dim' is required", fname);
   *metric = lrag_optenum(L, idx, fname, "metric", RAG_COSINE, metric_names);
   *dtype = lrag_optenum(L, idx, fname, "dtype", RAG_F32, dtype_names);
-  *portable = !lrag_optboolean(L, idx, fname, "simd", 1);
+  lua_getfield(L, idx, "simd");
+  if (lua_type(L, -1) == LUA_TSTRING) { /* "avx2": AVX2 at most, to test those kernels */
+    if (strcmp(lua_tostring(L, -1), "avx2") != 0)
+      luaL_error(L, "%s: option 'simd' must be a boolean or \"avx2\", got \"%s\"", fname,
+                 lua_tostring(L, -1));
+    *portable = 2;
+  } else {
+    *portable = !lrag_optboolean(L, idx, fname, "simd", 1);
+  }
+  lua_pop(L, 1);
 }
 
 void lrag_pushvecstats(lua_State *L, const rag_kernel *k, size_t count, size_t memory) {

@@ -768,7 +768,8 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->simd = 0;
   k->split = 0;
 #ifdef RAG_X86
-  if (!portable && cpu_has_avx2()) {
+  k->avx2 = portable == 2;
+  if (portable != 1 && cpu_has_avx2()) {
     static const rag_kernel_score_fn fast[RAG_NDTYPES][2] = {
         {a_dot_f32, a_l2_f32}, {a_dot_f16, a_l2_f16}, {a_dot_i8, a_l2_i8}};
     static const rag_kernel_score1_fn fast1[RAG_NDTYPES][2] = {
@@ -797,7 +798,7 @@ void rag_kernel_split(rag_kernel *k) {
   k->keep = p_keep;
   k->sketch = l2 ? NULL : p_sketch;
 #ifdef RAG_X86
-  if (k->simd && cpu_has_avx512()) {
+  if (k->simd && !k->avx2 && cpu_has_avx512()) {
     k->keep = x_keep;
     k->sketch = l2 ? NULL : x_sketch;
     k->one = l2 ? z_l2_s1 : z_dot_s1;

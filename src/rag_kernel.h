@@ -84,6 +84,7 @@ typedef struct rag_kernel {
   rag_kernel_gather_fn approx_bf; /* as approx, but q is the query in bfloat16; else NULL */
   rag_kernel_sketch_fn sketch;    /* split dot/cosine rows; else NULL */
   int simd;  /* 1: AVX2/FMA/F16C kernels; 2: AVX-512F for split rows */
+  int avx2;  /* 1: AVX2 at most (for tests) */
   int split; /* rows are split f32 (rag_kernel_split) */
 } rag_kernel;
 
@@ -91,7 +92,7 @@ typedef struct rag_kernel {
 ** AVX2, FMA, F16C), 1 AVX2/FMA/F16C, 0 none of them (or not x86-64). */
 int rag_kernel_cpu(void);
 
-/* Picks the kernel; `portable` forces plain C (for tests). */
+/* Picks the kernel; `portable` 1 forces plain C, 2 AVX2 at most (for tests). */
 void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t dim,
                      int portable);
 

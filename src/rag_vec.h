@@ -32,7 +32,7 @@ typedef struct rag_vec_opts {
   size_t dim;        /* 1 .. RAG_VEC_MAX_DIM */
   rag_metric metric; /* default RAG_COSINE */
   rag_dtype dtype;   /* default RAG_F32 */
-  int portable;      /* 1: plain C kernels even where AVX2 is there */
+  int portable;      /* 1: plain C kernels even where AVX2 is there; 2: AVX2 at most */
   int sketch;        /* 1: keep an int8 sketch of the rows (f32, cosine or dot only) */
 } rag_vec_opts;
 

@@ -207,7 +207,7 @@ describe("rag.vec search", function()
       local huge = {}
       for d = 1, dim do huge[d] = d % 3 == 0 and -1e15 or 1e15 end
       for _, metric in ipairs(METRICS) do
-        for _, simd in ipairs({ true, false }) do
+        for _, simd in ipairs({ true, false, "avx2" }) do
           local v = vec.new({ dim = dim, metric = metric, simd = simd })
           local all = {}
           for i, x in ipairs(rows) do
@@ -240,7 +240,7 @@ describe("rag.vec search", function()
     local function float(x) return vec.unpack(vec.pack({ x }))[1] end
     for _, dim in ipairs({ 16, 64, 100 }) do
       for _, case in ipairs({ { "dot", 1 }, { "l2", 100 } }) do
-        for _, simd in ipairs({ true, false }) do
+        for _, simd in ipairs({ true, false, "avx2" }) do
           local v = vec.new({ dim = dim, metric = case[1], simd = simd })
           local q, r1, r2 = {}, {}, {}
           for d = 1, dim do
@@ -381,6 +381,8 @@ describe("rag.vec refused vectors", function()
     raises("option 'dtype' must be", function() vec.new({ dim = 2, dtype = "f64" }) end)
     raises("unknown option 'dims'", function() vec.new({ dim = 2, dims = 3 }) end)
     raises("option 'simd' must be a boolean", function() vec.new({ dim = 2, simd = 1 }) end)
+    raises("option 'simd' must be a boolean or \"avx2\", got \"sse\"",
+      function() vec.new({ dim = 2, simd = "sse" }) end)
     local v = vec.new({ dim = 2 })
     raises("id must be a string or a number", function() v:add(nil, { 1, 1 }) end)
     raises("k must be a positive integer", function() v:search({ 1, 1 }, 0) end)
@@ -658,7 +660,7 @@ describe("rag.vec sketch", function()
         qs[#qs + 1], qs[#qs + 2] = q, sparse
       end
       for _, metric in ipairs({ "dot", "cosine" }) do
-        for _, simd in ipairs({ true, false }) do
+        for _, simd in ipairs({ true, false, "avx2" }) do
           local v = vec.new({ dim = dim, metric = metric, sketch = true, simd = simd })
           local plain = vec.new({ dim = dim, metric = metric, simd = simd })
           assert.is_true(v:stats().sketch)
@@ -682,7 +684,7 @@ describe("rag.vec sketch", function()
             for d = 1, dim do any = any or q[d] ~= 0 end
             if any then ok[#ok + 1] = q end
           end
-          local what = metric .. " dim " .. dim .. (simd and "" or " portable")
+          local what = metric .. " dim " .. dim .. " simd " .. tostring(simd)
           agree(v, plain, ok, all, what)
           -- churn: removes across blocks (the last row moves into the hole),
           -- replacements, new rows after the removes
@@ -771,7 +773,7 @@ describe("rag.vec sketch", function()
       end
       local err = (dim - 1) * (64 / 127 - float(0.503))
       for d = 1, dim do r1[d] = (exact2 + err / 4) / dim end
-      for _, simd in ipairs({ true, false }) do
+      for _, simd in ipairs({ true, false, "avx2" }) do
         local v = vec.new({ dim = dim, metric = "dot", sketch = true, simd = simd })
         near_tie(v, q, r1, r2, dim)
       end
