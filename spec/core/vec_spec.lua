@@ -44,6 +44,18 @@ local function near(a, b, tol)
   return math.abs(a - b) <= tol * math.max(1, math.abs(a), math.abs(b))
 end
 
+-- v's top k for q against the exact scan of the filter path (every id of
+-- all), hit for hit and bit for bit; returns both.
+local function exact_hits(v, q, k, all, what)
+  local got, want = v:search(q, k), v:search(q, k, { filter = all })
+  assert.equal(#want, #got, what)
+  for j = 1, #want do
+    assert.equal(want[j].id, got[j].id, what .. " hit " .. j)
+    assert.equal(want[j].score, got[j].score, what .. " hit " .. j)
+  end
+  return got, want
+end
+
 describe("rag.vec pack and unpack", function()
   it("round-trip float32 values and reject bad input", function()
     local t = { 1, -2.5, 0, 1e-3, 3.4e38 }
@@ -215,12 +227,7 @@ describe("rag.vec search", function()
             all[i] = "r" .. i
           end
           local function check(q, k)
-            local got, want = v:search(q, k), v:search(q, k, { filter = all })
-            assert.equal(#want, #got)
-            for j = 1, #want do
-              assert.equal(want[j].id, got[j].id, metric .. " dim " .. dim .. " hit " .. j)
-              assert.equal(want[j].score, got[j].score)
-            end
+            local _, want = exact_hits(v, q, k, all, metric .. " dim " .. dim)
             assert.same(want, v:search_batch({ q }, k)[1])
           end
           for _, q in ipairs(qs) do
@@ -551,13 +558,8 @@ describe("rag.vec AVX512-BF16 scan", function()
           for d = 1, dim do ok = ok and q[d] ~= 0 end
           if metric == "dot" or ok then
             for _, k in ipairs({ 1, 7, 50, #rows + 3 }) do
-              local got, want = v:search(q, k), v:search(q, k, { filter = all })
               local what = metric .. " dim " .. dim .. " query " .. qi .. " k " .. k
-              assert.equal(#want, #got, what)
-              for j = 1, #want do
-                assert.equal(want[j].id, got[j].id, what .. " hit " .. j)
-                assert.equal(want[j].score, got[j].score, what .. " hit " .. j)
-              end
+              local _, want = exact_hits(v, q, k, all, what)
               assert.same(want, v:search_batch({ q }, k)[1], what)
             end
           end
@@ -616,13 +618,8 @@ describe("rag.vec sketch", function()
   local function agree(v, plain, qs, all, what)
     for qi, q in ipairs(qs) do
       for _, k in ipairs(qi == 1 and { 1, 50, #all + 3 } or { 1, 50 }) do
-        local got, want = v:search(q, k), v:search(q, k, { filter = all })
         local w = what .. " query " .. qi .. " k " .. k
-        assert.equal(#want, #got, w)
-        for j = 1, #want do
-          assert.equal(want[j].id, got[j].id, w .. " hit " .. j)
-          assert.equal(want[j].score, got[j].score, w .. " hit " .. j)
-        end
+        local got = exact_hits(v, q, k, all, w)
         assert.same(plain:search(q, k), got, w)
       end
     end
@@ -744,13 +741,7 @@ describe("rag.vec sketch", function()
             all[i] = "r" .. i
           end
           for _, k in ipairs({ 1, 50, 300 }) do
-            local w = ("%s %s sketch %s k %d"):format(name, metric, sketch, k)
-            local got, want = v:search(q, k), v:search(q, k, { filter = all })
-            assert.equal(#want, #got, w)
-            for j = 1, #want do
-              assert.equal(want[j].id, got[j].id, w .. " hit " .. j)
-              assert.equal(want[j].score, got[j].score, w .. " hit " .. j)
-            end
+            exact_hits(v, q, k, all, ("%s %s sketch %s k %d"):format(name, metric, sketch, k))
           end
         end
       end
