@@ -728,8 +728,8 @@ describe("rag.vec sketch", function()
       wide[i] = x
     end
     for i = 1, 2000 do
-      local x, near = {}, (i - 1) % 16 == 0 and i <= 320
-      for d = 1, dim do x[d] = near and q[d] + 0.01 * gauss() or gauss() end
+      local x, close = {}, (i - 1) % 16 == 0 and i <= 320
+      for d = 1, dim do x[d] = close and q[d] + 0.01 * gauss() or gauss() end
       strong[i] = x
     end
     for name, set in pairs({ wide = wide, strong = strong }) do
