@@ -35,9 +35,10 @@ OPT ?= -O2 -g
 WARN := -Wall -Wextra -Werror
 CFLAGS_ALL = -std=c99 -D_POSIX_C_SOURCE=200809L -fPIC -fvisibility=hidden -ffp-contract=off \
   $(OPT) $(WARN) $(shell pkg-config --cflags $(LUA_PC) $(DEPS)) $(XCFLAGS)
-# libxml2 is opened with dlopen on the first HTML page (src/rag_html.c): its
-# headers only, no link, so a process that reads no HTML never maps it.
-LIBS = $(shell pkg-config --libs $(filter-out libxml-2.0,$(DEPS))) -lstemmer -lpthread -lm
+# libxml2 and libcurl are opened with dlopen on the first HTML page and the
+# first HTTP request (src/rag_dl.c): their headers only, no link, so a process
+# that reads no HTML or makes no request never maps them.
+LIBS = $(shell pkg-config --libs $(filter-out libxml-2.0 libcurl,$(DEPS))) -lstemmer -lpthread -lm -ldl
 
 SRC := $(wildcard src/*.c)
 OBJDIR = build/obj/$(LUA_VERSION)$(VARIANT)
@@ -239,7 +240,7 @@ $(HOST): examples/host/host.c $(HOST_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DRAG_HOST_LUA_DIR='"$(CURDIR)/lua"' \
 	  -DRAG_HOST_SCRIPT='"$(CURDIR)/examples/host/host.lua"' -o $@ examples/host/host.c \
-	  $(HOST_OBJ) $(LUA_STATIC) $(LIBS) -ldl
+	  $(HOST_OBJ) $(LUA_STATIC) $(LIBS)
 
 # Acceptance E of issue 25 on SciFact: the frame figures while the host
 # ingests all 5,183 documents (a BEIR folder), then one answer.

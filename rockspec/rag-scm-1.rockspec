@@ -14,6 +14,7 @@ description = {
 }
 dependencies = { "lua >= 5.1, < 5.5" }
 -- Probe libcurl by library only: Debian keeps curl.h in a multiarch directory.
+-- Like libxml2, it is opened with dlopen on first use (src/rag_dl.c), not linked.
 external_dependencies = {
   CURL = { library = "curl" },
   CJSON = { header = "cjson/cJSON.h", library = "cjson" },
@@ -115,14 +116,14 @@ build = {
         "src/rag_html.c", "src/lrag_html.c",
         "src/rag_graph.c", "src/rag_graph_file.c", "src/rag_graph_views.c", "src/rag_mentions.c",
         "src/lrag_graph.c", "src/rag_safetensors.c", "src/rag_matmul.c", "src/rag_bert.c",
-        "src/lrag_bert.c",
+        "src/lrag_bert.c", "src/rag_dl.c",
       },
       defines = { "_POSIX_C_SOURCE=200809L" },
       incdirs = { "src", "$(CJSON_INCDIR)", "$(UTF8PROC_INCDIR)", "$(STEMMER_INCDIR)",
         "$(OPENSSL_INCDIR)", "$(LIBXML2_INCDIR)/libxml2" },
       libdirs = { "$(CURL_LIBDIR)", "$(CJSON_LIBDIR)", "$(UTF8PROC_LIBDIR)",
         "$(STEMMER_LIBDIR)", "$(OPENSSL_LIBDIR)", "$(LIBXML2_LIBDIR)" },
-      libraries = { "curl", "cjson", "utf8proc", "stemmer", "crypto", "pthread", "m" },
+      libraries = { "cjson", "utf8proc", "stemmer", "crypto", "pthread", "m", "dl" },
     },
   },
   install = { bin = { rag = "bin/rag" } },

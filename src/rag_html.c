@@ -10,10 +10,11 @@
 #include <limits.h>
 #include <string.h>
 
-#include <dlfcn.h>
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>
 #include <pthread.h>
+
+#include "rag_dl.h"
 
 /*
 ** libxml2 is opened on the first page parsed, not when the library loads: a
@@ -32,24 +33,17 @@ static struct {
 static pthread_once_t lx_once = PTHREAD_ONCE_INIT;
 
 static void lx_open(void) {
-  void *h = dlopen("libxml2.so.2", RTLD_NOW | RTLD_LOCAL);
-  void *f[5];
-  size_t i;
+  static const char *const sonames[] = {"libxml2.so.2", NULL};
   static const char *const names[5] = {"htmlReadMemory", "xmlDocGetRootElement", "xmlFreeDoc",
                                        "xmlNodeGetContent", "xmlFree"};
-  if (h == NULL) return;
-  for (i = 0; i < 5; i++)
-    if ((f[i] = dlsym(h, names[i])) == NULL) {
-      dlclose(h);
-      return;
-    }
-  /* object to function pointer: POSIX requires dlsym's result to convert */
+  void *f[5];
+  if (!rag_dl_open(sonames, names, 5, f)) return;
   memcpy(&lx.read, &f[0], sizeof f[0]);
   memcpy(&lx.root, &f[1], sizeof f[1]);
   memcpy(&lx.free_doc, &f[2], sizeof f[2]);
   memcpy(&lx.content, &f[3], sizeof f[3]);
   lx.xfree = (xmlFreeFunc *)f[4]; /* a variable: an object pointer */
-  lx.ok = 1; /* the handle stays open for the process's life */
+  lx.ok = 1;
 }
 
 /* {====== Element classes ======} */

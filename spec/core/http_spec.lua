@@ -171,6 +171,18 @@ describe("rag.http.request", function()
     assert.equal(200, assert(http.request({ url = base .. "/bigheader?n=4&size=1000" })).status)
   end)
 
+  it("opens libcurl on the first request, not when rag loads", function()
+    -- a fresh process: this one has made requests already
+    local script = "local function mapped() for l in io.lines('/proc/self/maps') do "
+      .. "if l:find('libcurl', 1, true) then return true end end return false end "
+      .. "local rag = require('rag') local before = mapped() "
+      .. "local res = rag.http.request({ url = '" .. base .. "/ok' }) "
+      .. "print(tostring(before) .. ' ' .. tostring(mapped()) .. ' ' .. res.status)"
+    local out, err, status = helpers.spawn(helpers.lua_command() .. " -e \"" .. script .. "\"")
+    assert.equal(0, status, err)
+    assert.equal("false true 200\n", out)
+  end)
+
   it("reports a refused connection as an http failure", function()
     local port = helpers.free_port()
     local res, msg, code = http.request({ url = "http://127.0.0.1:" .. port .. "/" })

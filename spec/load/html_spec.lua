@@ -11,6 +11,18 @@ local function read(path)
 end
 
 describe("rag.load.html", function()
+  it("opens libxml2 on the first page, not when rag loads", function()
+    local helpers = require("spec.helpers")
+    local script = "local function mapped() for l in io.lines('/proc/self/maps') do "
+      .. "if l:find('libxml2', 1, true) then return true end end return false end "
+      .. "local load = require('rag.load') local before = mapped() "
+      .. "local docs = assert(load.file('" .. F .. "page.html')) "
+      .. "print(tostring(before) .. ' ' .. tostring(mapped()) .. ' ' .. #docs)"
+    local out, err, status = helpers.spawn(helpers.lua_command() .. " -e \"" .. script .. "\"")
+    assert.equal(0, status, err)
+    assert.equal("false true 1\n", out)
+  end)
+
   it("keeps the article and drops navigation, scripts, styles, aside, form and footer", function()
     local docs = assert(load.file(F .. "page.html", { root = "spec/fixtures/load" }))
     assert.equal(1, #docs)
