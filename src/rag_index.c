@@ -688,9 +688,13 @@ static int need_hits(rag_index *ix, size_t n) {
   return RAG_OK;
 }
 
-/* The fused (or single) list as hits in ix->hits; returns their count. */
+/*
+** The fused (or single) list as hits in ix->hits; returns their count. Only
+** the best k are fused in order and found in the store, unless hits are
+** grouped by document, which may need more.
+*/
 static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
-  size_t n, i, m = 0;
+  size_t n, i, m = 0, want = q->group ? SIZE_MAX : q->k;
   int rc;
   if (q->mode == RAG_INDEX_HYBRID) {
     rag_fuse_list fl[2];
@@ -706,7 +710,7 @@ static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
     }
     fl[0].weight = q->w_bm25;
     fl[1].weight = q->w_vec;
-    rc = rag_fuse_rrf(fl, 2, q->rrf_k, q->rrf_base, 1, SIZE_MAX, ix->fused, &n);
+    rc = rag_fuse_rrf(fl, 2, q->rrf_k, q->rrf_base, 1, want, ix->fused, &n);
     if (rc != RAG_OK) return rc;
   } else {
     const hitlist *l = ix->fuse[q->mode == RAG_INDEX_BM25 ? 0 : 1];
@@ -721,7 +725,7 @@ static int gather(rag_index *ix, const rag_index_query *q, size_t *count) {
     n = l->n;
   }
   if ((rc = need_hits(ix, n + 1)) != RAG_OK) return rc;
-  for (i = 0; i < n; i++) {
+  for (i = 0; i < n && m < want; i++) {
     rag_index_hit *h = &ix->hits[m];
     if (!rag_store_chunk_find(ix->s, ix->fused[i].id, ix->fused[i].len, &h->doc, &h->chunk))
       continue; /* cannot happen while the parts are in step */
