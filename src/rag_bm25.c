@@ -852,7 +852,8 @@ static int scratch_fit(rag_bm25 *b) {
   b->seen = (uint32_t *)v;
   if ((v = rag_realloc(b->allow, cap * sizeof(uint32_t))) == NULL) return 0;
   b->allow = (uint32_t *)v;
-  if ((v = rag_realloc(b->touched, cap * sizeof(uint32_t))) == NULL) return 0;
+  /* one more: search writes a posting's document there before it knows the document is new */
+  if ((v = rag_realloc(b->touched, (cap + 1) * sizeof(uint32_t))) == NULL) return 0;
   b->touched = (uint32_t *)v;
   memset(b->seen + old, 0, (cap - old) * sizeof(uint32_t));
   memset(b->allow + old, 0, (cap - old) * sizeof(uint32_t));

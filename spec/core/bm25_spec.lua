@@ -258,6 +258,21 @@ describe("rag.bm25 search", function()
     assert.equal("f0305", hits[20].id)
   end)
 
+  it("matches every document of a loaded index with every term (scratch sized exactly)", function()
+    -- a load sizes the document tables to the count; every document touched,
+    -- then touched again by the next term, fills the search's scratch
+    local b = bm25.new({ analyzer = rag.text.analyzer(PLAIN) })
+    for i = 1, 100 do b:add(("d%03d"):format(i), "alpha beta " .. ("gamma "):rep(i % 3)) end
+    local path = tmpname()
+    assert(b:save(path))
+    local l = assert(bm25.load(path))
+    os.remove(path)
+    for _, q in ipairs({ "alpha beta", "beta alpha gamma", "alpha alpha" }) do
+      assert.same(b:search(q, 100), l:search(q, 100))
+      assert.equal(100, #l:search(q, 100))
+    end
+  end)
+
   it("weighs a repeated query term by its count", function()
     local b = build({ { id = "1", text = "alpha beta" }, { id = "2", text = "alpha gamma" },
       { id = "3", text = "delta" } }, { analyzer = rag.text.analyzer(PLAIN) })
