@@ -86,6 +86,19 @@ function M.lua_command()
   return env .. " " .. lua
 end
 
+--- In a fresh interpreter (lua_command), whether a shared library whose path
+-- holds `lib` is mapped after the Lua chunk `load`, then after `use` too:
+-- "false true" when `use` is what opens it. Raises when the child fails.
+function M.maps_lib(lib, load, use)
+  local script = "local function mapped() for l in io.lines('/proc/self/maps') do "
+    .. "if l:find('" .. lib .. "', 1, true) then return true end end return false end "
+    .. load .. " local before = mapped() " .. use
+    .. " print(tostring(before) .. ' ' .. tostring(mapped()))"
+  local out, err, status = M.spawn(M.lua_command() .. " -e \"" .. script .. "\"")
+  assert(status == 0, err)
+  return (out:gsub("\n$", ""))
+end
+
 --- Runs a shell command; returns its standard output, its standard error
 -- and its exit status (io.popen's close does not report it on Lua 5.1).
 function M.spawn(cmd)
