@@ -741,7 +741,7 @@ describe("rag.vec sketch", function()
             all[i] = "r" .. i
           end
           for _, k in ipairs({ 1, 50, 300 }) do
-            exact_hits(v, q, k, all, ("%s %s sketch %s k %d"):format(name, metric, sketch, k))
+            exact_hits(v, q, k, all, ("%s %s sketch %s k %d"):format(name, metric, tostring(sketch), k))
           end
         end
       end
