@@ -741,7 +741,8 @@ describe("rag.vec sketch", function()
             all[i] = "r" .. i
           end
           for _, k in ipairs({ 1, 50, 300 }) do
-            exact_hits(v, q, k, all, ("%s %s sketch %s k %d"):format(name, metric, tostring(sketch), k))
+            local what = ("%s %s sketch %s k %d"):format(name, metric, tostring(sketch), k)
+            exact_hits(v, q, k, all, what)
           end
         end
       end
