@@ -138,7 +138,7 @@ static int bm25_search(lua_State *L) {
       fp = &f;
     }
   }
-  rc = rag_bm25_search(b, q, len, k, fp, &hits, &n, &errpos);
+  rc = rag_bm25_search(b, q, len, k, fp, NULL, &hits, &n, &errpos);
   if (rc != RAG_OK) return fail(L, rc, "rag.bm25.search", errpos);
   lrag_pushhits(L, hits, n, hit_id, b);
   return 1;

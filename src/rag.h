@@ -152,6 +152,18 @@ typedef struct rag_block {
 int rag_block_resize(rag_block *b, size_t keep, size_t n);
 void rag_block_free(rag_block *b);
 
+/*
+** Cache lines that another search will read next, for a search whose loop
+** waits on arithmetic to ask for while it works (one per step), so that
+** memory answers during work instead of during a stall: n addresses in
+** line[], line[at..n) not asked for yet. A burst of thousands would stall
+** the asking loop itself: the line fill buffers are few.
+*/
+typedef struct rag_ahead {
+  const void **line;
+  size_t n, at;
+} rag_ahead;
+
 /* True when a * b would overflow size_t. */
 #define RAG_MUL_OVERFLOWS(a, b) ((b) != 0 && (a) > ((size_t)-1) / (b))
 

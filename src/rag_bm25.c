@@ -961,11 +961,12 @@ static inline double held(double acc, size_t fresh) {
 }
 
 int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
-                    const rag_bm25_filter *filter, const rag_hit **hits, size_t *n,
-                    size_t *errpos) {
+                    const rag_bm25_filter *filter, rag_ahead *ahead, const rag_hit **hits,
+                    size_t *n, size_t *errpos) {
   scorer sc;
   double nd, c = 0, w0 = 0;
   size_t i, nt = 0;
+  const void **ah = ahead != NULL ? ahead->line + ahead->at : NULL, **ae = ah;
   int rc;
   *hits = NULL;
   *n = 0;
@@ -984,6 +985,7 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
     return RAG_OK;
   nd = (double)b->nlive;
   scorer_init(&sc, b, (double)b->total / nd);
+  if (ahead != NULL) ae = ahead->line + ahead->n;
   for (i = 0; i < b->nq; i++) {
     rag_bm25_tinfo t;
     const uint8_t *p, *e;
@@ -1001,6 +1003,7 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
     uint32_t d, tf;                                                                    \
     double x;                                                                          \
     p = next_posting(p, e, &next, &d, &tf);                                            \
+    if (ah < ae) __builtin_prefetch(*ah++, 0, 2);                                      \
     if (b->dl[d] == DEAD || (filter != NULL && b->allow[d] != b->epoch)) continue;     \
     x = w * tfc_v(V, &sc, tf, b->dl[d]) - w0;                                          \
     fresh = b->seen[d] != b->epoch;                                                    \
@@ -1018,6 +1021,7 @@ int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
     }
 #undef ACCUMULATE
   }
+  if (ahead != NULL) ahead->at = (size_t)(ah - ahead->line);
   if (c != 0)
     for (i = 0; i < nt; i++) b->acc[b->touched[i]] += c;
   *n = select_top(b, nt, k);

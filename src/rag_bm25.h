@@ -101,9 +101,11 @@ typedef rag_id_filter rag_bm25_filter;
 ** rag_bm25_id. *hits is owned by `b` and valid until the next call on `b`.
 ** A query term repeated q times weighs q times. RAG_EENCODING (*errpos
 ** set), RAG_ENOMEM. Not thread-safe: search uses scratch space in `b`.
+** With `ahead` not NULL, the search asks for its lines as it goes, one a
+** posting (see rag_ahead).
 */
 int rag_bm25_search(rag_bm25 *b, const char *q, size_t len, size_t k,
-                    const rag_bm25_filter *filter, const rag_hit **hits,
+                    const rag_bm25_filter *filter, rag_ahead *ahead, const rag_hit **hits,
                     size_t *n, size_t *errpos);
 
 /* The id of hit handle `h` (*len bytes, owned by `b`, valid until the next change). */

@@ -464,10 +464,10 @@ static int build_filter(rag_index *ix, const rag_store_filter *sf, rag_id_filter
 
 /* The BM25 list of b, up to `fetch` hits, into l. */
 static int list_bm25(rag_bm25 *b, hitlist *l, const rag_index_query *q, size_t fetch,
-                     const rag_id_filter *f, size_t *errpos) {
+                     const rag_id_filter *f, rag_ahead *ahead, size_t *errpos) {
   const rag_hit *h;
   size_t n, i;
-  int rc = rag_bm25_search(b, q->text, q->len, fetch, f, &h, &n, errpos);
+  int rc = rag_bm25_search(b, q->text, q->len, fetch, f, ahead, &h, &n, errpos);
   if (rc != RAG_OK) return rc;
   if ((rc = hitlist_fit(l, n + 1)) != RAG_OK) return rc;
   for (i = 0; i < n; i++) {
@@ -478,14 +478,10 @@ static int list_bm25(rag_bm25 *b, hitlist *l, const rag_index_query *q, size_t f
   return RAG_OK;
 }
 
-/* The vector list of v or h, up to `fetch` hits, into l. */
-static int list_vec(rag_vec *v, rag_hnsw *hn, hitlist *l, const rag_index_query *q,
-                    size_t fetch, const rag_id_filter *f, rag_vec_bad *bad) {
-  const rag_hit *h;
-  size_t n, i;
-  int rc = v != NULL ? rag_vec_search(v, q->vec, fetch, f, &h, &n, bad)
-                     : rag_hnsw_search(hn, q->vec, fetch, q->ef, f, &h, &n, bad);
-  if (rc != RAG_OK) return rc;
+/* The hits h[0..n) of v or hn into l. */
+static int vec_hits(rag_vec *v, rag_hnsw *hn, hitlist *l, const rag_hit *h, size_t n) {
+  size_t i;
+  int rc;
   if ((rc = hitlist_fit(l, n + 1)) != RAG_OK) return rc;
   for (i = 0; i < n; i++) {
     l->ids[i] = v != NULL ? rag_vec_id(v, h[i].id, &l->lens[i]) : rag_hnsw_id(hn, h[i].id, &l->lens[i]);
@@ -493,6 +489,16 @@ static int list_vec(rag_vec *v, rag_hnsw *hn, hitlist *l, const rag_index_query 
   }
   l->n = n;
   return RAG_OK;
+}
+
+/* The vector list of v or h, up to `fetch` hits, into l. */
+static int list_vec(rag_vec *v, rag_hnsw *hn, hitlist *l, const rag_index_query *q,
+                    size_t fetch, const rag_id_filter *f, rag_vec_bad *bad) {
+  const rag_hit *h;
+  size_t n;
+  int rc = v != NULL ? rag_vec_search(v, q->vec, fetch, f, &h, &n, bad)
+                     : rag_hnsw_search(hn, q->vec, fetch, q->ef, f, &h, &n, bad);
+  return rc != RAG_OK ? rc : vec_hits(v, hn, l, h, n);
 }
 
 static int entry_name_cmp(const void *a, const void *b) {
@@ -636,21 +642,28 @@ static int list_questions(rag_index *ix, const rag_index_query *q, size_t fetch,
 static int lists(rag_index *ix, const rag_index_query *q, size_t fetch, const rag_id_filter *fp,
                  int bm, int vec, size_t *errpos, rag_vec_bad *bad) {
   const rag_index_fields *fl = q->fields;
+  rag_ahead *ahead = NULL;
   int rc, i;
   ix->fuse[0] = &ix->l[L_BM25];
   ix->fuse[1] = &ix->l[L_VEC];
   for (i = 0; i < NLISTS; i++) ix->l[i].n = 0;
+  /* The exact search's last pass reads its candidates' rows from memory:
+  ** BM25 asks for them as it goes, so that they come while it computes. */
+  if (vec && ix->v != NULL) {
+    if ((rc = rag_vec_search_start(ix->v, q->vec, fetch, fp, bad)) != RAG_OK) return rc;
+    ahead = rag_vec_search_ahead(ix->v);
+  }
   if (bm) {
     const hitlist *in[1 + RAG_INDEX_FIELDS];
     double w[1 + RAG_INDEX_FIELDS];
     size_t n = 1;
-    if ((rc = list_bm25(ix->b, &ix->l[L_BM25], q, fetch, fp, errpos)) != RAG_OK) return rc;
+    if ((rc = list_bm25(ix->b, &ix->l[L_BM25], q, fetch, fp, ahead, errpos)) != RAG_OK) return rc;
     in[0] = &ix->l[L_BM25];
     w[0] = 1;
     for (i = 0; fl != NULL && i < RAG_INDEX_FIELDS; i++) {
       hitlist *l = &ix->l[L_KW + i];
       if (fl->bm25[i] == NULL || !(fl->weight[i] > 0)) continue;
-      if ((rc = list_bm25(fl->bm25[i], l, q, fetch, fp, errpos)) != RAG_OK) return rc;
+      if ((rc = list_bm25(fl->bm25[i], l, q, fetch, fp, ahead, errpos)) != RAG_OK) return rc;
       in[n] = l;
       w[n++] = fl->weight[i];
     }
@@ -660,7 +673,15 @@ static int lists(rag_index *ix, const rag_index_query *q, size_t fetch, const ra
     }
   }
   if (vec) {
-    if ((rc = list_vec(ix->v, ix->h, &ix->l[L_VEC], q, fetch, fp, bad)) != RAG_OK) return rc;
+    if (ix->v != NULL) {
+      const rag_hit *h;
+      size_t n;
+      rag_vec_search_finish(ix->v, &h, &n);
+      rc = vec_hits(ix->v, NULL, &ix->l[L_VEC], h, n);
+    } else {
+      rc = list_vec(NULL, ix->h, &ix->l[L_VEC], q, fetch, fp, bad);
+    }
+    if (rc != RAG_OK) return rc;
     if (fl != NULL && (fl->q != NULL || fl->qh != NULL) && fl->qmax > 0) {
       const hitlist *in[2];
       if ((rc = list_questions(ix, q, fetch, fp, bad)) != RAG_OK) return rc;

@@ -70,6 +70,7 @@ static const unsigned char MAGIC[8] = {'R', 'A', 'G', 'V', 'E', 'C', 0, 0};
 #define LINE 64u              /* row sections start on lines of this many bytes */
 #define BLOCK 256            /* rows scored per kernel call */
 #define AHEAD 4              /* rows search_split asks for before scoring them */
+#define L2_ROWS_BYTES (512 * 1024) /* and the most it asks for ahead of its finish */
 #define BATCH_BYTES (96 * 1024) /* rows per cache block of search_batch */
 
 /* A row that may be among the best: its slot and the upper bound of its score. */
@@ -110,6 +111,10 @@ struct rag_vec {
   size_t qscap;
   float *buf;           /* scores of a block, or of search_split's span */
   size_t bufcap;
+  rag_topk top;         /* search: the best so far, between start and finish */
+  size_t nc;            /* search_split: the rows in cs its finish scores exactly */
+  rag_ahead ahead;      /* search_ahead: lines of the rows in cs */
+  size_t linecap;
   uint32_t *kept;       /* search_split: the rows of a span it takes */
   size_t keptcap;
   rag_hit *hits;
@@ -181,6 +186,7 @@ void rag_vec_free(rag_vec *v) {
   rag_free(v->qs);
   rag_free(v->buf);
   rag_free(v->kept);
+  rag_free((void *)v->ahead.line);
   rag_free(v->hits);
   rag_free(v->allow);
   rag_free(v->seen);
@@ -714,9 +720,10 @@ static double floor_guess(const bound *b, const float *a, const float *xs, size_
 ** upper bound reaches g are taken, and when at least k of them have lower
 ** bounds reaching g too, the k-th best lower bound (the final tau) does,
 ** and every row a pass at tau would take is among them. Else the span is
-** taken again at tau. Either way the same rows reach the exact pass.
+** taken again at tau. Either way the same rows reach the exact pass,
+** split_finish, which the caller may put off (rag_vec_search_start).
 */
-static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
+static int search_split(rag_vec *v, const float *q, size_t kk) {
   bound b;
   size_t n = v->ids.n, lo, i, j, c, nc = 0, climit = 4 * kk + 1024, nnz = 0;
   size_t span = n < SPAN ? n : SPAN;
@@ -802,14 +809,19 @@ static int search_split(rag_vec *v, const float *q, size_t kk, rag_topk *t) {
   }
   for (i = 0, j = 0; i < nc; i++)
     if (!(v->cs[i].up < tau)) v->cs[j++] = v->cs[i];
-  nc = j;
-  /* the rows are read whole, the low halves for the first time: ask ahead */
+  v->nc = j;
+  return RAG_OK;
+}
+
+/* The exact pass of search_split over the rows it kept. */
+static void split_finish(rag_vec *v, const float *q, rag_topk *t) {
+  size_t i, nc = v->nc;
   for (i = 0; i < nc && i < AHEAD; i++) prefetch_row(v, v->cs[i].slot);
   for (i = 0; i < nc; i++) {
     if (i + AHEAD < nc) prefetch_row(v, v->cs[i + AHEAD].slot);
     rag_topk_push(t, v->cs[i].slot, score_slot(v, q, v->cs[i].slot));
   }
-  return RAG_OK;
+  v->nc = 0;
 }
 
 /* The filter's slots, each once, into v->allow; their count in *na. */
@@ -833,30 +845,65 @@ static int allowed(rag_vec *v, const rag_id_filter *f, size_t *na) {
   return RAG_OK;
 }
 
-int rag_vec_search(rag_vec *v, const float *q, size_t k, const rag_id_filter *filter,
-                   const rag_hit **hits, size_t *n, rag_vec_bad *bad) {
-  rag_topk t;
+int rag_vec_search_start(rag_vec *v, const float *q, size_t k, const rag_id_filter *filter,
+                         rag_vec_bad *bad) {
+  rag_topk *t = &v->top;
   size_t kk = k < v->ids.n ? k : v->ids.n;
   int rc = prepare(v, q, v->tmp, bad);
-  *hits = NULL;
-  *n = 0;
+  v->nc = 0; /* an unfinished search's rows are not this one's */
+  rag_topk_init(t, v->hits, 0, &v->ids);
   if (rc != RAG_OK || kk == 0) return rc;
   if ((rc = scratch_fit(v, kk, BLOCK)) != RAG_OK) return rc;
-  rag_topk_init(&t, v->hits, kk, &v->ids);
   if (filter == NULL && v->hk.split) {
-    if ((rc = search_split(v, v->tmp, kk, &t)) != RAG_OK) return rc;
+    if ((rc = search_split(v, v->tmp, kk)) != RAG_OK) return rc;
+    rag_topk_init(t, v->hits, kk, &v->ids);
   } else if (filter == NULL) {
-    scan(v, v->tmp, v->rows, 0, v->ids.n, &t);
+    rag_topk_init(t, v->hits, kk, &v->ids);
+    scan(v, v->tmp, v->rows, 0, v->ids.n, t);
   } else {
     size_t na, i;
     if ((rc = allowed(v, filter, &na)) != RAG_OK) return rc;
-    for (i = 0; i < na; i++) {
-      rag_topk_push(&t, v->allow[i], score_slot(v, v->tmp, v->allow[i]));
+    rag_topk_init(t, v->hits, kk, &v->ids);
+    for (i = 0; i < na; i++) rag_topk_push(t, v->allow[i], score_slot(v, v->tmp, v->allow[i]));
+  }
+  return RAG_OK;
+}
+
+rag_ahead *rag_vec_search_ahead(rag_vec *v) {
+  size_t rows = v->nc, per = (v->stride + 63) / 64, i, off, m = 0;
+  if (rows > L2_ROWS_BYTES / (2 * v->stride)) rows = L2_ROWS_BYTES / (2 * v->stride);
+  if (rows == 0) return NULL;
+  if (2 * per * rows > v->linecap) {
+    const void **p = (const void **)rag_grow(v->ahead.line, &v->linecap, 2 * per * rows, sizeof *p);
+    if (p == NULL) return NULL; /* only a hint */
+    v->ahead.line = p;
+  }
+  for (i = 0; i < rows; i++) {
+    const char *h = (const char *)hi_at(v, v->cs[i].slot), *l = (const char *)lo_at(v, v->cs[i].slot);
+    for (off = 0; off < v->stride; off += 64) {
+      v->ahead.line[m++] = h + off;
+      v->ahead.line[m++] = l + off;
     }
   }
-  *n = rag_topk_sort(&t);
+  v->ahead.n = m;
+  v->ahead.at = 0;
+  return &v->ahead;
+}
+
+void rag_vec_search_finish(rag_vec *v, const rag_hit **hits, size_t *n) {
+  split_finish(v, v->tmp, &v->top);
+  *n = rag_topk_sort(&v->top);
   *hits = v->hits;
-  return RAG_OK;
+  rag_topk_init(&v->top, v->hits, 0, &v->ids); /* a second finish gives nothing */
+}
+
+int rag_vec_search(rag_vec *v, const float *q, size_t k, const rag_id_filter *filter,
+                   const rag_hit **hits, size_t *n, rag_vec_bad *bad) {
+  int rc = rag_vec_search_start(v, q, k, filter, bad);
+  *hits = NULL;
+  *n = 0;
+  if (rc == RAG_OK) rag_vec_search_finish(v, hits, n);
+  return rc;
 }
 
 int rag_vec_search_batch(rag_vec *v, const float *qs, size_t nq, size_t k,

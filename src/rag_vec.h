@@ -84,6 +84,23 @@ int rag_vec_search(rag_vec *v, const float *q, size_t k, const rag_id_filter *fi
                    const rag_hit **hits, size_t *n, rag_vec_bad *bad);
 
 /*
+** rag_vec_search in two calls, for a caller with other work to do while
+** memory answers: start does all but the last pass, whose rows it asks
+** for; finish scores them and gives the hits as search does. Nothing else
+** may use v between the two. A start that fails needs no finish.
+*/
+int rag_vec_search_start(rag_vec *v, const float *q, size_t k, const rag_id_filter *filter,
+                         rag_vec_bad *bad);
+void rag_vec_search_finish(rag_vec *v, const rag_hit **hits, size_t *n);
+
+/*
+** After a start, the cache lines that finish reads first (as many as the
+** L2 cache holds with room to spare), for a caller's other work to ask
+** for (rag_ahead); NULL when finish reads no rows. Valid until finish.
+*/
+rag_ahead *rag_vec_search_ahead(rag_vec *v);
+
+/*
 ** The best k rows for each of nq queries (nq * dim floats): the hits of
 ** query i are (*hits)[i * k ..], counts[i] of them (all counts equal
 ** min(k, count)). Same rules as search; *bad->component counts across all

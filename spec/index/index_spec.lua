@@ -260,6 +260,31 @@ describe("rag.index search", function()
     rmdir(dir)
   end)
 
+  -- A hybrid search starts the exact vector search, runs BM25 while the
+  -- vector pass's rows come, then finishes the vector pass. When BM25 fails
+  -- in between (bad UTF-8 reaches the index's own search with a good query
+  -- vector), what the vector pass had kept must not leak into later searches.
+  it("leaves nothing behind when BM25 fails in the middle of a hybrid search", function()
+    local docs = fixture()
+    local idx = rag.index.new({ embedder = hashing(), vector = "exact" })
+    idx:add_many(docs)
+    local e = hashing()
+    local q = "cancer cells"
+    local qv = e:embed({ q }, { packed = true })[1]
+    local filter = { kind = "review" }
+    local before = idx:search(q, { mode = "vector", k = 10, filter = filter })
+    local plain = idx:search(q, { mode = "vector", k = 10 })
+    assert.is_true(#before > 0 and #plain == 10)
+    for _, k in ipairs({ 1, 10, 50 }) do
+      local hits, msg, code = idx.c:search("bad \255 text", { mode = "hybrid", k = k }, "bm25", qv)
+      assert.is_nil(hits)
+      assert.are.equal("encoding", code, msg)
+      same_hits(before, idx:search(q, { mode = "vector", k = 10, filter = filter }), "filtered")
+      idx.c:search("bad \255 text", { mode = "hybrid", k = k }, "bm25", qv)
+      same_hits(plain, idx:search(q, { mode = "vector", k = 10 }), "plain")
+    end
+  end)
+
 end)
 
 -- {====== Reproducibility, cooperative ingestion, persistence ======}
