@@ -566,12 +566,19 @@ AVX512 static size_t x_keep(const float *a, const float *xn, size_t n, double p,
   __m512d vp = _mm512_set1_pd(p), vq = _mm512_set1_pd(q), vr = _mm512_set1_pd(r);
   __m512d vt = _mm512_set1_pd(tau);
   size_t i = 0, k = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(xn + i));
-    __m512d av = _mm512_cvtps_pd(_mm256_loadu_ps(a + i));
-    __m512d b = _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(vp, x), vq), x), vr);
-    unsigned mask = _mm512_cmp_pd_mask(_mm512_add_pd(av, b), vt, _CMP_NLT_UQ);
-    for (; mask; mask &= mask - 1) out[k++] = (uint32_t)(i + (size_t)__builtin_ctz(mask));
+  __m512i at = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (; i + 16 <= n; i += 16, at = _mm512_add_epi32(at, _mm512_set1_epi32(16))) {
+    __m512d x0 = _mm512_cvtps_pd(_mm256_loadu_ps(xn + i));
+    __m512d x1 = _mm512_cvtps_pd(_mm256_loadu_ps(xn + i + 8));
+    __m512d a0 = _mm512_cvtps_pd(_mm256_loadu_ps(a + i));
+    __m512d a1 = _mm512_cvtps_pd(_mm256_loadu_ps(a + i + 8));
+    __m512d b0 = _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(vp, x0), vq), x0), vr);
+    __m512d b1 = _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(vp, x1), vq), x1), vr);
+    __mmask16 m = (__mmask16)(_mm512_cmp_pd_mask(_mm512_add_pd(a0, b0), vt, _CMP_NLT_UQ) |
+                              _mm512_cmp_pd_mask(_mm512_add_pd(a1, b1), vt, _CMP_NLT_UQ) << 8);
+    /* the kept rows' numbers, packed, without a branch a row: a kept row is a coin toss */
+    _mm512_mask_compressstoreu_epi32(out + k, m, at);
+    k += (size_t)__builtin_popcount(m);
   }
   n = p_keep(a + i, xn + i, n - i, p, q, r, tau, out + k);
   while (n--) out[k++] += (uint32_t)i;

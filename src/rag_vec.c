@@ -53,6 +53,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rag_file.h"
@@ -657,11 +658,11 @@ static void bound_sketch(bound *b, const rag_vec *v, const float *q) {
 /* The query's nonzero components into v->nzi and v->nzw; their count. */
 static size_t sketch_query(rag_vec *v, const float *q) {
   size_t i, n = 0;
-  for (i = 0; i < v->o.dim; i++)
-    if (q[i] != 0) {
-      v->nzi[n] = (uint32_t)i;
-      v->nzw[n++] = q[i];
-    }
+  for (i = 0; i < v->o.dim; i++) { /* written always, kept when not zero: no branch to miss */
+    v->nzi[n] = (uint32_t)i;
+    v->nzw[n] = q[i];
+    n += q[i] != 0;
+  }
   return n;
 }
 
@@ -706,6 +707,29 @@ static double floor_guess(const bound *b, const float *a, const float *xs, size_
     best[j] = x;
   }
   return n == r ? best[r - 1] : -INFINITY;
+}
+
+/* Upper bound first, NaN (kept for the exact pass, never passed by tau) before all. */
+static int cand_cmp(const void *a, const void *b) {
+  const cand *x = (const cand *)a, *y = (const cand *)b;
+  int xn = x->up != x->up, yn = y->up != y->up;
+  if (xn != yn) return xn ? -1 : 1;
+  if (!xn && x->up != y->up) return x->up > y->up ? -1 : 1;
+  return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+/* Candidates by upper bound, highest first (ties by slot: any fixed order does). */
+static void sort_cands(cand *c, size_t n) {
+  size_t i, j;
+  if (n > 128) {
+    qsort(c, n, sizeof *c, cand_cmp);
+    return;
+  }
+  for (i = 1; i < n; i++) {
+    cand x = c[i];
+    for (j = i; j > 0 && cand_cmp(&x, &c[j - 1]) < 0; j--) c[j] = c[j - 1];
+    c[j] = x;
+  }
 }
 
 /*
@@ -810,6 +834,7 @@ static int search_split(rag_vec *v, const float *q, size_t kk) {
   for (i = 0, j = 0; i < nc; i++)
     if (!(v->cs[i].up < tau)) v->cs[j++] = v->cs[i];
   v->nc = j;
+  sort_cands(v->cs, j);
   return RAG_OK;
 }
 
@@ -818,6 +843,9 @@ static void split_finish(rag_vec *v, const float *q, rag_topk *t) {
   size_t i, nc = v->nc;
   for (i = 0; i < nc && i < AHEAD; i++) prefetch_row(v, v->cs[i].slot);
   for (i = 0; i < nc; i++) {
+    /* by upper bound, highest first: once the k-th best exact score is
+    ** above a row's bound, it is above every later row's */
+    if (t->n == t->k && v->cs[i].up < t->h[0].score) break;
     if (i + AHEAD < nc) prefetch_row(v, v->cs[i + AHEAD].slot);
     rag_topk_push(t, v->cs[i].slot, score_slot(v, q, v->cs[i].slot));
   }
