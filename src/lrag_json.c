@@ -126,13 +126,104 @@ static void encode_string(enc *e, const char *s, size_t len) {
   lrag_buf_addc(e->L, e->b, '"');
 }
 
+/* u in decimal into s; returns the length. */
+static int format_u64(char *s, unsigned long long u) {
+  char t[24];
+  int n = 0, k = 0;
+  do {
+    t[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  while (n > 0) s[k++] = t[--n];
+  return k;
+}
+
+#ifdef __SIZEOF_INT128__
+typedef unsigned __int128 u128;
+
+/*
+** fast_float's text for v in [1e-4, 1e15) with a fraction, as "%.{p}g"
+** gives it for the least p in 15..17 whose text reads back as v, found
+** with exact integer arithmetic: v = m 2^e (m < 2^53, -e <= 66), and at p
+** digits N = round(v 10^k), k = p - 1 - d with d = floor(log10(v)), so
+** k <= 20 and every product below stays under 2^128. N 10^-k reads back as
+** v when it is within half an ulp of it (a tie goes to the even m), the
+** check strtod's correct rounding makes. Returns the length, or 0 (the
+** value is outside the fast case: printf and strtod decide).
+*/
+static int fast_float(char *s, double v) {
+  static const unsigned long long P10[21] = {1ull, 10ull, 100ull, 1000ull, 10000ull,
+    100000ull, 1000000ull, 10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
+    100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull,
+    1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, 10000000000000000000ull, 0};
+  int neg = v < 0, e, d, p, n = 0;
+  double a = neg ? -v : v, f = frexp(a, &e);
+  unsigned long long m = (unsigned long long)ldexp(f, 53);
+  u128 ten20 = (u128)P10[19] * 10;
+  if (!(a >= 1e-4 && a < 1e15)) return 0;
+  e -= 53; /* a = m 2^e exactly */
+  if (e >= 0 || (m & ((1ull << (-e < 53 ? -e : 53)) - 1)) == 0) return 0; /* integral */
+  d = (int)floor(log10(a)); /* log10 may be off by one near a power of ten: */
+  if (a < (d >= 0 ? (double)P10[d] : 1.0 / (double)P10[-d])) d--;
+  else if (a >= (d + 1 >= 0 ? (double)P10[d + 1] : 1.0 / (double)P10[-(d + 1)])) d++;
+  if (d < -4 || d > 14) return 0; /* N's digit count below catches what these tests miss */
+  for (p = 15; p <= 17; p++) {
+    int k = p - 1 - d, sh = -e, i, len, dot;
+    u128 tk = k <= 19 ? (u128)P10[k] : ten20, num, q, r, half, lo, hi, diff;
+    char dig[24];
+    if (k < 0 || k > 20) return 0;
+    num = (u128)m * tk; /* v 10^k = num / 2^sh */
+    q = num >> sh;
+    r = num - (q << sh);
+    half = (u128)1 << (sh - 1);
+    if (r > half || (r == half && (q & 1))) q++; /* N: to nearest, ties to even */
+    if (q >= (u128)P10[p] || q < (u128)P10[p - 1]) return 0; /* d was off: printf decides */
+    /* |N 2^sh - m 10^k| against half an ulp, 10^k / 2 (a quarter below 2^52) */
+    lo = q << sh;
+    diff = lo > num ? lo - num : num - lo;
+    hi = lo < num && m == (1ull << 52) ? tk / 2 : tk; /* 2 |diff| vs this */
+    if (2 * diff > hi || (2 * diff == hi && (m & 1))) continue;
+    /* "%.{p}g" for d in [-4, 14]: fixed, trailing zeros dropped */
+    len = format_u64(dig, (unsigned long long)q);
+    while (len > 1 && dig[len - 1] == '0') len--;
+    if (neg) s[n++] = '-';
+    dot = d + 1; /* digits before the point */
+    if (dot <= 0) {
+      s[n++] = '0';
+      s[n++] = '.';
+      for (i = 0; i < -dot; i++) s[n++] = '0';
+      for (i = 0; i < len; i++) s[n++] = dig[i];
+    } else {
+      if (len <= dot) return 0; /* no fraction: not within half an ulp of v, which has one */
+      for (i = 0; i < dot; i++) s[n++] = dig[i];
+      s[n++] = '.';
+      for (i = dot; i < len; i++) s[n++] = dig[i];
+    }
+    return n;
+  }
+  return 0;
+}
+#else
+static int fast_float(char *s, double v) {
+  (void)s;
+  (void)v;
+  return 0;
+}
+#endif
+
 /* Shortest text that reads back as the same double; "1.0", not "1". */
 static void encode_float(enc *e, double v) {
   char s[40];
   int prec, n = 0;
-  char point = localeconv()->decimal_point[0];
+  char point;
   if (isnan(v) || isinf(v))
     luaL_error(e->L, "rag.json.encode: cannot encode %s", isnan(v) ? "nan" : "inf");
+  if ((n = fast_float(s, v)) > 0) {
+    lrag_buf_add(e->L, e->b, s, (size_t)n);
+    return;
+  }
+  point = localeconv()->decimal_point[0];
   for (prec = 15; prec <= 17; prec++) { /* 17 digits always read back */
     n = snprintf(s, sizeof s, "%.*g", prec, v);
     if (prec == 17 || strtod(s, NULL) == v) break;
@@ -148,29 +239,21 @@ static void encode_float(enc *e, double v) {
   lrag_buf_add(e->L, e->b, s, (size_t)n);
 }
 
-#if LUA_VERSION_NUM >= 503
 /* v in decimal into s (room for 21 bytes); returns the length. */
-static int format_int(char *s, lua_Integer v) {
-  char t[24];
+static int format_int(char *s, long long v) {
   unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
-  int n = 0, k = 0;
-  do {
-    t[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
+  int k = 0;
   if (v < 0) s[k++] = '-';
-  while (n > 0) s[k++] = t[--n];
-  return k;
+  return k + format_u64(s + k, u);
 }
-#endif
 
 static void encode_number(enc *e, int idx) {
   char s[32];
-  if (lua_isinteger(e->L, idx)) {
+  if (lua_isinteger(e->L, idx)) { /* before 5.3, an integral double below 2^53 */
 #if LUA_VERSION_NUM >= 503
-    int n = format_int(s, lua_tointeger(e->L, idx));
+    int n = format_int(s, (long long)lua_tointeger(e->L, idx));
 #else
-    int n = snprintf(s, sizeof s, "%.0f", (double)lua_tonumber(e->L, idx));
+    int n = format_int(s, (long long)lua_tonumber(e->L, idx));
 #endif
     lrag_buf_add(e->L, e->b, s, (size_t)n);
   } else {

@@ -3,6 +3,7 @@
 local rag = require("rag")
 
 local json = rag.json
+local helpers = require("spec.helpers")
 
 -- Lua 5.3+ has an integer subtype; 5.1 and LuaJIT do not.
 local has_integers = math.type ~= nil
@@ -244,6 +245,53 @@ describe("rag.json numbers", function()
       assert.equal(c[2], json.encode(c[1]))
     end)
   end
+
+  -- The encoder computes the digits of floats in [1e-4, 1e15) with integer
+  -- arithmetic, not printf. Its text must be printf's shortest one: the
+  -- least p in 15..17 for which "%.{p}g" reads back as the float. PUC Lua's
+  -- string.format is C's printf, the reference; LuaJIT formats numbers
+  -- with its own code, whose ties may round the other way, so there the
+  -- text must read back and be no longer than the reference's.
+  it("encodes floats near the fast range's ends and ties as printf's shortest text", function()
+    local puc = not jit
+    local function ref(v)
+      for p = 15, 17 do
+        local s = string.format("%." .. p .. "g", v)
+        if p == 17 or tonumber(s) == v then
+          return s
+        end
+      end
+    end
+    local r = helpers.rng(77)
+    local cases = { 1e-4, 0.0001000000000000001, 9.999999999999999e-5, 0.001, 0.01, 0.1,
+      0.3, 0.1 + 0.2, 1 / 61 + 1 / 62, 999999999999999.9, 999999999999999.8, 123456789012345.67,
+      1e15 - 1.5, 3257179260.25390625, 0.5 + 2 ^ -40, 2 ^ -13, 1.0000000000000002, 4.35 }
+    for j = 1, 255 do -- 18 digits ending in 5: a tie at 17, to even in printf
+      cases[#cases + 1] = 3257179260 + j / 256
+      cases[#cases + 1] = 1234567891 + j / 256
+    end
+    for _ = 1, 20000 do
+      local x = r(1000000) / 1000000 * 10 ^ (r(23) - 7) -- 1e-6 to 1e15
+      cases[#cases + 1] = x
+      cases[#cases + 1] = -x
+      cases[#cases + 1] = x + r(8) * 2 ^ -30 -- few fraction bits: ties at 17 digits
+    end
+    local fast = 0
+    for _, v in ipairs(cases) do
+      local got, want = json.encode(v), ref(v)
+      assert.equal(v, tonumber(got), got)
+      if v ~= math.floor(v) then -- integral values are the integer encoder's
+        if puc then
+          assert.equal(want, got)
+        else
+          assert.is_true(#got:gsub("^%-?0?%.?0*", "") <= #want:gsub("^%-?0?%.?0*", ""), got)
+        end
+        local a = math.abs(v)
+        fast = fast + ((a >= 1e-4 and a < 1e15) and 1 or 0)
+      end
+    end
+    assert.is_true(fast > 20000, "cases in the fast range: " .. fast)
+  end)
 
   it("encodes integers without a fraction", function()
     assert.equal("[0,1,-2,123456789,9007199254740991]",
