@@ -55,7 +55,7 @@ static int same_score(double x, double y) {
 static void search(rag_bm25 *b, const char *q, size_t len, result *r) {
   const rag_hit *h;
   size_t n, i, errpos = 0;
-  int rc = rag_bm25_search(b, q, len, MAXHITS, NULL, &h, &n, &errpos);
+  int rc = rag_bm25_search(b, q, len, MAXHITS, NULL, NULL, &h, &n, &errpos);
   must(rc == RAG_OK || (rc == RAG_EENCODING &&
                         errpos == rag_text_first_invalid((const unsigned char *)q, len) + 1));
   if (rc != RAG_OK) n = 0;

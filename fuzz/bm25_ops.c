@@ -107,7 +107,11 @@ static void search(rag_bm25 *b, const model *m, const char *q, size_t qlen, size
                    const rag_bm25_filter *f, int explain, result *r) {
   const rag_hit *h;
   size_t n, i, errpos = 0;
-  must(rag_bm25_search(b, q, qlen, k, f, &h, &n, &errpos) == RAG_OK);
+  static char lines[4][64];
+  const void *line[4] = {lines[0], lines[1], lines[2], lines[3]};
+  rag_ahead ahead = {line, 4, 0}; /* asked for as it goes: a hint, never read */
+  must(rag_bm25_search(b, q, qlen, k, f, &ahead, &h, &n, &errpos) == RAG_OK);
+  must(ahead.at <= ahead.n);
   must(n <= k && n <= rag_bm25_count(b) && n <= MAXHITS);
   r->n = n;
   for (i = 0; i < n; i++) {
@@ -276,7 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (bad) {
         const rag_hit *h;
         size_t n, errpos = 0;
-        must(rag_bm25_search(b, q, ql, k, NULL, &h, &n, &errpos) == RAG_EENCODING);
+        must(rag_bm25_search(b, q, ql, k, NULL, NULL, &h, &n, &errpos) == RAG_EENCODING);
         must(errpos == rag_text_first_invalid((const unsigned char *)q, ql) + 1);
         ql = 0;
       } else {
