@@ -152,11 +152,11 @@ typedef unsigned __int128 u128;
 ** value is outside the fast case: printf and strtod decide).
 */
 static int fast_float(char *s, double v) {
-  static const unsigned long long P10[21] = {1ull, 10ull, 100ull, 1000ull, 10000ull,
+  static const unsigned long long P10[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull,
     100000ull, 1000000ull, 10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
     100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull,
     1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
-    1000000000000000000ull, 10000000000000000000ull, 0};
+    1000000000000000000ull, 10000000000000000000ull};
   int neg = v < 0, e, d, p, n = 0;
   double a = neg ? -v : v, f = frexp(a, &e);
   unsigned long long m = (unsigned long long)ldexp(f, 53);
@@ -167,12 +167,11 @@ static int fast_float(char *s, double v) {
   d = (int)floor(log10(a)); /* log10 may be off by one near a power of ten: */
   if (a < (d >= 0 ? (double)P10[d] : 1.0 / (double)P10[-d])) d--;
   else if (a >= (d + 1 >= 0 ? (double)P10[d + 1] : 1.0 / (double)P10[-(d + 1)])) d++;
-  if (d < -4 || d > 14) return 0; /* N's digit count below catches what these tests miss */
+  if (d < -4 || d > 14) return 0; /* so 0 <= k <= 20; N's digit count catches a wrong d */
   for (p = 15; p <= 17; p++) {
     int k = p - 1 - d, sh = -e, i, len, dot;
     u128 tk = k <= 19 ? (u128)P10[k] : ten20, num, q, r, half, lo, hi, diff;
     char dig[24];
-    if (k < 0 || k > 20) return 0;
     num = (u128)m * tk; /* v 10^k = num / 2^sh */
     q = num >> sh;
     r = num - (q << sh);

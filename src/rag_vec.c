@@ -882,16 +882,13 @@ int rag_vec_search_start(rag_vec *v, const float *q, size_t k, const rag_id_filt
   rag_topk_init(t, v->hits, 0, &v->ids);
   if (rc != RAG_OK || kk == 0) return rc;
   if ((rc = scratch_fit(v, kk, BLOCK)) != RAG_OK) return rc;
-  if (filter == NULL && v->hk.split) {
-    if ((rc = search_split(v, v->tmp, kk)) != RAG_OK) return rc;
-    rag_topk_init(t, v->hits, kk, &v->ids);
-  } else if (filter == NULL) {
-    rag_topk_init(t, v->hits, kk, &v->ids);
+  if (filter == NULL && v->hk.split && (rc = search_split(v, v->tmp, kk)) != RAG_OK) return rc;
+  rag_topk_init(t, v->hits, kk, &v->ids); /* after search_split, whose scratch may move hits */
+  if (filter == NULL && !v->hk.split) {
     scan(v, v->tmp, v->rows, 0, v->ids.n, t);
-  } else {
+  } else if (filter != NULL) {
     size_t na, i;
     if ((rc = allowed(v, filter, &na)) != RAG_OK) return rc;
-    rag_topk_init(t, v->hits, kk, &v->ids);
     for (i = 0; i < na; i++) rag_topk_push(t, v->allow[i], score_slot(v, v->tmp, v->allow[i]));
   }
   return RAG_OK;
