@@ -4,6 +4,7 @@
 ** ids, a count up to a bound is exact within it and above it past it,
 ** ends agree with the ids' lengths, the ids are the same with the
 ** cache of short pieces off, on, or of 2 entries (evicting all the time),
+** spans counted from the whole text's pieces equal their own counts,
 ** and pre-tokens tile the input on character boundaries; otherwise all
 ** refuse with RAG_EENCODING. Reads the bundled vocabularies from
 ** lua/rag/vocab (run from the repository root, as .ci/fuzz does).
@@ -84,6 +85,35 @@ static void same_ids(const rag_tokenizer *t, const char *s, size_t len, uint32_t
   rag_free(ends);
 }
 
+/*
+** Spans of valid s counted by rag_tokenizer_spans_count equal their fresh
+** counts: every pair of character boundaries of a short text, pairs of
+** some of them in a longer one, with bounds (from the pair) at and below
+** the count.
+*/
+static void same_spans(const rag_tokenizer *t, const char *s, size_t len) {
+  rag_tokenizer_spans *sp;
+  size_t cut[33], nc = 0, i, j, want, got, errpos, step;
+  uint32_t h = 2166136261u;
+  if (rag_tokenizer_spans_new(t, s, len, &sp) != RAG_OK) __builtin_trap();
+  step = len / (len <= 1024 ? 32 : 8) + 1;
+  for (i = 0; i <= len && nc < 33; i += step) {
+    while (i < len && ((unsigned char)s[i] & 0xc0) == 0x80) i++;
+    if (nc == 0 || cut[nc - 1] != i) cut[nc++] = i;
+  }
+  if (cut[nc - 1] != len && nc < 33) cut[nc++] = len;
+  for (i = 0; i < nc; i++)
+    for (j = i; j < nc; j++) {
+      size_t a = cut[i], b = cut[j], max;
+      if (rag_tokenizer_count(t, s + a, b - a, 0, &want, &errpos) != RAG_OK) __builtin_trap();
+      h = (h ^ (uint32_t)(a * 31 + b)) * 16777619u;
+      max = h % 3 == 0 ? want / 2 : h % 3 == 1 ? want : (size_t)-1;
+      if (rag_tokenizer_spans_count(sp, a, b, max, &got) != RAG_OK) __builtin_trap();
+      if (want <= max ? got != want : got <= max) __builtin_trap();
+    }
+  rag_tokenizer_spans_free(sp);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const rag_tokenizer *t;
   const char *s;
@@ -102,6 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (count != n || (n == 0) != (len == 0)) __builtin_trap();
     same_ids(t, s, len, (data[0] >> 1) & 3, ids, n);
     same_ids(tiny[data[0] & 1], s, len, (data[0] >> 1) & 3, ids, n);
+    same_spans(t, s, len);
+    same_spans(tiny[data[0] & 1], s, len);
     if (rag_tokenizer_decode(t, ids, n, &out, &outlen, &bad) != RAG_OK) __builtin_trap();
     if (outlen != len || memcmp(out, s, len) != 0) __builtin_trap();
     rag_free(out);

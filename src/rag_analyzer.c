@@ -746,11 +746,30 @@ static int run_word(scan *sc, size_t *pos) {
 static int run_ascii(scan *sc, size_t *pos) {
   const unsigned char *s = sc->s;
   size_t len = sc->len, i = *pos, start = i;
-  unsigned seen = 0, w = 0;
+  unsigned seen = W_ALNUM, w = 0;
+  /* eight bytes at a time: the run of [0-9A-Za-z], and whether it has
+  ** capitals or digits (word_bits' W_UPPER and W_NOSTEM); the byte loop
+  ** takes the last few bytes */
+  for (; len - i >= 8; i += 8) {
+    uint64_t b, y, digit, upper, stop, in;
+    memcpy(&b, s + i, 8);
+    y = b & RAG_BYTES(0x7f);
+    digit = rag_ascii_in(y, '0', '9');
+    upper = rag_ascii_in(y, 'A', 'Z');
+    stop = ~((digit | rag_ascii_in(y | RAG_BYTES(0x20), 'a', 'z')) & ~b) & RAG_BYTES(0x80);
+    in = stop ? (stop & (0 - stop)) - 1 : ~UINT64_C(0); /* the bytes before the stop */
+    if (digit & in) seen |= W_NOSTEM;
+    if (upper & in) seen |= W_UPPER;
+    if (stop) {
+      i += (size_t)__builtin_ctzll(stop) >> 3;
+      break;
+    }
+  }
   while (i < len && ((w = word_bits[s[i]]) & W_ALNUM)) {
     seen |= w;
     i++;
   }
+  w = i < len ? word_bits[s[i]] : 0;
   if (i < len && !(w & W_END) && !((w & W_POINT) && !(word_bits[s[i - 1]] & W_NOSTEM)))
     return run_word(sc, pos);
   *pos = i;

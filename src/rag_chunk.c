@@ -79,10 +79,27 @@ static int bpe_ends(void *ud, const char *s, size_t len, size_t **ends,
                             &errpos);
 }
 
+static int bpe_spans_new(void *ud, const char *s, size_t len, void **sp) {
+  return rag_tokenizer_spans_new((const rag_tokenizer *)ud, s, len,
+                                 (rag_tokenizer_spans **)sp);
+}
+
+static int bpe_spans_count(void *sp, size_t a, size_t b, size_t max,
+                           size_t *n) {
+  return rag_tokenizer_spans_count((rag_tokenizer_spans *)sp, a, b, max, n);
+}
+
+static void bpe_spans_free(void *sp) {
+  rag_tokenizer_spans_free((rag_tokenizer_spans *)sp);
+}
+
 void rag_chunk_measure_chars(rag_chunk_measure *m) {
   m->count = chars_count;
   m->count_upto = NULL;
   m->ends = NULL; /* fixed walks code points itself */
+  m->spans_new = NULL;
+  m->spans_count = NULL;
+  m->spans_free = NULL;
   m->ud = NULL;
 }
 
@@ -90,6 +107,9 @@ void rag_chunk_measure_approx(rag_chunk_measure *m) {
   m->count = approx_count;
   m->count_upto = approx_count_upto;
   m->ends = approx_ends;
+  m->spans_new = NULL;
+  m->spans_count = NULL;
+  m->spans_free = NULL;
   m->ud = NULL;
 }
 
@@ -97,6 +117,9 @@ void rag_chunk_measure_bpe(rag_chunk_measure *m, const rag_tokenizer *t) {
   m->count = bpe_count;
   m->count_upto = bpe_count_upto;
   m->ends = bpe_ends;
+  m->spans_new = bpe_spans_new; /* the chunkers count the same bytes again and again */
+  m->spans_count = bpe_spans_count;
+  m->spans_free = bpe_spans_free;
   m->ud = (void *)(uintptr_t)t;
 }
 
@@ -152,6 +175,8 @@ typedef struct ctx {
   rag_chunk_sep seps[64 + 1];
   size_t nseps;
   pieces stk; /* the pieces of every open level, innermost last */
+  void *spans; /* the measure's counter of spans of s (see count_upto) */
+  size_t counts; /* counts so far, before spans */
   int ascii;  /* the text is all ASCII: code points are bytes */
 } ctx;
 
@@ -205,6 +230,8 @@ static int begin(ctx *c, const char *s, size_t len, const rag_chunk_opts *o,
   c->prev = NONE;
   c->stk.v = NULL;
   c->stk.n = c->stk.cap = 0;
+  c->spans = NULL;
+  c->counts = 0;
   c->ascii = m->count == chars_count && all_ascii(c->s, len); /* only chars use it: no pass else */
   c->nseps = 0;
   for (i = 0; i < nseps; i++) {
@@ -234,6 +261,18 @@ static int count_upto(ctx *c, size_t a, size_t b, size_t max, size_t *n) {
     for (; a < b; a++) k += !rag_utf8_is_cont(c->s[a]);
     *n = k;
     return RAG_OK;
+  }
+  /* Most texts are counted once (they fit): the spans' counter pays only
+  ** from the second count on, or for a span well over max (4 bytes a token:
+  ** the count would stop early, then start again). */
+  if (c->m->spans_new != NULL &&
+      (c->spans != NULL || c->counts++ > 0 || (b - a) / 4 > max)) {
+    int rc;
+    if (c->spans == NULL &&
+        (rc = c->m->spans_new(c->m->ud, (const char *)c->s, c->len,
+                              &c->spans)) != RAG_OK)
+      return rc;
+    return c->m->spans_count(c->spans, a, b, max, n);
   }
   if (b - a <= max || c->m->count_upto == NULL) /* a unit is a byte at least */
     return c->m->count(c->m->ud, (const char *)c->s + a, b - a, n);
@@ -473,6 +512,8 @@ done:
 static int finish(ctx *c, int rc) {
   rag_free(c->stk.v);
   c->stk.v = NULL;
+  if (c->spans != NULL) c->m->spans_free(c->spans);
+  c->spans = NULL;
   return rc;
 }
 
@@ -573,7 +614,7 @@ int rag_chunk_fixed(const char *s, size_t len, const rag_chunk_opts *o,
 done:
   rag_free(e);
   rag_free(pos);
-  return rc;
+  return finish(&c, rc);
 }
 
 /* {====== Sentences and windows ======} */
@@ -689,7 +730,8 @@ int rag_chunk_markdown(const char *s, size_t len, const rag_chunk_opts *o,
   *heads = NULL;
   *nheads = 0;
   if ((rc = begin(&c, s, len, o, m, out, errpos)) != RAG_OK) return rc;
-  if ((rc = rag_markdown_headings(s, len, heads, nheads)) != RAG_OK) return rc;
+  if ((rc = rag_markdown_headings(s, len, heads, nheads)) != RAG_OK)
+    return finish(&c, rc);
   /* section k opens with heading k (1-based; section 0 has none) */
   for (k = 0; k <= *nheads && rc == RAG_OK; k++) {
     size_t a = k == 0 ? 0 : (*heads)[k - 1].start;

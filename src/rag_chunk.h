@@ -19,13 +19,19 @@
 ** know do not fit; ends gives the end offsets of the units of a whole text
 ** (a new array released with rag_free, increasing, the last equal to len;
 ** an end may fall inside a UTF-8 sequence), or is NULL for code points,
-** which the fixed chunker walks itself. All return a status that the
-** chunkers pass on.
+** which the fixed chunker walks itself. spans_new (NULL: none) makes a
+** counter of many spans of one whole text, which a chunker then asks
+** instead of count_upto: spans_count(sp, a, b, max, n) measures bytes
+** [a, b) of it as count_upto would. All return a status that the chunkers
+** pass on.
 */
 typedef struct rag_chunk_measure {
   int (*count)(void *ud, const char *s, size_t len, size_t *n);
   int (*count_upto)(void *ud, const char *s, size_t len, size_t max, size_t *n);
   int (*ends)(void *ud, const char *s, size_t len, size_t **ends, size_t *n);
+  int (*spans_new)(void *ud, const char *s, size_t len, void **sp);
+  int (*spans_count)(void *sp, size_t a, size_t b, size_t max, size_t *n);
+  void (*spans_free)(void *sp);
   void *ud;
 } rag_chunk_measure;
 

@@ -599,7 +599,6 @@ static size_t scan(const unsigned char *s, size_t len, size_t i, unsigned want) 
   }
 }
 
-#define BYTES(c) (0x0101010101010101ull * (c))
 
 /*
 ** The end of the run of bytes in lo..hi (ASCII, lo >= 0x20) from i, eight
@@ -612,9 +611,8 @@ static inline size_t ascii_run(const unsigned char *s, size_t len, size_t i, uns
   while (len - i >= 8) {
     uint64_t w, y, other;
     memcpy(&w, s + i, 8);
-    y = (fold ? w | BYTES(0x20) : w) & BYTES(0x7f);
-    /* top bit of each byte: at or above lo, and not above hi, and ASCII */
-    other = ~((y + BYTES(0x80 - lo)) & ~(y + BYTES(0x7f - hi)) & ~w) & BYTES(0x80);
+    y = (fold ? w | RAG_BYTES(0x20) : w) & RAG_BYTES(0x7f);
+    other = ~(rag_ascii_in(y, lo, hi) & ~w) & RAG_BYTES(0x80); /* not in lo..hi, or not ASCII */
     if (other != 0) return i + ((size_t)__builtin_ctzll(other) >> 3);
     i += 8;
   }
@@ -841,6 +839,7 @@ typedef struct sink {
   uint32_t *seams;       /* 2 (2 maxlen + 1): boundaries and ranks for fit */
   struct solo *solos;    /* 2^(bits - 2) solos of tokens, by id */
   uint64_t work;         /* the long piece's fits so far: the squares of their BPEs' lengths */
+  struct rag_tokenizer_spans *rec; /* records each piece (rag_tokenizer_spans_new) */
 } sink;
 
 /* The merges of a token's own BPE ("solo"), to check a pair without a BPE
@@ -1242,6 +1241,44 @@ static int encode_piece(const rag_tokenizer *t, const unsigned char *p, size_t l
   return merge_long(t, p, len, k);
 }
 
+/* {====== Spans of one text ======} */
+
+/*
+** How far past a piece's end the pre-tokenizers look to decide it: the
+** next character (4 bytes), or the three of a contraction after a word.
+** A run of whitespace is read to its end, but what decides the piece is
+** the run's last newline (\s*[\r\n]+: the piece ends there) or its last
+** character (\s+(?!\S): the piece ends before it), both within the bytes
+** up to the piece's end and the next character.
+*/
+#define SPAN_LOOK 8
+
+/* A piece of the whole text: its end and the tokens up to there. Offsets
+** fit 32 bits: a longer text has no pieces and is counted afresh. */
+typedef struct span_piece {
+  uint32_t end, upto;
+} span_piece;
+
+struct rag_tokenizer_spans {
+  const rag_tokenizer *t;
+  const unsigned char *s;
+  size_t len;
+  span_piece *v; /* the whole text's pieces, in order */
+  size_t n, cap;
+  sink k; /* fresh counts */
+};
+
+static int record(struct rag_tokenizer_spans *sp, size_t e, size_t upto) {
+  if (sp->n == sp->cap) {
+    span_piece *v = (span_piece *)rag_grow(sp->v, &sp->cap, sp->n + 1, sizeof *v);
+    if (v == NULL) return RAG_ENOMEM;
+    sp->v = v;
+  }
+  sp->v[sp->n].end = (uint32_t)e;
+  sp->v[sp->n++].upto = (uint32_t)upto;
+  return RAG_OK;
+}
+
 /* Pieces are split off BATCH at a time, and the cache sets of the short
 ** ones fetched before any is looked up, so that their memory latencies
 ** overlap. */
@@ -1264,11 +1301,102 @@ static int encode_ordinary(const rag_tokenizer *t, const unsigned char *s, size_
     for (b = 0; b < nb; i = end[b++]) {
       rc = key[b].len ? encode_short(t, s + i, end[b] - i, &key[b], k)
                       : encode_piece(t, s + i, end[b] - i, k);
+      if (rc == RAG_OK && k->rec != NULL) rc = record(k->rec, end[b], k->n);
       if (rc != RAG_OK) return rc;
     }
     if (k->n > k->max) return PASSED;
   }
   return RAG_OK;
+}
+
+int rag_tokenizer_spans_new(const rag_tokenizer *t, const char *s, size_t len,
+                            rag_tokenizer_spans **out) {
+  rag_tokenizer_spans *sp = (rag_tokenizer_spans *)rag_malloc(sizeof *sp);
+  int rc = RAG_OK;
+  *out = NULL;
+  if (sp == NULL) return RAG_ENOMEM;
+  sp->t = t;
+  sp->s = (const unsigned char *)s;
+  sp->len = len;
+  sp->v = NULL;
+  sp->n = sp->cap = 0;
+  sink_init(&sp->k, KEEP_COUNT, s);
+  if (len <= UINT32_MAX) { /* about 4 bytes a piece in most text */
+    sp->cap = len / 4 + 16;
+    if ((sp->v = (span_piece *)rag_malloc(sp->cap * sizeof *sp->v)) == NULL) {
+      rag_free(sp);
+      return RAG_ENOMEM;
+    }
+    sp->k.rec = sp;
+    rc = encode_ordinary(t, sp->s, len, &sp->k);
+    sp->k.rec = NULL;
+  }
+  if (rc != RAG_OK) {
+    rag_tokenizer_spans_free(sp);
+    return rc;
+  }
+  *out = sp;
+  return RAG_OK;
+}
+
+void rag_tokenizer_spans_free(rag_tokenizer_spans *sp) {
+  if (sp == NULL) return;
+  sink_done(&sp->k);
+  rag_free(sp->v);
+  rag_free(sp);
+}
+
+/*
+** Counts the pieces of the span ending at b from byte *p, until the count
+** is above max or (when sync) a piece of the whole text starts where one of
+** the span's does. Piece *j of the whole text is the one that starts at *p
+** when one does.
+*/
+static int fresh(rag_tokenizer_spans *sp, size_t *p, size_t b, size_t max, size_t *j, int sync) {
+  const rag_tokenizer *t = sp->t;
+  const unsigned char *s = sp->s;
+  int o200k = t->pretok == RAG_PRETOK_O200K, rc;
+  while (*p < b && sp->k.n <= max) {
+    size_t i = *p, e;
+    if (sync && *j < sp->n && (*j == 0 ? 0 : sp->v[*j - 1].end) == i) return RAG_OK;
+    e = o200k ? next_o200k(s, b, i) : next_cl100k(s, b, i);
+    if ((rc = encode_piece(t, s + i, e - i, &sp->k)) != RAG_OK) return rc;
+    *p = e;
+    while (*j < sp->n && sp->v[*j].end <= e) ++*j;
+  }
+  return RAG_OK;
+}
+
+int rag_tokenizer_spans_count(rag_tokenizer_spans *sp, size_t a, size_t b, size_t max,
+                              size_t *n) {
+  size_t p = a, j = 0, lo, hi;
+  int rc;
+  sp->k.n = 0;
+  *n = 0;
+  if (a > 0) { /* j: the first piece that starts at or after a */
+    for (lo = 0, hi = sp->n; lo < hi;) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (sp->v[mid].end < a) lo = mid + 1;
+      else hi = mid;
+    }
+    j = lo + 1;
+  }
+  if ((rc = fresh(sp, &p, b, max, &j, 1)) != RAG_OK) return rc;
+  if (p < b && sp->k.n <= max) { /* at piece j: take the pieces that b cannot change */
+    for (lo = j, hi = sp->n; lo < hi;) {
+      size_t mid = lo + (hi - lo) / 2;
+      if ((size_t)sp->v[mid].end + SPAN_LOOK <= b) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > j) {
+      sp->k.n += sp->v[lo - 1].upto - (j == 0 ? 0 : sp->v[j - 1].upto);
+      p = sp->v[lo - 1].end;
+      j = lo;
+    }
+    rc = fresh(sp, &p, b, max, &j, 0);
+  }
+  *n = sp->k.n;
+  return rc;
 }
 
 static const unsigned char *find_bytes(const unsigned char *h, size_t hn, const char *needle,

@@ -91,6 +91,26 @@ int rag_tokenizer_count_upto(const rag_tokenizer *t, const char *s, size_t len,
                              size_t *errpos);
 
 /*
+** Exact counts of many spans of one text, as rag_tokenizer_count_upto
+** gives them (no specials), for the chunkers, which measure the same bytes
+** again and again. The whole text's pieces are counted once; a span's
+** count is the counts of the pieces it shares with the whole text, and a
+** fresh count of its edges: the pieces before the first piece of the whole
+** text that the span's own pre-tokenization reaches, and the last ones,
+** whose pre-tokenization may have looked past the span's end. `s` (`len`
+** bytes of valid UTF-8, not checked again) is borrowed until _free. Errors:
+** RAG_ENOMEM (nothing allocated).
+*/
+typedef struct rag_tokenizer_spans rag_tokenizer_spans;
+int rag_tokenizer_spans_new(const rag_tokenizer *t, const char *s, size_t len,
+                            rag_tokenizer_spans **out);
+/* The count of bytes [a, b) (a <= b <= len, both at character
+** boundaries), exact when at most max, else some number above max. */
+int rag_tokenizer_spans_count(rag_tokenizer_spans *sp, size_t a, size_t b,
+                              size_t max, size_t *n);
+void rag_tokenizer_spans_free(rag_tokenizer_spans *sp);
+
+/*
 ** Like rag_tokenizer_encode, but gives where each token ends instead of its
 ** id: *ends is a new array of *n exclusive byte offsets into `s`, increasing,
 ** the last equal to len (NULL when *n == 0), released with rag_free. A token

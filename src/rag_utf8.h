@@ -15,6 +15,15 @@ static inline int rag_utf8_is_cont(unsigned char c) {
   return (c & 0xC0) == 0x80;
 }
 
+/* Byte c in each of eight bytes. */
+#define RAG_BYTES(c) (UINT64_C(0x0101010101010101) * (c))
+
+/* The top bit of each byte of y (eight bytes, each below 0x80) that is in
+** lo..hi, for scanning ASCII eight bytes at a time. */
+static inline uint64_t rag_ascii_in(uint64_t y, unsigned lo, unsigned hi) {
+  return (y + RAG_BYTES(0x80 - lo)) & ~(y + RAG_BYTES(0x7f - hi)) & RAG_BYTES(0x80);
+}
+
 /* The length of the sequence lead byte c starts, for text known to be
 ** valid; 1 for ASCII (and for a continuation byte, which starts none). */
 static inline size_t rag_utf8_lead_len(unsigned char c) {

@@ -28,6 +28,7 @@ local function u(...)
 end
 
 local NOSTEM = { stem = false }
+local unpack = table.unpack or unpack
 
 local cases = {
   -- name, input, analyzer options, expected terms
@@ -163,6 +164,25 @@ describe("rag.text.tokenize", function()
   it("gives the same terms through an analyzer object", function()
     for _, c in ipairs(cases) do
       assert.same(c[4], analyzer(c[3]):tokenize(c[2]), c[1])
+    end
+  end)
+
+  it("scans ASCII words of any length, capitals and digits anywhere in them", function()
+    -- 7 to 24 bytes, across the scanner's steps of eight; Snowball takes
+    -- "-ing" from zz..running and then one n of the double; a digit
+    -- anywhere stops the stemming, but not one in the next word
+    for k = 0, 17 do
+      local word = ("z"):rep(k) .. "running"
+      local stem = ("z"):rep(k) .. "run"
+      for p = 1, #word do
+        local up = word:sub(1, p - 1) .. word:sub(p, p):upper() .. word:sub(p + 1)
+        local dig = word:sub(1, p - 1) .. "7" .. word:sub(p + 1)
+        for _, tail in ipairs({ "", " zebra", ". Zebra", ",zebra", "\tZEBRA", " 42", "!7" }) do
+          local more = tail == "" and {} or { tail:match("%d+") or "zebra" }
+          assert.same({ stem, unpack(more) }, tokenize(up .. tail), up .. tail)
+          assert.same({ dig, unpack(more) }, tokenize(dig .. tail), dig .. tail)
+        end
+      end
     end
   end)
 
