@@ -265,4 +265,14 @@ lrag_buf *lrag_buf_new(lua_State *L);
 void lrag_buf_add(lua_State *L, lrag_buf *b, const char *s, size_t len);
 void lrag_buf_addc(lua_State *L, lrag_buf *b, char c);
 
+/*
+** rag.json's own writers, for bindings that write JSON text without Lua
+** values: a string of valid UTF-8 (not checked again); a number as
+** rag.json.encode writes a Lua float (lua_pushnumber) or integer of that
+** value. The same bytes as rag.json.encode of the Lua value.
+*/
+void lrag_json_string(lua_State *L, lrag_buf *b, const char *s, size_t len);
+void lrag_json_float(lua_State *L, lrag_buf *b, double v);
+void lrag_json_int(lua_State *L, lrag_buf *b, long long v);
+
 #endif

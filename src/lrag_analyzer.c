@@ -257,7 +257,14 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   c->nonly = nonly;
   box->p = c;
   a = lrag_checkanalyzer(L, aidx);
-  rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
+  if (only != NULL) { /* words that cannot give a wanted term may go unanalyzed */
+    unsigned char first[32] = {0};
+    for (i = 0; i < nonly; i++)
+      if (only[i].len > 0) first[(unsigned char)only[i].s[0] >> 3] |= 1u << (only[i].s[0] & 7);
+    rc = rag_analyzer_run_some(a, s, len, first, collect, c, &errpos);
+  } else {
+    rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
+  }
   if (rc != RAG_OK) {
     lrag_box_free(box);
     return lrag_texterror(L, rc, fname, errpos);

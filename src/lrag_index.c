@@ -13,8 +13,10 @@
 #include "lrag_vec.h"
 #include "rag.h"
 #include "rag_digest.h"
+#include "rag_analyzer.h"
 #include "rag_chunk.h"
 #include "rag_file.h"
+#include "rag_fnv.h"
 #include "rag_index.h"
 
 #define MT "rag._index" /* internal: rag.index is the public class */
@@ -1202,23 +1204,20 @@ static const rag_index_fields *read_fields(lua_State *L, int idx, rag_index_fiel
 }
 
 /*
-** ix:search(query, opts, default_mode, qvec, fields) -> hits | nil, msg,
-** code: qvec (a vector, or nil) is the query's embedding when the mode
-** needs it; fields the enrichment's parts (read_fields) or nil.
+** Runs ix:search's query (arguments 2 to 6, as below): RAG_OK with the hits
+** in *hits, *n, or a status with *errpos (RAG_EINVAL: *bad) for the caller
+** to raise or return. Leaves an anchor table on the stack.
 */
-static int index_search(lua_State *L) {
-  static const char *fname = "rag.index.search";
+static int search(lua_State *L, lindex *x, const char *fname, const rag_index_hit **hits,
+                  size_t *n, size_t *errpos, rag_vec_bad *bad) {
   static const char *const allowed[] = {"mode", "k", "fetch_k", "rrf", "weights", "filter",
                                         "group", "expand", "ef", "fields", "level", NULL};
-  lindex *x = check_open(L, fname);
   rag_index_query q;
   rag_store_filter sf;
   rag_id_filter docs;
   rag_index_fields fields;
-  const rag_index_hit *hits;
-  size_t n, i, errpos = 0, dim = rag_index_dim(x->ix);
-  rag_vec_bad bad;
-  int rc, anchor;
+  size_t dim = rag_index_dim(x->ix);
+  int anchor;
   memset(&q, 0, sizeof q);
   q.text = luaL_checklstring(L, 2, &q.len);
   lrag_checkopts(L, 3, fname, allowed);
@@ -1278,14 +1277,254 @@ static int index_search(lua_State *L) {
     q.vec = v;
   }
   q.fields = read_fields(L, 6, &fields, dim);
-  rc = rag_index_search(x->ix, &q, &hits, &n, &errpos, &bad);
-  if (rc == RAG_EINVAL) return lrag_vecerror(L, rc, fname, dim, &bad);
+  *errpos = 0;
+  return rag_index_search(x->ix, &q, hits, n, errpos, bad);
+}
+
+/*
+** ix:search(query, opts, default_mode, qvec, fields) -> hits | nil, msg,
+** code: qvec (a vector, or nil) is the query's embedding when the mode
+** needs it; fields the enrichment's parts (read_fields) or nil.
+*/
+static int index_search(lua_State *L) {
+  static const char *fname = "rag.index.search";
+  lindex *x = check_open(L, fname);
+  const rag_index_hit *hits;
+  size_t n, i, errpos;
+  rag_vec_bad bad;
+  int rc = search(L, x, fname, &hits, &n, &errpos, &bad);
+  if (rc == RAG_EINVAL) return lrag_vecerror(L, rc, fname, rag_index_dim(x->ix), &bad);
   if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
   lua_createtable(L, (int)n, 0);
   for (i = 0; i < n; i++) {
     push_hit(L, x->ix, &hits[i]);
     lua_rawseti(L, -2, (int)i + 1);
   }
+  return 1;
+}
+
+/* {====== Hits as JSON ======} */
+
+/*
+** Highlights: the query's terms, and the spans of one hit's text whose
+** terms are among them (merged where they touch), all C memory in a box.
+*/
+typedef struct qterm {
+  size_t off, len;
+  uint32_t hash;
+} qterm;
+
+typedef struct marks {
+  char *bytes; /* the query's terms, end to end */
+  size_t len, cap;
+  qterm *terms;
+  size_t nterms, tcap;
+  size_t (*spans)[2]; /* 1-based first and last byte, as rag.text.highlights */
+  size_t nspans, scap;
+  unsigned char first[32]; /* the terms' first bytes (rag_analyzer_run_some) */
+} marks;
+
+static void marks_fin(void *p) {
+  marks *m = (marks *)p;
+  rag_free(m->bytes);
+  rag_free(m->terms);
+  rag_free(m->spans);
+  rag_free(m);
+}
+
+static int has_term(const marks *m, const char *t, size_t n, uint32_t hash) {
+  size_t i;
+  for (i = 0; i < m->nterms; i++)
+    if (m->terms[i].hash == hash && m->terms[i].len == n &&
+        memcmp(m->bytes + m->terms[i].off, t, n) == 0)
+      return 1;
+  return 0;
+}
+
+/* The query's terms, each once. */
+static int query_term(void *ud, const char *t, size_t n, uint32_t hash, size_t start,
+                      size_t stop) {
+  marks *m = (marks *)ud;
+  char *bytes;
+  qterm *q;
+  (void)start;
+  (void)stop;
+  if (n == 0 || has_term(m, t, n, hash)) return RAG_OK;
+  if ((bytes = (char *)rag_grow(m->bytes, &m->cap, m->len + n, 1)) == NULL) return RAG_ENOMEM;
+  m->bytes = bytes;
+  if ((q = (qterm *)rag_grow(m->terms, &m->tcap, m->nterms + 1, sizeof *q)) == NULL)
+    return RAG_ENOMEM;
+  m->terms = q;
+  memcpy(m->bytes + m->len, t, n);
+  m->first[(unsigned char)t[0] >> 3] |= (unsigned char)(1u << (t[0] & 7));
+  q[m->nterms].off = m->len;
+  q[m->nterms].len = n;
+  q[m->nterms++].hash = hash;
+  m->len += n;
+  return RAG_OK;
+}
+
+/* A term of the hit's text: a span when it is one of the query's. */
+static int text_term(void *ud, const char *t, size_t n, uint32_t hash, size_t start,
+                     size_t stop) {
+  marks *m = (marks *)ud;
+  size_t (*v)[2];
+  if (n == 0 || !has_term(m, t, n, hash)) return RAG_OK;
+  if (m->nspans > 0 && start + 1 <= m->spans[m->nspans - 1][1]) {
+    if (stop > m->spans[m->nspans - 1][1]) m->spans[m->nspans - 1][1] = stop;
+    return RAG_OK;
+  }
+  if ((v = (size_t(*)[2])rag_grow(m->spans, &m->scap, m->nspans + 1, sizeof *v)) == NULL)
+    return RAG_ENOMEM;
+  m->spans = v;
+  v[m->nspans][0] = start + 1;
+  v[m->nspans++][1] = stop;
+  return RAG_OK;
+}
+
+static void put_key(lua_State *L, lrag_buf *b, const char *key) {
+  lrag_buf_add(L, b, key, strlen(key));
+}
+
+/* A rank, or null when the hit is not in that list. */
+static void put_rank(lua_State *L, lrag_buf *b, const char *key, uint32_t rank, int always) {
+  if (rank == 0 && !always) return;
+  put_key(L, b, key);
+  if (rank > 0) lrag_json_int(L, b, (long long)rank);
+  else put_key(L, b, "null");
+}
+
+static void put_meta(lua_State *L, lrag_buf *b, const rag_store_doc *d) {
+  rag_meta_iter it;
+  const char *k;
+  size_t kl, n = 0;
+  rag_meta_value v;
+  lrag_buf_addc(L, b, '{');
+  rag_meta_begin(&it, d->meta, d->metalen); /* keys in byte order, as rag.json sorts them */
+  while (rag_meta_next(&it, &k, &kl, &v)) {
+    if (n++ > 0) lrag_buf_addc(L, b, ',');
+    lrag_json_string(L, b, k, kl);
+    lrag_buf_addc(L, b, ':');
+    switch (v.type) {
+      case RAG_META_STRING: lrag_json_string(L, b, v.s, v.len); break;
+      case RAG_META_INT: lrag_json_int(L, b, (long long)v.i); break;
+      case RAG_META_NUMBER: lrag_json_float(L, b, v.num); break;
+      case RAG_META_FALSE: put_key(L, b, "false"); break;
+      case RAG_META_TRUE: put_key(L, b, "true"); break;
+      default: {
+        rag_reader r = v.list;
+        const char *str;
+        size_t sl, i = 0;
+        lrag_buf_addc(L, b, '[');
+        while (rag_r_str(&r, &str, &sl)) {
+          if (i++ > 0) lrag_buf_addc(L, b, ',');
+          lrag_json_string(L, b, str, sl);
+        }
+        lrag_buf_addc(L, b, ']');
+      }
+    }
+  }
+  lrag_buf_addc(L, b, '}');
+}
+
+/* A string field, or null. */
+static void put_opt(lua_State *L, lrag_buf *b, const char *key, int has, const char *s,
+                    size_t n) {
+  put_key(L, b, key);
+  if (has) lrag_json_string(L, b, s, n);
+  else put_key(L, b, "null");
+}
+
+/* One hit as a JSON object, its keys in byte order; highlights when m. */
+static void put_hit(lua_State *L, lrag_buf *b, rag_index *ix, const rag_index_hit *h,
+                    rag_analyzer *a, marks *m) {
+  const rag_store_doc *d = rag_store_doc_at(rag_index_store(ix), h->doc);
+  const char *text = d->text + h->start - 1, *name;
+  size_t nl, tl = h->stop - h->start + 1, i, errpos;
+  put_key(L, b, "{\"doc_id\":");
+  lrag_json_string(L, b, d->id, d->idlen);
+  if (m != NULL) {
+    int rc;
+    m->nspans = 0;
+    if ((rc = rag_analyzer_run_some(a, text, tl, m->first, text_term, m, &errpos)) != RAG_OK)
+      lrag_error(L, rc, "rag.index.search_json", NULL); /* stored text is valid: ENOMEM */
+    put_key(L, b, ",\"highlights\":[");
+    for (i = 0; i < m->nspans; i++) {
+      lrag_buf_add(L, b, i > 0 ? ",[" : "[", i > 0 ? 2 : 1);
+      lrag_json_int(L, b, (long long)m->spans[i][0]);
+      lrag_buf_addc(L, b, ',');
+      lrag_json_int(L, b, (long long)m->spans[i][1]);
+      lrag_buf_addc(L, b, ']');
+    }
+    lrag_buf_addc(L, b, ']');
+  }
+  if ((name = rag_index_chunk_name(ix, h, &nl)) == NULL) luaL_error(L, "not enough memory");
+  put_key(L, b, ",\"id\":");
+  lrag_json_string(L, b, name, nl);
+  put_key(L, b, ",\"meta\":");
+  put_meta(L, b, d);
+  put_rank(L, b, ",\"ranks\":{\"bm25\":", h->rank_bm25, 1);
+  put_rank(L, b, ",\"keywords\":", h->rank_field[RAG_INDEX_KEYWORDS], 0);
+  put_rank(L, b, ",\"questions\":", h->rank_q, 0);
+  put_rank(L, b, ",\"summary\":", h->rank_field[RAG_INDEX_SUMMARY], 0);
+  put_rank(L, b, ",\"vector\":", h->rank_vec, 1);
+  put_key(L, b, "},\"score\":");
+  lrag_json_float(L, b, h->score);
+  put_opt(L, b, ",\"source\":", d->has_source, d->source, d->sourcelen);
+  put_key(L, b, ",\"start\":");
+  lrag_json_int(L, b, (long long)h->start);
+  put_key(L, b, ",\"stop\":");
+  lrag_json_int(L, b, (long long)h->stop);
+  put_key(L, b, ",\"text\":");
+  lrag_json_string(L, b, text, tl);
+  put_opt(L, b, ",\"title\":", d->has_title, d->title, d->titlelen);
+  lrag_buf_addc(L, b, '}');
+}
+
+/*
+** ix:search_json(query, opts, default_mode, qvec, fields, analyzer) ->
+** json | nil, msg, code: ix:search's hits as one JSON array (docs/index.md,
+** Index:search_json), written from the index's records without Lua
+** tables; with an analyzer (a rag.analyzer), each hit's highlights: the
+** spans of its text whose terms are the query's.
+*/
+static int index_search_json(lua_State *L) {
+  static const char *fname = "rag.index.search_json";
+  lindex *x = check_open(L, fname);
+  const rag_index_hit *hits;
+  size_t n, i, errpos;
+  rag_vec_bad bad;
+  rag_analyzer *a = NULL;
+  marks *m = NULL;
+  lrag_buf *b;
+  int rc;
+  lua_settop(L, 7);
+  if (!lua_isnil(L, 7)) {
+    lrag_box *box;
+    lrag_checkanalyzer(L, 7);
+    box = lrag_box_new(L, marks_fin);
+    if ((m = (marks *)rag_malloc(sizeof *m)) == NULL) return lrag_error(L, RAG_ENOMEM, fname, NULL);
+    memset(m, 0, sizeof *m);
+    box->p = m;
+  }
+  b = lrag_buf_new(L);
+  rc = search(L, x, fname, &hits, &n, &errpos, &bad);
+  if (rc == RAG_EINVAL) return lrag_vecerror(L, rc, fname, rag_index_dim(x->ix), &bad);
+  if (rc != RAG_OK) return lrag_texterror(L, rc, fname, errpos);
+  if (m != NULL && n > 0) { /* after the last call that runs Lua code */
+    size_t qlen;
+    const char *q = lua_tolstring(L, 2, &qlen);
+    a = lrag_checkanalyzer(L, 7);
+    if ((rc = rag_analyzer_run(a, q, qlen, query_term, m, &errpos)) != RAG_OK)
+      return lrag_texterror(L, rc, fname, errpos);
+  }
+  lrag_buf_addc(L, b, '[');
+  for (i = 0; i < n; i++) {
+    if (i > 0) lrag_buf_addc(L, b, ',');
+    put_hit(L, b, x->ix, &hits[i], a, m != NULL && n > 0 ? m : NULL);
+  }
+  lrag_buf_addc(L, b, ']');
+  lua_pushlstring(L, b->p, b->len);
   return 1;
 }
 
@@ -1497,7 +1736,7 @@ static const luaL_Reg index_methods[] = {
     {"remove", index_remove}, {"get", index_get},   {"ids", index_ids},
     {"vectors", index_vectors}, {"staged", index_staged},
     {"chunk_at", index_chunk_get}, {"chunks", index_chunks}, {"hash", index_hash_of},
-    {"search", index_search}, {"stats", index_stats}, {"save", index_save},
+    {"search", index_search}, {"search_json", index_search_json}, {"stats", index_stats}, {"save", index_save},
     {"check", index_check}, {"attach", index_attach}, {"shape", index_shape},
     {"to_hnsw", index_to_hnsw}, {"keywords", index_keywords},
     {NULL, NULL},

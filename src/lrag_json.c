@@ -86,11 +86,13 @@ static int plain8(const unsigned char *p) {
   return ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high) == 0;
 }
 
-static void encode_string(enc *e, const char *s, size_t len) {
+/* s as a JSON string into b; *badutf8 (when 0) set to the 1-based byte of
+** invalid UTF-8, which stops the string. */
+static void write_string(lua_State *L, lrag_buf *b, const char *s, size_t len, size_t *badutf8) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)s;
   size_t i = 0, run = 0;
-  lrag_buf_addc(e->L, e->b, '"');
+  lrag_buf_addc(L, b, '"');
   while (i < len) {
     unsigned char c;
     size_t n;
@@ -99,31 +101,40 @@ static void encode_string(enc *e, const char *s, size_t len) {
     c = p[i];
     n = utf8_seq(p + i, len - i);
     if (n == 0) {
-      if (e->badutf8 == 0) e->badutf8 = i + 1;
+      if (*badutf8 == 0) *badutf8 = i + 1;
       return;
     }
     if (c >= 0x20 && c != '"' && c != '\\') {
       i += n;
       continue;
     }
-    lrag_buf_add(e->L, e->b, s + run, i - run);
+    lrag_buf_add(L, b, s + run, i - run);
     switch (c) {
-      case '"': lrag_buf_add(e->L, e->b, "\\\"", 2); break;
-      case '\\': lrag_buf_add(e->L, e->b, "\\\\", 2); break;
-      case '\n': lrag_buf_add(e->L, e->b, "\\n", 2); break;
-      case '\r': lrag_buf_add(e->L, e->b, "\\r", 2); break;
-      case '\t': lrag_buf_add(e->L, e->b, "\\t", 2); break;
-      case '\b': lrag_buf_add(e->L, e->b, "\\b", 2); break;
-      case '\f': lrag_buf_add(e->L, e->b, "\\f", 2); break;
+      case '"': lrag_buf_add(L, b, "\\\"", 2); break;
+      case '\\': lrag_buf_add(L, b, "\\\\", 2); break;
+      case '\n': lrag_buf_add(L, b, "\\n", 2); break;
+      case '\r': lrag_buf_add(L, b, "\\r", 2); break;
+      case '\t': lrag_buf_add(L, b, "\\t", 2); break;
+      case '\b': lrag_buf_add(L, b, "\\b", 2); break;
+      case '\f': lrag_buf_add(L, b, "\\f", 2); break;
       default: {
         char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        lrag_buf_add(e->L, e->b, u, 6);
+        lrag_buf_add(L, b, u, 6);
       }
     }
     run = ++i;
   }
-  lrag_buf_add(e->L, e->b, s + run, len - run);
-  lrag_buf_addc(e->L, e->b, '"');
+  lrag_buf_add(L, b, s + run, len - run);
+  lrag_buf_addc(L, b, '"');
+}
+
+static void encode_string(enc *e, const char *s, size_t len) {
+  write_string(e->L, e->b, s, len, &e->badutf8);
+}
+
+void lrag_json_string(lua_State *L, lrag_buf *b, const char *s, size_t len) {
+  size_t bad = 0;
+  write_string(L, b, s, len, &bad);
 }
 
 /* u in decimal into s; returns the length. */
@@ -212,14 +223,14 @@ static int fast_float(char *s, double v) {
 #endif
 
 /* Shortest text that reads back as the same double; "1.0", not "1". */
-static void encode_float(enc *e, double v) {
+static void write_float(lua_State *L, lrag_buf *b, double v) {
   char s[40];
   int prec, n = 0;
   char point;
   if (isnan(v) || isinf(v))
-    luaL_error(e->L, "rag.json.encode: cannot encode %s", isnan(v) ? "nan" : "inf");
+    luaL_error(L, "rag.json.encode: cannot encode %s", isnan(v) ? "nan" : "inf");
   if ((n = fast_float(s, v)) > 0) {
-    lrag_buf_add(e->L, e->b, s, (size_t)n);
+    lrag_buf_add(L, b, s, (size_t)n);
     return;
   }
   point = localeconv()->decimal_point[0];
@@ -235,7 +246,7 @@ static void encode_float(enc *e, double v) {
     s[n++] = '.';
     s[n++] = '0';
   }
-  lrag_buf_add(e->L, e->b, s, (size_t)n);
+  lrag_buf_add(L, b, s, (size_t)n);
 }
 
 /* v in decimal into s (room for 21 bytes); returns the length. */
@@ -246,17 +257,30 @@ static int format_int(char *s, long long v) {
   return k + format_u64(s + k, u);
 }
 
+void lrag_json_int(lua_State *L, lrag_buf *b, long long v) {
+  char s[24];
+  lrag_buf_add(L, b, s, (size_t)format_int(s, v));
+}
+
+void lrag_json_float(lua_State *L, lrag_buf *b, double v) {
+#if LUA_VERSION_NUM < 503 /* every number is a double: an integral one is written as one */
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    lrag_json_int(L, b, (long long)v);
+    return;
+  }
+#endif
+  write_float(L, b, v);
+}
+
 static void encode_number(enc *e, int idx) {
-  char s[32];
   if (lua_isinteger(e->L, idx)) { /* before 5.3, an integral double below 2^53 */
 #if LUA_VERSION_NUM >= 503
-    int n = format_int(s, (long long)lua_tointeger(e->L, idx));
+    lrag_json_int(e->L, e->b, (long long)lua_tointeger(e->L, idx));
 #else
-    int n = format_int(s, (long long)lua_tonumber(e->L, idx));
+    lrag_json_int(e->L, e->b, (long long)lua_tonumber(e->L, idx));
 #endif
-    lrag_buf_add(e->L, e->b, s, (size_t)n);
   } else {
-    encode_float(e, (double)lua_tonumber(e->L, idx));
+    write_float(e->L, e->b, (double)lua_tonumber(e->L, idx));
   }
 }
 

@@ -177,6 +177,7 @@ struct rag_analyzer {
   struct sb_stemmer *stemmer; /* NULL when stem is off */
   rag_termcache memo;         /* source word -> term or dropped */
   unsigned memo_flags;        /* bit f: remember the words of T_ flags f */
+  int keeps_first;            /* an ASCII word's term starts with its first character */
   stopset stop;
   char *buf;                  /* scratch: a lowercased ASCII term */
   size_t cap;
@@ -438,6 +439,8 @@ int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out) {
   if (rc == RAG_OK && o->stopwords == RAG_ANALYZER_STOP_LIST)
     rc = copy_words(a, o->words, o->nwords);
   if (rc == RAG_OK) rc = build_stopwords(a);
+  /* Snowball's English and Porter's stemmers only change endings */
+  a->keeps_first = !a->cfg.stem || rag_analyzer_langkind_of(a->lang) == RAG_ANALYZER_LANG_ENGLISH;
   if (rc == RAG_OK && a->cfg.stem) {
     /* the language is known, so NULL means out of memory */
     if ((a->stemmer = sb_stemmer_new(a->lang, "UTF_8")) == NULL) rc = RAG_ENOMEM;
@@ -569,6 +572,7 @@ typedef struct scan {
   rag_tagged_fn tagged;
   void *ud;
   unsigned memo; /* bit f: look up and remember the words of T_ flags f */
+  const unsigned char *first; /* NULL, or the first bytes of the wanted terms */
   queued q[QUEUED];
   size_t nq;
 } scan;
@@ -773,6 +777,11 @@ static int run_ascii(scan *sc, size_t *pos) {
   if (i < len && !(w & W_END) && !((w & W_POINT) && !(word_bits[s[i - 1]] & W_NOSTEM)))
     return run_word(sc, pos);
   *pos = i;
+  if (sc->first != NULL) { /* the term starts with this, lowercased when the analyzer folds */
+    unsigned c = s[start];
+    if (sc->a->cfg.lowercase && c - 'A' < 26u) c |= 0x20;
+    if (!(sc->first[c >> 3] >> (c & 7) & 1)) return RAG_OK;
+  }
   return queue_term(sc, start, i, word_flags(seen));
 }
 
@@ -813,9 +822,9 @@ static int run_cjk(scan *sc, size_t *pos) {
   return RAG_OK;
 }
 
-/* rag_analyzer_run and rag_analyzer_run_tagged: one of emit and tagged is set. */
-static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
-               rag_tagged_fn tagged, void *ud, size_t *errpos) {
+/* rag_analyzer_run, _some and _tagged: one of emit and tagged is set. */
+static int run(rag_analyzer *a, const char *str, size_t len, const unsigned char *first,
+               rag_term_fn emit, rag_tagged_fn tagged, void *ud, size_t *errpos) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0, bad = rag_text_first_invalid(s, len);
   scan sc;
@@ -833,6 +842,7 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
   ** dictionary lookup (on SciFact, 5% of the words and of a BM25 ingest). */
   sc.memo = tagged != NULL ? (1u << T_FLAGS) - 1 : a->memo_flags;
   sc.nq = 0;
+  sc.first = a->keeps_first ? first : NULL;
   while (i < len) {
     unsigned w = word_bits[s[i]];
     int32_t cp;
@@ -866,12 +876,18 @@ static int run(rag_analyzer *a, const char *str, size_t len, rag_term_fn emit,
 
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len, rag_term_fn emit, void *ud,
                      size_t *errpos) {
-  return run(a, s, len, emit, NULL, ud, errpos);
+  return run(a, s, len, NULL, emit, NULL, ud, errpos);
+}
+
+int rag_analyzer_run_some(rag_analyzer *a, const char *s, size_t len,
+                          const unsigned char first[32], rag_term_fn emit, void *ud,
+                          size_t *errpos) {
+  return run(a, s, len, first, emit, NULL, ud, errpos);
 }
 
 int rag_analyzer_run_tagged(rag_analyzer *a, const char *s, size_t len, rag_tagged_fn emit,
                             void *ud, size_t *errpos) {
-  return run(a, s, len, NULL, emit, ud, errpos);
+  return run(a, s, len, NULL, NULL, emit, ud, errpos);
 }
 
 void rag_analyzer_untag(rag_analyzer *a) {

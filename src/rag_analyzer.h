@@ -109,6 +109,19 @@ int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len,
                      rag_term_fn emit, void *ud, size_t *errpos);
 
 /*
+** rag_analyzer_run for a caller that wants only the terms starting with one
+** of some bytes (bit c of first[c >> 3] for byte c), such as a highlighter
+** that wants a query's terms: the terms it gives are those of
+** rag_analyzer_run that start with one of them, and perhaps others. Words
+** of ASCII letters and digits whose term cannot start with one are passed
+** over unanalyzed when the analyzer's terms keep a word's first character
+** (no stemming, or English's, which only changes endings).
+*/
+int rag_analyzer_run_some(rag_analyzer *a, const char *s, size_t len,
+                          const unsigned char first[32], rag_term_fn emit, void *ud,
+                          size_t *errpos);
+
+/*
 ** A term callback of rag_analyzer_run_tagged: as rag_term_fn without the
 ** source span, and with `tag`, 4 bytes (unaligned) that the analyzer keeps
 ** with the term's source word in its cache, or NULL when the word is not

@@ -820,15 +820,35 @@ end
 
 --- Searches the leaf chunks. See docs/index.md for the options.
 -- @return hits | nil, msg, code
-function Index:search(query, opts)
-  check_open(self, "rag.index.search")
+-- Checks search's arguments; the default mode and the query's vector when
+-- the mode needs one, or nil, msg, code when the embedder fails.
+local function query_of(self, fname, query, opts)
+  check_open(self, fname)
   if type(query) ~= "string" then
-    error("rag.index.search: query must be a string, got " .. type(query), 2)
+    error(fname .. ": query must be a string, got " .. type(query), 3)
   end
   if opts ~= nil and type(opts) ~= "table" then
-    error("rag.index.search: options must be a table, got " .. type(opts), 2)
+    error(fname .. ": options must be a table, got " .. type(opts), 3)
   end
+  local default = self:default_mode()
+  local mode = opts and opts.mode or default
+  if mode == "hybrid" or mode == "vector" then
+    if not self.embedder then
+      error(fname .. ": mode '" .. mode .. "' needs the embedder; "
+        .. (self.edesc and "pass it to rag.index.open" or "this index has none"), 3)
+    end
+    local vs, msg, code = self.embedder:embed({ query }, { packed = true })
+    if not vs then
+      return nil, msg, code
+    end
+    return default, vs[1]
+  end
+  return default
+end
+
+function Index:search(query, opts)
   if opts and opts.level ~= nil and opts.level ~= "chunk" then
+    check_open(self, "rag.index.search")
     if opts.level ~= "summary" then
       error("rag.index.search: option 'level' must be \"chunk\" or \"summary\", got "
         .. tostring(opts.level), 2)
@@ -839,19 +859,9 @@ function Index:search(query, opts)
     end
     return self.enrich:search_summaries(query, opts)
   end
-  local default = self:default_mode()
-  local mode = opts and opts.mode or default
-  local qv
-  if mode == "hybrid" or mode == "vector" then
-    if not self.embedder then
-      error("rag.index.search: mode '" .. mode .. "' needs the embedder; "
-        .. (self.edesc and "pass it to rag.index.open" or "this index has none"), 2)
-    end
-    local vs, msg, code = self.embedder:embed({ query }, { packed = true })
-    if not vs then
-      return nil, msg, code
-    end
-    qv = vs[1]
+  local default, qv, code = query_of(self, "rag.index.search", query, opts)
+  if not default then
+    return nil, qv, code
   end
   local enrich = self.enrich
   if not enrich then
@@ -861,11 +871,69 @@ function Index:search(query, opts)
     end
     return self.c:search(query, opts or {}, default, qv)
   end
-  local hits, msg, code = self.c:search(query, opts or {}, default, qv, enrich:parts(opts))
+  local hits, msg
+  hits, msg, code = self.c:search(query, opts or {}, default, qv, enrich:parts(opts))
   if not hits then
     return nil, msg, code
   end
   return enrich:decorate(hits)
+end
+
+local function or_null(v)
+  if v == nil then
+    return json.null
+  end
+  return v
+end
+
+--- `search`'s hits as the text of one JSON array, each hit an object with
+-- its keys sorted: `doc_id`, `highlights` (with `highlight = true`), `id`,
+-- `meta`, `ranks` (`bm25` and `vector` null when the hit is not in that
+-- list), `score`, `source` and `title` (null when the document has none),
+-- `start`, `stop`, `text`. Written in C from the index's records, with no
+-- Lua table per hit (what `rag serve` answers /search with); the same text
+-- as rag.json.encode of those hits. Highlights are rag.text.highlights of
+-- each hit's text and the query, by the index's analyzer.
+function Index:search_json(query, opts)
+  local o, hl = opts, nil
+  if opts and opts.highlight ~= nil then
+    if type(opts.highlight) ~= "boolean" then
+      error("rag.index.search_json: option 'highlight' must be a boolean, got "
+        .. type(opts.highlight), 2)
+    end
+    o = {}
+    for k, v in pairs(opts) do
+      o[k] = v
+    end
+    o.highlight = nil
+    if opts.highlight then
+      self.highlighter = self.highlighter or self.o.analyzer or core.text.analyzer()
+      hl = self.highlighter
+    end
+  end
+  if self.enrich or (o and o.level ~= nil and o.level ~= "chunk") then
+    -- enriched hits come decorated from Lua: encoded from their tables
+    local hits, msg, code = self:search(query, o)
+    if not hits then
+      return nil, msg, code
+    end
+    local qterms = hl and #hits > 0 and core.text.tokenize(query, hl) or nil
+    for i, h in ipairs(hits) do
+      local r = h.ranks or {}
+      hits[i] = { id = h.id, doc_id = h.doc_id, score = h.score, text = h.text,
+        source = or_null(h.source), title = or_null(h.title), meta = json.object(h.meta or {}),
+        start = h.start, stop = h.stop, ranks = { bm25 = or_null(r.bm25),
+          vector = or_null(r.vector), keywords = r.keywords, summary = r.summary,
+          questions = r.questions },
+        highlights = qterms and require("rag.text").highlights(h.text, qterms, hl) or nil }
+    end
+    return json.encode(hits)
+  end
+  local default, qv, code = query_of(self, "rag.index.search_json", query, o)
+  if not default then
+    return nil, qv, code
+  end
+  return self.c:search_json(query, o or {}, default, qv, nil, hl)
 end
 
 -- {====== Saving and opening ======}

@@ -40,6 +40,57 @@ describe("rag.text.tokenize only", function()
     assert.are.same(stops, e2)
   end)
 
+  it("keeps them with every analyzer, whichever words it passes over", function()
+    -- words of ASCII letters whose term cannot start with a wanted term's
+    -- first byte go unanalyzed; the reference analyzes them all. Stems that
+    -- change more than an ending (skies -> sky, dying -> die), a leading y,
+    -- capitals, digits, and analyzers that fold, keep case or stem
+    -- otherwise (French: every word is analyzed)
+    local helpers = require("spec.helpers")
+    local parts = { "Skies SKIES dying Dying lying tying Yelling yes ies s is IDLY early 4th",
+      "Ångström naïve ÉCOLE Über x2 X2 v1.2 e.g. U.S.A. o'clock dogs' don't" }
+    for i, d in ipairs(helpers.scifact()) do
+      if i > 12 then
+        break
+      end
+      parts[#parts + 1] = d.title .. "\n" .. d.text
+    end
+    local text = table.concat(parts, "\n")
+    for _, o in ipairs({ false, { stem = false }, { stem = false, lowercase = false },
+      { lang = "porter" }, { lang = "french", stopwords = false } }) do
+      local an = rag.text.analyzer(o or nil)
+      local all, s0, e0 = tokenize(text, an, { spans = true })
+      local only, seen = { "sky", "die", "yell", "i", "s", "ie", "zzz", "Sky", "4th" }, {}
+      for i, t in ipairs(all) do
+        if i % 31 == 0 and not seen[t] then
+          only[#only + 1], seen[t] = t, true
+        end
+      end
+      local want = {}
+      for _, t in ipairs(only) do
+        want[t] = true
+      end
+      local terms, starts, stops = {}, {}, {}
+      for i, t in ipairs(all) do
+        if want[t] then
+          terms[#terms + 1], starts[#starts + 1], stops[#stops + 1] = t, s0[i], e0[i]
+        end
+      end
+      assert.is_true(#terms > 30 and #terms < #all * 0.6, #terms .. " of " .. #all)
+      local t2, s2, e2 = tokenize(text, an, { spans = true, only = only })
+      assert.are.same(terms, t2)
+      assert.are.same(starts, s2)
+      assert.are.same(stops, e2)
+    end
+    -- an analyzer that keeps case wants the capital itself
+    local cased = rag.text.analyzer({ stem = false, lowercase = false })
+    assert.are.same({ "Zebra" }, tokenize("Zebra zebra", cased, { only = { "Zebra" } }))
+    -- Irish takes initial mutations off: bhfear's term is fear
+    local irish = rag.text.analyzer({ lang = "irish", stopwords = false })
+    assert.are.same({ "fear", "bord" }, tokenize("bhfear mbord", irish, { only = { "fear",
+      "bord" } }))
+  end)
+
   it("an empty list wants nothing; a non-string item raises", function()
     assert.are.same({}, tokenize("a tide", nil, { only = {} }))
     assert.has_error(function() tokenize("a b", nil, { only = { "a", 1 } }) end,

@@ -10,6 +10,7 @@ local rag = require("rag")
 local helpers = require("spec.helpers")
 
 local FULL = os.getenv("RAG_FULL") == "1"
+local unpack = table.unpack or unpack
 local rng, tmpname = helpers.rng, helpers.tmpname
 
 local function hashing(dim)
@@ -109,6 +110,61 @@ describe("rag.index incremental changes", function()
 end)
 
 describe("rag.index search", function()
+  it("writes search_json as rag.json.encode of the hits, with nulls and highlights", function()
+    local json = rag.json
+    local docs = fixture()
+    docs[1].source = "papers/a \"b\".txt"
+    docs[2].meta.none = {}
+    docs[3].meta.whole = 3.0 -- a float that is integral: "3.0" on Lua 5.3+
+    docs[4].meta.big = 2 ^ 53 + 2
+    docs[5].title = nil
+    local model = "\230\168\161\229\158\139" -- U+6A21 U+578B: bigrams that touch
+    docs[6].text = docs[6].text .. " " .. model .. model
+    local idx = rag.index.new({ embedder = hashing(64), chunk = { size = 48, overlap = 8 } })
+    idx:add_many(docs)
+    local an = rag.text.analyzer()
+    local function null(v)
+      if v == nil then
+        return json.null
+      end
+      return v
+    end
+    local queries = { "The of and", "Cells' \"proteins\"\n expression", model, unpack(QUERIES) }
+    local options = { { mode = "bm25" }, { mode = "vector" }, {}, { k = 3, filter = { kind =
+      "review" } }, { group = "doc", k = 4 }, { expand = { window = 1 } }, { filter = {
+      year = 1999 } } }
+    local checked = 0
+    for _, q in ipairs(queries) do
+      local qterms = rag.text.tokenize(q, an)
+      for _, o in ipairs(options) do
+        local hits = idx:search(q, o)
+        for _, hl in ipairs({ false, true }) do
+          local want = {}
+          for i, h in ipairs(hits) do
+            want[i] = { id = h.id, doc_id = h.doc_id, score = h.score, text = h.text,
+              source = null(h.source), title = null(h.title), meta = json.object(h.meta),
+              start = h.start, stop = h.stop, ranks = { bm25 = null(h.ranks.bm25),
+                vector = null(h.ranks.vector) },
+              highlights = hl and rag.text.highlights(h.text, qterms, an) or nil }
+            if hl and #want[i].highlights > 0 then
+              checked = checked + 1
+            end
+          end
+          local oo = copy(o)
+          oo.highlight = hl
+          assert.are.equal(json.encode(want), idx:search_json(q, oo), q)
+        end
+      end
+    end
+    assert.is_true(checked > 20) -- hits with highlights were compared
+    assert.has_error(function() idx:search_json("x", { highlight = 1 }) end,
+      "rag.index.search_json: option 'highlight' must be a boolean, got number")
+    assert.has_error(function() idx:search_json("x", { mode = "nope" }) end)
+    local ok, msg, code = idx:search_json("bad \255 utf-8", { mode = "bm25" })
+    assert.is_nil(ok)
+    assert.are.equal("encoding", code, msg)
+  end)
+
   it("keeps filtered HNSW recall@10 >= 0.95 at 10% and 30% selectivity", function()
     local r = rng(21)
     local words = {}
