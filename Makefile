@@ -52,7 +52,7 @@ BUSTED = $(LUA) /usr/bin/busted --ignore-lua --lpath='$(LPATH)' \
 .PHONY: all deps deps-all test test-one test-all test-openresty test-browser test-browser-serve \
   test-serve test-pg bench-pg bench-pg-store asan fuzz-smoke demo rock lint quality bench-serve bench-json bench-tokenizer bench-models \
   bench-chunk bench-ingest bench-bm25 bench-ann bench-fuse bench-pack \
-  bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-pipeline bench-vec-map bench-graph fuzz \
+  bench-cli bench-icount bench-index bench-enrich bench-index-peers bench-ingest-pair bench-pipeline bench-vec-map bench-graph fuzz \
   check-exports clean host host-bench test-host valgrind mutate fuzz-long crash soak soak-serve
 
 all: $(SO)
@@ -373,6 +373,13 @@ bench-index-peers: all
 	  $(PEERS)/node_modules > $(PEERS)/orama.json && cat $(PEERS)/orama.json && \
 	$(PEERS_RUN) /usr/bin/python3 bench/peers/index_fts5.py $(DATA) > $(PEERS)/fts5.json && \
 	cat $(PEERS)/fts5.json
+
+# Issue 21's BM25-only ingest against SQLite FTS5, in turns (ROUNDS=5):
+# each round's pair and ratio, then the medians (bench/peers/ingest_pair.sh).
+ROUNDS ?= 5
+bench-ingest-pair: all
+	@sh .ci/deps python3 || exit 1
+	@sh bench/peers/ingest_pair.sh $(DATA) $(ROUNDS)
 
 # Instruction counts (callgrind) of a fixed workload per part, for comparing
 # two builds on a busy machine: build/icount.PART.out, read with callgrind_annotate.

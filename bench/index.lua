@@ -1,4 +1,4 @@
--- bench/index.lua BEIR_DIR [ROUNDS]: rag.index on a BEIR folder (SciFact:
+-- bench/index.lua BEIR_DIR [ROUNDS | --bm25 ROUNDS]: rag.index on a BEIR folder (SciFact:
 -- 5,183 documents): ingest speed, query speed in the three modes, memory,
 -- size on disk, and document-level quality.
 --
@@ -17,7 +17,8 @@
 -- nDCG@10 and Recall@100 over documents (group = "doc", k = 100), with
 -- rag.eval.ir (trec_eval's definitions). Also the size of a save, and the
 -- RSS a second, read-only opening adds (deliverable F).
--- Peers in the same run: bench/peers/ (make bench-index-peers).
+-- Peers in the same run: bench/peers/ (make bench-index-peers). With --bm25,
+-- only the BM25-only ingest (bench/peers/ingest_pair.sh alternates it with FTS5's).
 --   make bench-index DATA=../shared/data
 local rag = require("rag")
 local util = require("bench.util")
@@ -30,7 +31,8 @@ if dir then
 else
   util.data_dir(nil, "", "bench-index")
 end
-local ROUNDS = tonumber(arg[2]) or 3
+local BM25_ONLY = arg[2] == "--bm25" -- only the BM25-only ingest (bench/peers/ingest_pair.sh)
+local ROUNDS = tonumber(arg[BM25_ONLY and 3 or 2]) or 3
 local RSS_ONLY = arg[2] == "--rss" -- the child that measures a fresh process's RSS
 local RO_DIR = arg[2] == "--ro" and arg[3] -- the child that opens a saved index read-only
 local clock, median = os.clock, util.median
@@ -120,7 +122,7 @@ function precomputed.embed(self, texts)
   end
   return out
 end
-do -- fill the table: one untimed ingest
+if not BM25_ONLY then -- fill the table: one untimed ingest
   local warm = rag.index.new({ embedder = precomputed })
   assert(warm:add_many(docs))
   warm:close()
@@ -132,6 +134,9 @@ local CONFIGS = {
   { name = "auto, given vectors", opts = { embedder = precomputed }, quick = true },
   { name = "hnsw", opts = { vector = "hnsw" } },
 }
+if BM25_ONLY then
+  CONFIGS = { { name = "bm25 only", opts = { embedder = false }, quick = true } }
+end
 
 local results = {}
 for _, cfg in ipairs(CONFIGS) do
@@ -156,7 +161,7 @@ for _, cfg in ipairs(CONFIGS) do
   print(string.format("%-20s ingest %8.0f docs/s  (%d chunks, vectors %s, RSS %.0f MB)",
     cfg.name, out.docs_s, st.leaves, st.vector, rss))
   local modes = (st.vector == "none" or cfg.quick) and {} or { "bm25", "vector", "hybrid" }
-  if st.vector == "none" then
+  if st.vector == "none" and not cfg.quick then
     modes = { "bm25" }
   end
   for _, mode in ipairs(modes) do
@@ -204,6 +209,9 @@ for _, cfg in ipairs(CONFIGS) do
   end
   idx:close()
   results[#results + 1] = out
+end
+if BM25_ONLY then
+  os.exit(0)
 end
 
 -- The raw core on the same chunks: rag.bm25 + rag.hnsw (or rag.vec) + rag.fuse.rrf,

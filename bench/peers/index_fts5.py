@@ -1,4 +1,4 @@
-"""bench/peers/index_fts5.py DATA [PASSES]: the SQLite FTS5 peer of bench/index.lua.
+"""bench/peers/index_fts5.py DATA [PASSES [--ingest]]: the SQLite FTS5 peer of bench/index.lua.
 
 SQLite FTS5 through Python's stdlib sqlite3 (run it with Debian's
 /usr/bin/python3: Python 3.11, SQLite 3.40.1; the versions are printed) on
@@ -34,7 +34,8 @@ for the same bm25 order). All rows are fetched (fetchall).
 Memory: VmRSS (/proc/self/status) with the data loaded and after the first
 in-memory ingest (the first of the process), in MB; the database's own size
 (page_count * page_size). Times are time.perf_counter (wall clock).
-Output: readable lines on stderr, one JSON line on stdout.
+Output: readable lines on stderr, one JSON line on stdout. With --ingest,
+only the ingest (bench/peers/ingest_pair.sh).
   make bench-index-peers DATA=../shared/data
 """
 
@@ -139,9 +140,10 @@ def bench_queries(con, queries, qrels, order, passes):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: index_fts5.py DATA [PASSES]")
+        sys.exit("usage: index_fts5.py DATA [PASSES [--ingest]]")
     data = sys.argv[1].rstrip("/")
     passes = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    ingest_only = sys.argv[3:4] == ["--ingest"]
     if not os.path.exists(os.path.join(data, "scifact", "corpus.jsonl")):
         print(f"skipped: {data}/scifact/corpus.jsonl not found", flush=True)
         return
@@ -183,6 +185,12 @@ def main():
     log(f"RSS {rss_start:.0f} MB at start, {rss_data:.0f} MB with the data loaded,"
         f" {rss_ingest:.0f} MB after the first ingest; database {db_bytes / 1e6:.1f} MB")
 
+    if ingest_only:  # bench/peers/ingest_pair.sh: the ingest figures alone
+        print(json.dumps({"peer": "sqlite-fts5", "sqlite": sqlite3.sqlite_version,
+                          "ingest": best, "ingest_docs_s": round(max(rate_mem, rate_disk)),
+                          "ingest_memory_docs_s": round(rate_mem),
+                          "ingest_file_docs_s": round(rate_disk)}))
+        return
     res = {}
     for name, order in (("bm25", "bm25(docs)"), ("rank", "rank")):
         res[name] = bench_queries(con, queries, qrels, order, passes)
