@@ -886,6 +886,47 @@ local function or_null(v)
   return v
 end
 
+--- search_json's options for `search`: a copy without `highlight`, and
+-- the analyzer of the highlights when wanted (owner.highlighter: `analyzer`,
+-- or a default one made once).
+function M._json_opts(owner, opts, analyzer)
+  if not (opts and opts.highlight ~= nil) then
+    return opts, nil
+  end
+  if type(opts.highlight) ~= "boolean" then
+    error("rag.index.search_json: option 'highlight' must be a boolean, got "
+      .. type(opts.highlight), 3)
+  end
+  local o = {}
+  for k, v in pairs(opts) do
+    o[k] = v
+  end
+  o.highlight = nil
+  if not opts.highlight then
+    return o, nil
+  end
+  owner.highlighter = owner.highlighter or analyzer or core.text.analyzer()
+  return o, owner.highlighter
+end
+
+--- The text `search_json` gives for hits that came as Lua tables (an
+-- enriched index's, a store's): the same shape, highlights by `analyzer`
+-- (a rag.analyzer) when it is given.
+function M._hits_json(hits, query, analyzer)
+  local out = {}
+  local qterms = analyzer and #hits > 0 and core.text.tokenize(query, analyzer) or nil
+  for i, h in ipairs(hits) do
+    local r = h.ranks or {}
+    out[i] = { id = h.id, doc_id = h.doc_id, score = h.score, text = h.text,
+      source = or_null(h.source), title = or_null(h.title), meta = json.object(h.meta or {}),
+      start = h.start, stop = h.stop, ranks = { bm25 = or_null(r.bm25),
+        vector = or_null(r.vector), keywords = r.keywords, summary = r.summary,
+        questions = r.questions },
+      highlights = qterms and require("rag.text").highlights(h.text, qterms, analyzer) or nil }
+  end
+  return json.encode(out)
+end
+
 --- `search`'s hits as the text of one JSON array, each hit an object with
 -- its keys sorted: `doc_id`, `highlights` (with `highlight = true`), `id`,
 -- `meta`, `ranks` (`bm25` and `vector` null when the hit is not in that
@@ -895,39 +936,14 @@ end
 -- as rag.json.encode of those hits. Highlights are rag.text.highlights of
 -- each hit's text and the query, by the index's analyzer.
 function Index:search_json(query, opts)
-  local o, hl = opts, nil
-  if opts and opts.highlight ~= nil then
-    if type(opts.highlight) ~= "boolean" then
-      error("rag.index.search_json: option 'highlight' must be a boolean, got "
-        .. type(opts.highlight), 2)
-    end
-    o = {}
-    for k, v in pairs(opts) do
-      o[k] = v
-    end
-    o.highlight = nil
-    if opts.highlight then
-      self.highlighter = self.highlighter or self.o.analyzer or core.text.analyzer()
-      hl = self.highlighter
-    end
-  end
+  local o, hl = M._json_opts(self, opts, self.o.analyzer)
   if self.enrich or (o and o.level ~= nil and o.level ~= "chunk") then
     -- enriched hits come decorated from Lua: encoded from their tables
     local hits, msg, code = self:search(query, o)
     if not hits then
       return nil, msg, code
     end
-    local qterms = hl and #hits > 0 and core.text.tokenize(query, hl) or nil
-    for i, h in ipairs(hits) do
-      local r = h.ranks or {}
-      hits[i] = { id = h.id, doc_id = h.doc_id, score = h.score, text = h.text,
-        source = or_null(h.source), title = or_null(h.title), meta = json.object(h.meta or {}),
-        start = h.start, stop = h.stop, ranks = { bm25 = or_null(r.bm25),
-          vector = or_null(r.vector), keywords = r.keywords, summary = r.summary,
-          questions = r.questions },
-        highlights = qterms and require("rag.text").highlights(h.text, qterms, hl) or nil }
-    end
-    return json.encode(hits)
+    return M._hits_json(hits, query, hl)
   end
   local default, qv, code = query_of(self, "rag.index.search_json", query, o)
   if not default then

@@ -1272,6 +1272,18 @@ local function widen(self, hits, w)
   return hits
 end
 
+--- `search`'s hits as JSON text, as rag.index's search_json gives them
+-- (`highlight = true`: by the default analyzer). @return json | nil, msg, code
+function methods:search_json(query, opts)
+  local index = require("rag.index")
+  local o, hl = index._json_opts(self, opts)
+  local hits, msg, code = self:search(query, o)
+  if not hits then
+    return nil, msg, code
+  end
+  return index._hits_json(hits, query, hl)
+end
+
 --- Searches the leaf chunks in one SQL statement (see docs/postgres.md).
 -- @return hits | nil, msg, code
 function methods:search(query, opts)
