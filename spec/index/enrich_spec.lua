@@ -132,6 +132,33 @@ describe("rag.index enrichment", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("writes search_json for enriched hits: their field ranks, nulls and highlights", function()
+    local idx = new_index(scripted())
+    idx:add_many(copy(DOCS))
+    for _, q in ipairs({ "zorbly", "gizmo copper", "xylophonic cats" }) do
+      local hits = idx:search(q, { mode = "bm25", k = 10 })
+      assert.is_true(#hits > 0, q)
+      local got = json.decode(idx:search_json(q, { mode = "bm25", k = 10, highlight = true }))
+      assert.equal(#hits, #got, q)
+      for i, h in ipairs(hits) do
+        local g = got[i]
+        assert.equal(h.id, g.id)
+        assert.equal(h.doc_id, g.doc_id)
+        assert.equal(h.score, g.score)
+        assert.equal(h.text, g.text)
+        assert.equal(h.start, g.start)
+        assert.equal(h.stop, g.stop)
+        assert.equal(h.title or json.null, g.title)
+        assert.equal(json.null, g.source)
+        assert.equal(h.ranks.bm25 or json.null, g.ranks.bm25)
+        assert.equal(json.null, g.ranks.vector)
+        assert.equal(h.ranks.keywords, g.ranks.keywords)
+        assert.equal(h.ranks.summary, g.ranks.summary)
+        assert.same(rag.text.highlights(h.text, q), g.highlights)
+      end
+    end
+  end)
+
   it("reports progress after every LLM call, not only after each batch", function()
     local idx = new_index(scripted())
     local seen = {}
