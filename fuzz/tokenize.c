@@ -3,8 +3,10 @@
 ** configurations picked by the first byte. Checks that every term is
 ** non-empty, every span lies in the input, spans never go backwards, the
 ** run refuses exactly the inputs that are not valid UTF-8 (at the first bad
-** byte), each term comes with its rag_fnv32, and a long-lived analyzer
-** (with its term cache) agrees with a new one.
+** byte), each term comes with its rag_fnv32, a long-lived analyzer (with
+** its term cache) agrees with a new one, and a run wanting some of
+** the terms (rag_analyzer_run_some, blocks read with AVX2 and with portable
+** C) gives them all, in the same places.
 */
 #include <stdint.h>
 #include <string.h>
@@ -19,6 +21,8 @@
 
 typedef struct check {
   size_t len;         /* input length */
+  rag_analyzer_want *want; /* NULL, or the wanted terms (hash % 3 == 0) go in it */
+  uint64_t wanted;    /* FNV-1a over the wanted terms and spans */
   size_t start, stop; /* the previous span */
   size_t nterms;
   uint64_t digest;    /* FNV-1a over terms and spans */
@@ -52,6 +56,12 @@ static int emit(void *ud, const char *term, size_t termlen, uint32_t hash, size_
   mix(&c->digest, term, termlen);
   mix(&c->digest, &start, sizeof start);
   mix(&c->digest, &stop, sizeof stop);
+  if (hash % 3 == 0) { /* wanted */
+    if (c->want != NULL) rag_analyzer_want_term(c->want, term, termlen);
+    mix(&c->wanted, term, termlen);
+    mix(&c->wanted, &start, sizeof start);
+    mix(&c->wanted, &stop, sizeof stop);
+  }
   c->start = start;
   c->stop = stop;
   c->nterms++;
@@ -73,11 +83,15 @@ static void configure(uint8_t pick, rag_analyzer_opts *o) {
   }
 }
 
-/* Runs `a` over s; returns the status and fills *c. */
-static int run(rag_analyzer *a, const uint8_t *s, size_t len, check *c, size_t *errpos) {
+/* Runs `a` over s (only for the terms of *some when not NULL); returns the
+** status and fills *c, the wanted terms in *want when not NULL. */
+static int run(rag_analyzer *a, const uint8_t *s, size_t len, check *c, size_t *errpos,
+               const rag_analyzer_want *some, rag_analyzer_want *want) {
   memset(c, 0, sizeof *c);
   c->len = len;
-  c->digest = UINT64_C(14695981039346656037);
+  c->want = want;
+  c->digest = c->wanted = UINT64_C(14695981039346656037);
+  if (some != NULL) return rag_analyzer_run_some(a, (const char *)s, len, some, emit, c, errpos);
   return rag_analyzer_run(a, (const char *)s, len, emit, c, errpos);
 }
 
@@ -85,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static rag_analyzer *kept[NCONFIGS]; /* live for the whole session */
   rag_analyzer_opts o;
   rag_analyzer *fresh = NULL;
+  rag_analyzer_want want;
   check c, d;
   size_t errpos = 0, bad;
   int rc;
@@ -96,11 +111,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   data++;
   size--;
   bad = first_invalid(data, size);
-  rc = run(fresh, data, size, &c, &errpos);
+  rag_analyzer_want_clear(&want);
+  rc = run(fresh, data, size, &c, &errpos, NULL, &want);
   if (bad == size ? rc != RAG_OK : (rc != RAG_EENCODING || errpos != bad + 1 || c.nterms != 0))
     __builtin_trap();
-  if (run(kept[data[-1] % NCONFIGS], data, size, &d, &errpos) != rc || d.nterms != c.nterms ||
-      d.digest != c.digest)
+  if (run(kept[data[-1] % NCONFIGS], data, size, &d, &errpos, NULL, NULL) != rc ||
+      d.nterms != c.nterms || d.digest != c.digest)
+    __builtin_trap();
+  /* wanting some terms gives those of the full run (and perhaps others),
+  ** with blocks read by AVX2 or by portable C */
+  if (run(fresh, data, size, &d, &errpos, &want, NULL) != rc || d.wanted != c.wanted)
+    __builtin_trap();
+  rag_analyzer_portable(fresh);
+  if (run(fresh, data, size, &d, &errpos, &want, NULL) != rc || d.wanted != c.wanted)
     __builtin_trap();
   rag_analyzer_free(fresh);
   return 0;

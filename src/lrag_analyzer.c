@@ -157,11 +157,12 @@ struct rag_analyzer *lrag_checkanalyzer(lua_State *L, int idx) {
 ** error at any point leaks nothing.
 */
 static lanalyzer *new_analyzer(lua_State *L, int idx) {
-  static const char *const allowed[] = {"cjk", "lang", "lowercase", "stem", "stopwords", NULL};
+  static const char *const allowed[] = {"cjk",  "lang",      "lowercase", "simd",
+                                       "stem", "stopwords", NULL};
   rag_analyzer_opts o;
   rag_analyzer_langkind kind;
   lanalyzer *u;
-  int top = lua_gettop(L), rc;
+  int top = lua_gettop(L), rc, simd = 1;
   rag_analyzer_defaults(&o);
   if (idx != 0 && !lua_isnoneornil(L, idx)) {
     idx = lua_absindex(L, idx);
@@ -174,10 +175,12 @@ static lanalyzer *new_analyzer(lua_State *L, int idx) {
     o.lowercase = lrag_optboolean(L, idx, FNAME, "lowercase", 1);
     o.cjk = opt_cjk(L, idx);
     opt_stopwords(L, idx, &o, kind == RAG_ANALYZER_LANG_ENGLISH);
+    simd = lrag_optboolean(L, idx, FNAME, "simd", 1);
   }
   u = (lanalyzer *)lrag_newobject(L, &analyzer_class, sizeof *u);
   rc = rag_analyzer_new(&o, &u->p);
   if (rc != RAG_OK) lrag_error(L, rc, FNAME, NULL);
+  if (!simd) rag_analyzer_portable(u->p);
   if (lua_gettop(L) > top + 1) { /* drop the option values kept alive above */
     lua_replace(L, top + 1);
     lua_settop(L, top + 1);
@@ -258,10 +261,11 @@ static int run(lua_State *L, int aidx, int sidx, int oidx, const char *fname) {
   box->p = c;
   a = lrag_checkanalyzer(L, aidx);
   if (only != NULL) { /* words that cannot give a wanted term may go unanalyzed */
-    unsigned char first[32] = {0};
+    rag_analyzer_want want;
+    rag_analyzer_want_clear(&want);
     for (i = 0; i < nonly; i++)
-      if (only[i].len > 0) first[(unsigned char)only[i].s[0] >> 3] |= 1u << (only[i].s[0] & 7);
-    rc = rag_analyzer_run_some(a, s, len, first, collect, c, &errpos);
+      if (only[i].len > 0) rag_analyzer_want_term(&want, only[i].s, only[i].len);
+    rc = rag_analyzer_run_some(a, s, len, &want, collect, c, &errpos);
   } else {
     rc = rag_analyzer_run(a, s, len, collect, c, &errpos);
   }

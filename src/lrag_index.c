@@ -1321,7 +1321,7 @@ typedef struct marks {
   size_t nterms, tcap;
   size_t (*spans)[2]; /* 1-based first and last byte, as rag.text.highlights */
   size_t nspans, scap;
-  unsigned char first[32]; /* the terms' first bytes (rag_analyzer_run_some) */
+  rag_analyzer_want want; /* the terms, for rag_analyzer_run_some */
 } marks;
 
 static void marks_fin(void *p) {
@@ -1356,7 +1356,7 @@ static int query_term(void *ud, const char *t, size_t n, uint32_t hash, size_t s
     return RAG_ENOMEM;
   m->terms = q;
   memcpy(m->bytes + m->len, t, n);
-  m->first[(unsigned char)t[0] >> 3] |= (unsigned char)(1u << (t[0] & 7));
+  rag_analyzer_want_term(&m->want, t, n);
   q[m->nterms].off = m->len;
   q[m->nterms].len = n;
   q[m->nterms++].hash = hash;
@@ -1446,7 +1446,7 @@ static void put_hit(lua_State *L, lrag_buf *b, rag_index *ix, const rag_index_hi
   if (m != NULL) {
     int rc;
     m->nspans = 0;
-    if ((rc = rag_analyzer_run_some(a, text, tl, m->first, text_term, m, &errpos)) != RAG_OK)
+    if ((rc = rag_analyzer_run_some(a, text, tl, &m->want, text_term, m, &errpos)) != RAG_OK)
       lrag_error(L, rc, "rag.index.search_json", NULL); /* stored text is valid: ENOMEM */
     put_key(L, b, ",\"highlights\":[");
     for (i = 0; i < m->nspans; i++) {

@@ -15,11 +15,17 @@
 
 #include "rag.h"
 #include "rag_fnv.h"
+#include "rag_kernel.h" /* rag_kernel_cpu */
 #include "rag_piececache.h" /* rag_piececache_word */
 #include "rag_probe.h"
 #include "rag_termcache.h"
 #include "rag_text.h"
 #include "rag_utf8.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RAG_X86 1
+#include <immintrin.h>
+#endif
 
 /*
 ** Words longer than this (bytes) are not stemmed: they are identifiers,
@@ -177,7 +183,8 @@ struct rag_analyzer {
   struct sb_stemmer *stemmer; /* NULL when stem is off */
   rag_termcache memo;         /* source word -> term or dropped */
   unsigned memo_flags;        /* bit f: remember the words of T_ flags f */
-  int keeps_first;            /* an ASCII word's term starts with its first character */
+  int keeps_first;            /* an ASCII word's term keeps its first two characters */
+  int simd;                   /* blocks are read with AVX2 */
   stopset stop;
   char *buf;                  /* scratch: a lowercased ASCII term */
   size_t cap;
@@ -440,6 +447,7 @@ int rag_analyzer_new(const rag_analyzer_opts *o, rag_analyzer **out) {
     rc = copy_words(a, o->words, o->nwords);
   if (rc == RAG_OK) rc = build_stopwords(a);
   /* Snowball's English and Porter's stemmers only change endings */
+  a->simd = rag_kernel_cpu() >= 1;
   a->keeps_first = !a->cfg.stem || rag_analyzer_langkind_of(a->lang) == RAG_ANALYZER_LANG_ENGLISH;
   if (rc == RAG_OK && a->cfg.stem) {
     /* the language is known, so NULL means out of memory */
@@ -546,6 +554,102 @@ static int analyze(rag_analyzer *a, const char **t, size_t *n, int flags, uint32
 }
 
 /*
+** What the 64 bytes s[at, at + 64) are, a bit per byte (bit j: s[at + j]):
+** ASCII letters and digits (alnum), and the bytes only the general scan
+** reads (slow): '_', non-ASCII, an apostrophe after a letter or digit, a
+** point after a digit. Past the input, neither. A run that wants only some
+** terms passes over the words it does not want by these masks.
+*/
+typedef struct block {
+  size_t at;
+  uint64_t alnum, slow;
+} block;
+
+/* The masks a block is made of: alnum, digits, apostrophes, ',' and '.',
+** and '_' or non-ASCII. */
+enum { M_ALNUM, M_DIGIT, M_APOS, M_POINT, M_ODD, NMASKS };
+
+/* The top bits of m's bytes as eight bits, byte i's as bit i. */
+static inline uint64_t top_bits(uint64_t m) {
+  return (((m >> 7) & RAG_BYTES(1)) * UINT64_C(0x0102040810204080)) >> 56;
+}
+
+/* The masks of the 64 bytes at p, eight bytes at a time. */
+static void read_block(uint64_t m[NMASKS], const unsigned char *p) {
+  int j;
+  memset(m, 0, NMASKS * sizeof m[0]);
+  for (j = 0; j < 8; j++) {
+    uint64_t b, y, d;
+    memcpy(&b, p + 8 * j, 8);
+    y = b & RAG_BYTES(0x7f);
+    d = rag_ascii_in(y, '0', '9') & ~b;
+    m[M_DIGIT] |= top_bits(d) << 8 * j;
+    m[M_ALNUM] |= top_bits((d | rag_ascii_in(y | RAG_BYTES(0x20), 'a', 'z')) & ~b) << 8 * j;
+    m[M_APOS] |= top_bits(rag_ascii_in(y, '\'', '\'') & ~b) << 8 * j;
+    m[M_POINT] |= top_bits((rag_ascii_in(y, ',', ',') | rag_ascii_in(y, '.', '.')) & ~b) << 8 * j;
+    m[M_ODD] |= top_bits(rag_ascii_in(y, '_', '_') | b) << 8 * j;
+  }
+}
+
+#ifdef RAG_X86
+/* The bytes of v in lo .. lo + n - 1 (n < 128), as 0xff. */
+__attribute__((target("avx2"))) static inline __m256i in_range(__m256i v, int lo, int n) {
+  __m256i x = _mm256_add_epi8(v, _mm256_set1_epi8((char)(0x80 - lo)));
+  return _mm256_cmpgt_epi8(_mm256_set1_epi8((char)(n - 128)), x);
+}
+
+/* The bytes of v equal to c, as 0xff. */
+__attribute__((target("avx2"))) static inline __m256i equal(__m256i v, char c) {
+  return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(c));
+}
+
+/* A byte mask as bits. */
+__attribute__((target("avx2"))) static inline uint64_t bits_of(__m256i m) {
+  return (uint32_t)_mm256_movemask_epi8(m);
+}
+
+/* read_block with AVX2, 32 bytes at a time. */
+__attribute__((target("avx2"))) static void read_block_avx2(uint64_t m[NMASKS],
+                                                            const unsigned char *p) {
+  int j;
+  memset(m, 0, NMASKS * sizeof m[0]);
+  for (j = 0; j < 2; j++) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * j));
+    __m256i d = in_range(v, '0', 10);
+    __m256i letter = in_range(_mm256_or_si256(v, _mm256_set1_epi8(0x20)), 'a', 26);
+    int sh = 32 * j;
+    m[M_DIGIT] |= bits_of(d) << sh;
+    m[M_ALNUM] |= bits_of(_mm256_or_si256(d, letter)) << sh;
+    m[M_APOS] |= bits_of(equal(v, '\'')) << sh;
+    m[M_POINT] |= bits_of(_mm256_or_si256(equal(v, ','), equal(v, '.'))) << sh;
+    m[M_ODD] |= bits_of(_mm256_or_si256(equal(v, '_'), v)) << sh; /* v's top bit: non-ASCII */
+  }
+}
+#endif
+
+/* Reads the block of s[0..len) at `at` (at most len), with AVX2 when simd. */
+static void fill_block(block *k, const unsigned char *s, size_t len, size_t at, int simd) {
+  unsigned char tail[64];
+  const unsigned char *p = s + at;
+  uint64_t m[NMASKS];
+  if (len - at < 64) { /* zero bytes after the input */
+    memset(tail, 0, sizeof tail);
+    if (len > at) memcpy(tail, p, len - at);
+    p = tail;
+  }
+#ifdef RAG_X86
+  if (simd) read_block_avx2(m, p);
+  else read_block(m, p);
+#else
+  (void)simd;
+  read_block(m, p);
+#endif
+  k->at = at;
+  k->alnum = m[M_ALNUM];
+  k->slow = m[M_ODD] | (m[M_APOS] & m[M_ALNUM] << 1) | (m[M_POINT] & m[M_DIGIT] << 1);
+}
+
+/*
 ** Words wait in a queue of QUEUED before they are looked up in the memo:
 ** each word's memo slot is fetched as it is found, and the entries of all
 ** before the first lookup, so that the memory latencies overlap, where one
@@ -572,7 +676,8 @@ typedef struct scan {
   rag_tagged_fn tagged;
   void *ud;
   unsigned memo; /* bit f: look up and remember the words of T_ flags f */
-  const unsigned char *first; /* NULL, or the first bytes of the wanted terms */
+  const rag_analyzer_want *want; /* NULL, or the terms wanted (rag_analyzer_run_some) */
+  block k;                    /* the block of the scan's position */
   queued q[QUEUED];
   size_t nq;
 } scan;
@@ -743,6 +848,16 @@ static int run_word(scan *sc, size_t *pos) {
 }
 
 /*
+** Whether the ASCII word at p, of two bytes or more when `two`, may give a
+** wanted term: its first two bytes (lowercased when the analyzer folds:
+** | 0x20 keeps digits), or its first byte and 0, are a pair wanted.
+*/
+static inline int wanted(const scan *sc, const unsigned char *p, int two) {
+  unsigned fold = sc->a->cfg.lowercase ? 0x20 : 0, c = p[0] | fold, d = two ? p[1] | fold : 0;
+  return sc->want->pairs[c & 127] >> (d & 63) & 1;
+}
+
+/*
 ** The word of ASCII letters and digits starting at *pos, when a separator,
 ** a point after a letter or the end of input follows it (most words); else
 ** run_word.
@@ -777,12 +892,37 @@ static int run_ascii(scan *sc, size_t *pos) {
   if (i < len && !(w & W_END) && !((w & W_POINT) && !(word_bits[s[i - 1]] & W_NOSTEM)))
     return run_word(sc, pos);
   *pos = i;
-  if (sc->first != NULL) { /* the term starts with this, lowercased when the analyzer folds */
-    unsigned c = s[start];
-    if (sc->a->cfg.lowercase && c - 'A' < 26u) c |= 0x20;
-    if (!(sc->first[c >> 3] >> (c & 7) & 1)) return RAG_OK;
-  }
+  if (sc->want != NULL && !wanted(sc, s + start, i - start > 1)) return RAG_OK;
   return queue_term(sc, start, i, word_flags(seen));
+}
+
+/*
+** For a run wanting only some terms (sc->want), from *pos in a block
+** without slow bytes past it: only the words that may give one are read,
+** and the word running into the next block (which decides its own end);
+** the others are passed over by their masks.
+*/
+static int skim(scan *sc, size_t *pos) {
+  const block *k = &sc->k;
+  size_t at = k->at;
+  uint64_t starts = k->alnum & ~(k->alnum << 1) & (~UINT64_C(0) << (*pos - at)), m, want = 0;
+  int rc;
+  for (m = starts; m != 0; m &= m - 1) { /* no branch: a word is wanted at random */
+    unsigned j = (unsigned)__builtin_ctzll(m);
+    want |= (uint64_t)wanted(sc, sc->s + at + j, j < 63 && (k->alnum >> (j + 1) & 1)) << j;
+  }
+  if (k->alnum >> 63 && starts != 0) want |= UINT64_C(1) << (63 - __builtin_clzll(starts));
+  while (want != 0) {
+    size_t i = at + (size_t)__builtin_ctzll(want);
+    want &= want - 1;
+    if ((rc = run_ascii(sc, &i)) != RAG_OK) return rc;
+    if (i >= at + 64) { /* the last word ran into the next block */
+      *pos = i;
+      return RAG_OK;
+    }
+  }
+  *pos = at + 64;
+  return RAG_OK;
 }
 
 /* Emits one CJK term over source bytes [start, stop), never stemmed. */
@@ -823,7 +963,7 @@ static int run_cjk(scan *sc, size_t *pos) {
 }
 
 /* rag_analyzer_run, _some and _tagged: one of emit and tagged is set. */
-static int run(rag_analyzer *a, const char *str, size_t len, const unsigned char *first,
+static int run(rag_analyzer *a, const char *str, size_t len, const rag_analyzer_want *want,
                rag_term_fn emit, rag_tagged_fn tagged, void *ud, size_t *errpos) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0, bad = rag_text_first_invalid(s, len);
@@ -842,12 +982,21 @@ static int run(rag_analyzer *a, const char *str, size_t len, const unsigned char
   ** dictionary lookup (on SciFact, 5% of the words and of a BM25 ingest). */
   sc.memo = tagged != NULL ? (1u << T_FLAGS) - 1 : a->memo_flags;
   sc.nq = 0;
-  sc.first = a->keeps_first ? first : NULL;
+  sc.want = a->keeps_first ? want : NULL;
+  sc.k.at = 0;
+  if (sc.want != NULL) fill_block(&sc.k, s, len, 0, a->simd);
   while (i < len) {
     unsigned w = word_bits[s[i]];
     int32_t cp;
     size_t k;
     int cls, rc;
+    if (sc.want != NULL) {
+      if (i - sc.k.at >= 64) fill_block(&sc.k, s, len, i, a->simd);
+      if (!(sc.k.slow >> (i - sc.k.at))) {
+        if ((rc = skim(&sc, &i)) != RAG_OK) return rc;
+        continue;
+      }
+    }
     if (w & W_END) {
       i++;
       continue;
@@ -879,10 +1028,29 @@ int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len, rag_term_fn emi
   return run(a, s, len, NULL, emit, NULL, ud, errpos);
 }
 
+void rag_analyzer_portable(rag_analyzer *a) {
+  a->simd = 0;
+}
+
+void rag_analyzer_want_clear(rag_analyzer_want *w) {
+  memset(w, 0, sizeof *w);
+}
+
+void rag_analyzer_want_term(rag_analyzer_want *w, const char *term, size_t n) {
+  unsigned c = (unsigned char)term[0], d = n > 1 ? (unsigned char)term[1] : 0;
+  if (c >= 128) return; /* a word with other bytes: never passed over */
+  if (n == 1) {
+    w->pairs[c] = ~UINT64_C(0);
+    return;
+  }
+  w->pairs[c] |= UINT64_C(1) << (d & 63);
+  if (d == 'i' || d == 'I') w->pairs[c] |= UINT64_C(1) << ((d + 16) & 63); /* y, Y */
+}
+
 int rag_analyzer_run_some(rag_analyzer *a, const char *s, size_t len,
-                          const unsigned char first[32], rag_term_fn emit, void *ud,
+                          const rag_analyzer_want *want, rag_term_fn emit, void *ud,
                           size_t *errpos) {
-  return run(a, s, len, first, emit, NULL, ud, errpos);
+  return run(a, s, len, want, emit, NULL, ud, errpos);
 }
 
 int rag_analyzer_run_tagged(rag_analyzer *a, const char *s, size_t len, rag_tagged_fn emit,

@@ -108,17 +108,38 @@ void rag_analyzer_cache(const rag_analyzer *a, size_t *entries, size_t *bytes);
 int rag_analyzer_run(rag_analyzer *a, const char *s, size_t len,
                      rag_term_fn emit, void *ud, size_t *errpos);
 
+/* Makes a read its text with portable C where it would use AVX2 (for
+** tests: the terms are the same). */
+void rag_analyzer_portable(rag_analyzer *a);
+
 /*
-** rag_analyzer_run for a caller that wants only the terms starting with one
-** of some bytes (bit c of first[c >> 3] for byte c), such as a highlighter
-** that wants a query's terms: the terms it gives are those of
-** rag_analyzer_run that start with one of them, and perhaps others. Words
-** of ASCII letters and digits whose term cannot start with one are passed
-** over unanalyzed when the analyzer's terms keep a word's first character
-** (no stemming, or English's, which only changes endings).
+** The terms a caller wants from rag_analyzer_run_some, by their first two
+** bytes: bit (d & 63) of pairs[c] for a term of ASCII first byte c and
+** second byte d; every bit for a term of one byte (or a word of one byte
+** gives it). Fill with rag_analyzer_want_clear and then
+** rag_analyzer_want_term for each term.
+*/
+typedef struct rag_analyzer_want {
+  uint64_t pairs[128];
+} rag_analyzer_want;
+
+void rag_analyzer_want_clear(rag_analyzer_want *w);
+
+/* Adds term[0..n) (n > 0), a term of the analyzer that will run. */
+void rag_analyzer_want_term(rag_analyzer_want *w, const char *term, size_t n);
+
+/*
+** rag_analyzer_run for a caller that wants only some terms (*want), such
+** as a highlighter that wants a query's terms: the terms it gives are those
+** of rag_analyzer_run that start as one of them, and perhaps others. Words
+** of ASCII letters and digits whose term cannot start so are passed over
+** unanalyzed when the analyzer's terms keep a word's first two characters
+** (no stemming, or English's and Porter's, which only change endings:
+** a word of two or more letters gives a term of one, or of two or more
+** whose second letter is the word's, or 'i' for its 'y', as "dying" "die").
 */
 int rag_analyzer_run_some(rag_analyzer *a, const char *s, size_t len,
-                          const unsigned char first[32], rag_term_fn emit, void *ud,
+                          const rag_analyzer_want *want, rag_term_fn emit, void *ud,
                           size_t *errpos);
 
 /*

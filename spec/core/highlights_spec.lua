@@ -85,6 +85,62 @@ describe("rag.text.tokenize only", function()
       "bord" } }))
   end)
 
+  it("passes over words by their first two bytes, 64 bytes at a time", function()
+    -- words whose stems change their second letter (dying -> die, Porter's
+    -- ey -> ei) or shorten to one letter (OED -> o, Porter's as -> a),
+    -- words that share a first letter or two with a wanted term, and bytes
+    -- that only the general scan reads (apostrophes, points after digits,
+    -- '_', non-ASCII), at every offset from a 64-byte block's start, so that
+    -- wanted and unwanted words run across block ends
+    local words = { "tide", "tidal", "Tides", "tie", "ties", "dying", "Dying", "die", "lying",
+      "tying", "ty", "ti", "ey", "eying", "OED", "oed", "as", "As", "is", "a", "A", "i", "x",
+      "xy", "yx", "cat", "Cat", "CAT", "catalog", "c4t", "a9t", "t0", "z9", "3.5", "v1.2",
+      "1,000", "don't", "o'clock", "dogs'", "naïve", "Über", "_x", "a_b", "e.g.", "skies", "sky",
+      "abcdefghijklm" }
+    local seps = { " ", " ", " ", ", ", ". ", "-", "\n", " '", "'", ".", "; " }
+    local rng = 12345
+    local function rand(n)
+      rng = (rng * 1103515245 + 12345) % 2147483648
+      return rng % n + 1
+    end
+    local texts = {}
+    for shift = 0, 65 do
+      local parts = { ("z"):rep(shift % 7) .. (" "):rep(shift) }
+      for _ = 1, 60 do
+        parts[#parts + 1] = words[rand(#words)] .. seps[rand(#seps)]
+      end
+      texts[#texts + 1] = table.concat(parts)
+    end
+    local text = table.concat(texts, "\n")
+    local lists = { { "die", "tie", "tide", "a", "i", "cat" }, { "ei", "o", "x", "Cat", "3.5" },
+      { "ty", "sky", "abcdefghijklm", "don't", "naïv", "zzzzzz" }, { "t" } }
+    local checked = 0
+    for _, o in ipairs({ {}, { lang = "porter" }, { lowercase = false }, { stem = false },
+      { lang = "porter", lowercase = false, stopwords = false } }) do
+      for _, simd in ipairs({ true, false }) do
+        o.simd = simd
+        local an = rag.text.analyzer(o)
+        for _, only in ipairs(lists) do
+          checked = checked + same_as_filtered(text, an, only)
+        end
+      end
+    end
+    assert.is_true(checked > 3000, checked)
+    -- the words passed over are not analyzed: the term cache never sees them
+    local seen = rag.text.analyzer()
+    local many = {}
+    for i = 1, 300 do
+      many[i] = "word" .. string.char(97 + i % 26, 97 + math.floor(i / 26) % 26) .. "s zeta"
+    end
+    assert.are.same({ "zeta", "zeta" }, tokenize(table.concat(many, " ", 1, 2), seen,
+      { only = { "zeta" } }))
+    tokenize(table.concat(many, " "), seen, { only = { "zeta" } })
+    assert.are.equal(1, seen:stats().cache_entries)
+    local all = rag.text.analyzer()
+    tokenize(table.concat(many, " "), all)
+    assert.is_true(all:stats().cache_entries > 250)
+  end)
+
   it("an empty list wants nothing; a non-string item raises", function()
     assert.are.same({}, tokenize("a tide", nil, { only = {} }))
     assert.has_error(function() tokenize("a b", nil, { only = { "a", 1 } }) end,
