@@ -897,31 +897,40 @@ static int run_ascii(scan *sc, size_t *pos) {
 }
 
 /*
-** For a run wanting only some terms (sc->want), from *pos in a block
-** without slow bytes past it: only the words that may give one are read,
-** and the word running into the next block (which decides its own end);
-** the others are passed over by their masks.
+** For a run wanting only some terms (sc->want), from *pos in the scan's
+** block: reads the words that may give one and passes over the others by
+** the block's masks, up to the first word the masks cannot judge: one that
+** runs into a slow byte (left at *pos for the general scan) or past the
+** block's end (the next block is read from its start, so that it is judged
+** whole there). *moved tells whether *pos or the block changed.
 */
-static int skim(scan *sc, size_t *pos) {
-  const block *k = &sc->k;
+static int skim(scan *sc, size_t *pos, int *moved) {
+  block *k = &sc->k;
   size_t at = k->at;
-  uint64_t starts = k->alnum & ~(k->alnum << 1) & (~UINT64_C(0) << (*pos - at)), m, want = 0;
+  unsigned off = (unsigned)(*pos - at), p, q, j;
+  uint64_t slow = k->slow >> off << off, below, starts, m, want = 0;
   int rc;
-  for (m = starts; m != 0; m &= m - 1) { /* no branch: a word is wanted at random */
-    unsigned j = (unsigned)__builtin_ctzll(m);
-    want |= (uint64_t)wanted(sc, sc->s + at + j, j < 63 && (k->alnum >> (j + 1) & 1)) << j;
+  p = slow ? (unsigned)__builtin_ctzll(slow) : 64; /* the first slow byte */
+  q = p; /* where the words the masks judge end: before the word that runs into p */
+  if (p > off && (k->alnum >> (p - 1) & 1)) {
+    below = ~k->alnum & (p < 64 ? (UINT64_C(1) << p) - 1 : ~UINT64_C(0));
+    q = below ? 64 - (unsigned)__builtin_clzll(below) : 0;
+    if (q < off) q = off;
   }
-  if (k->alnum >> 63 && starts != 0) want |= UINT64_C(1) << (63 - __builtin_clzll(starts));
+  starts = k->alnum & ~(k->alnum << 1) & (~UINT64_C(0) << off);
+  if (q < 64) starts &= (UINT64_C(1) << q) - 1;
+  for (m = starts; m != 0; m &= m - 1) { /* no branch: a word is wanted at random */
+    j = (unsigned)__builtin_ctzll(m);
+    want |= (uint64_t)wanted(sc, sc->s + at + j, k->alnum >> (j + 1) & 1) << j;
+  }
   while (want != 0) {
     size_t i = at + (size_t)__builtin_ctzll(want);
     want &= want - 1;
     if ((rc = run_ascii(sc, &i)) != RAG_OK) return rc;
-    if (i >= at + 64) { /* the last word ran into the next block */
-      *pos = i;
-      return RAG_OK;
-    }
   }
-  *pos = at + 64;
+  *moved = q > off || (p == 64 && off > 0);
+  *pos = at + q;
+  if (p == 64 && q < 64 && *moved) fill_block(k, sc->s, sc->len, at + q, sc->a->simd);
   return RAG_OK;
 }
 
@@ -990,12 +999,11 @@ static int run(rag_analyzer *a, const char *str, size_t len, const rag_analyzer_
     int32_t cp;
     size_t k;
     int cls, rc;
-    if (sc.want != NULL) {
+    if (sc.want != NULL) { /* by the block's masks as far as they go, then one step */
+      int moved;
       if (i - sc.k.at >= 64) fill_block(&sc.k, s, len, i, a->simd);
-      if (!(sc.k.slow >> (i - sc.k.at))) {
-        if ((rc = skim(&sc, &i)) != RAG_OK) return rc;
-        continue;
-      }
+      if ((rc = skim(&sc, &i, &moved)) != RAG_OK) return rc;
+      if (moved) continue;
     }
     if (w & W_END) {
       i++;
