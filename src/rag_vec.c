@@ -709,26 +709,61 @@ static double floor_guess(const bound *b, const float *a, const float *xs, size_
   return n == r ? best[r - 1] : -INFINITY;
 }
 
-/* Upper bound first, NaN (kept for the exact pass, never passed by tau) before all. */
-static int cand_cmp(const void *a, const void *b) {
-  const cand *x = (const cand *)a, *y = (const cand *)b;
-  int xn = x->up != x->up, yn = y->up != y->up;
-  if (xn != yn) return xn ? -1 : 1;
-  if (!xn && x->up != y->up) return x->up > y->up ? -1 : 1;
-  return x->slot < y->slot ? -1 : x->slot > y->slot;
+/*
+** A candidate's place as one number, the lower the sooner: NaN (kept for
+** the exact pass, never passed by tau) first, then by upper bound, highest
+** first (the bits of a double, flipped so that they order as integers; -0
+** as 0). Ties go by slot.
+*/
+static inline uint64_t cand_key(const cand *c) {
+  uint64_t u;
+  double up = c->up == 0 ? 0 : c->up;
+  if (up != up) return 0;
+  memcpy(&u, &up, sizeof u);
+  return u >> 63 ? u : ~u & ~(UINT64_C(1) << 63);
 }
 
-/* Candidates by upper bound, highest first (ties by slot: any fixed order does). */
+static inline int cand_before(const cand *x, const cand *y) {
+  uint64_t a = cand_key(x), b = cand_key(y);
+  return a < b || (a == b && x->slot < y->slot);
+}
+
+/* Candidates in cand_key order: a quicksort (middle of three), runs of at
+** most 16 by insertion; it was an insertion sort of up to 128 and then
+** qsort, 5% of a hybrid search. */
 static void sort_cands(cand *c, size_t n) {
-  size_t i, j;
-  if (n > 128) {
-    qsort(c, n, sizeof *c, cand_cmp);
-    return;
+  while (n > 16) {
+    size_t i = 0, j = n - 1, mid = n / 2;
+    cand pivot, t;
+    if (cand_before(&c[mid], &c[0])) t = c[mid], c[mid] = c[0], c[0] = t;
+    if (cand_before(&c[n - 1], &c[0])) t = c[n - 1], c[n - 1] = c[0], c[0] = t;
+    if (cand_before(&c[n - 1], &c[mid])) t = c[n - 1], c[n - 1] = c[mid], c[mid] = t;
+    pivot = c[mid];
+    for (;;) { /* Hoare: c[0..i) not after the pivot, c(j..n) not before it */
+      while (cand_before(&c[i], &pivot)) i++;
+      while (cand_before(&pivot, &c[j])) j--;
+      if (i >= j) break;
+      t = c[i], c[i] = c[j], c[j] = t;
+      i++;
+      j--;
+    }
+    /* the smaller side by recursion, the larger by the loop: log n deep */
+    if (j + 1 < n - j - 1) {
+      sort_cands(c, j + 1);
+      c += j + 1;
+      n -= j + 1;
+    } else {
+      sort_cands(c + j + 1, n - j - 1);
+      n = j + 1;
+    }
   }
-  for (i = 1; i < n; i++) {
-    cand x = c[i];
-    for (j = i; j > 0 && cand_cmp(&x, &c[j - 1]) < 0; j--) c[j] = c[j - 1];
-    c[j] = x;
+  {
+    size_t i, j;
+    for (i = 1; i < n; i++) {
+      cand x = c[i];
+      for (j = i; j > 0 && cand_before(&x, &c[j - 1]); j--) c[j] = c[j - 1];
+      c[j] = x;
+    }
   }
 }
 
