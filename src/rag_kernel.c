@@ -630,6 +630,97 @@ AVX512 static void x_sketch(const float *w, const uint32_t *idx, size_t nnz, con
   }
 }
 
+#define VNNI8 __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
+#define SKETCH8_AHEAD 8 /* groups of 4 components a pass asks for before it reads them */
+
+/*
+** rag_kernel_sketch8_fn: for each block, each half of 64 rows, each group
+** of four components: the four columns' codes interleaved into one code
+** per byte of a row's dword (unpacks within 128-bit lanes: dword j of lane
+** L of u_k is row 16 L + 4 k + j), then VPDPBUSD of the weights' high and
+** low 7 bits, the positive parts with the codes and the negative parts
+** with the codes negated (codes are never -128); at the end high * 128 +
+** low, and a transpose of 128-bit lanes puts rows 16 L .. 16 L + 15 in
+** order.
+*/
+VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, size_t ng,
+                            const int8_t *codes, const float *scales, float qs, size_t n,
+                            size_t d, float *out) {
+  size_t b, g, h, nb = (n + SKR - 1) / SKR;
+  const uint8_t *phi = w, *plo = w + ws, *nhi = w + 2 * ws, *nlo = w + 3 * ws;
+  __m512 vq = _mm512_set1_ps(qs);
+  __m512i zero = _mm512_setzero_si512();
+  for (b = 0; b < nb; b++, out += SKR) {
+    const int8_t *blk = codes + b * d * SKR;
+    size_t m = block_rows(n, b);
+    for (h = 0; h < SKR / 64; h++) {
+      __m512i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = zero, l1 = zero, l2 = zero;
+      __m512i l3 = zero, r[4], x, y;
+      size_t L;
+      for (g = 0; g < ng; g++) {
+        const uint32_t *c = idx + 4 * g;
+        const int8_t *base = blk + 64 * h;
+        __m512i x0 = _mm512_loadu_si512((const void *)(base + (size_t)c[0] * SKR));
+        __m512i x1 = _mm512_loadu_si512((const void *)(base + (size_t)c[1] * SKR));
+        __m512i x2 = _mm512_loadu_si512((const void *)(base + (size_t)c[2] * SKR));
+        __m512i x3 = _mm512_loadu_si512((const void *)(base + (size_t)c[3] * SKR));
+        __m512i t0 = _mm512_unpacklo_epi8(x0, x1), t1 = _mm512_unpackhi_epi8(x0, x1);
+        __m512i t2 = _mm512_unpacklo_epi8(x2, x3), t3 = _mm512_unpackhi_epi8(x2, x3);
+        __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
+        __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
+        __m512i v0 = _mm512_sub_epi8(zero, u0), v1 = _mm512_sub_epi8(zero, u1);
+        __m512i v2 = _mm512_sub_epi8(zero, u2), v3 = _mm512_sub_epi8(zero, u3);
+        uint32_t a4;
+        __m512i P, N;
+        if (h == 0 && g + SKETCH8_AHEAD < ng) { /* the columns are far apart: no streamer
+                                                   follows them; both halves at once */
+          size_t k;
+          for (k = 4 * SKETCH8_AHEAD; k < 4 * SKETCH8_AHEAD + 4; k++) {
+            _mm_prefetch((const char *)(blk + (size_t)c[k] * SKR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(blk + (size_t)c[k] * SKR + 64), _MM_HINT_T0);
+          }
+        }
+        memcpy(&a4, phi + 4 * g, 4);
+        P = _mm512_set1_epi32((int)a4);
+        memcpy(&a4, nhi + 4 * g, 4);
+        N = _mm512_set1_epi32((int)a4);
+        h0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h0, P, u0), N, v0);
+        h1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h1, P, u1), N, v1);
+        h2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h2, P, u2), N, v2);
+        h3 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h3, P, u3), N, v3);
+        memcpy(&a4, plo + 4 * g, 4);
+        P = _mm512_set1_epi32((int)a4);
+        memcpy(&a4, nlo + 4 * g, 4);
+        N = _mm512_set1_epi32((int)a4);
+        l0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l0, P, u0), N, v0);
+        l1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l1, P, u1), N, v1);
+        l2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l2, P, u2), N, v2);
+        l3 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l3, P, u3), N, v3);
+      }
+      h0 = _mm512_add_epi32(_mm512_slli_epi32(h0, 7), l0);
+      h1 = _mm512_add_epi32(_mm512_slli_epi32(h1, 7), l1);
+      h2 = _mm512_add_epi32(_mm512_slli_epi32(h2, 7), l2);
+      h3 = _mm512_add_epi32(_mm512_slli_epi32(h3, 7), l3);
+      x = _mm512_shuffle_i32x4(h0, h1, 0x44); /* lanes 0 1 of h0, then of h1 */
+      y = _mm512_shuffle_i32x4(h2, h3, 0x44);
+      r[0] = _mm512_shuffle_i32x4(x, y, 0x88);
+      r[1] = _mm512_shuffle_i32x4(x, y, 0xDD);
+      x = _mm512_shuffle_i32x4(h0, h1, 0xEE); /* lanes 2 3 */
+      y = _mm512_shuffle_i32x4(h2, h3, 0xEE);
+      r[2] = _mm512_shuffle_i32x4(x, y, 0x88);
+      r[3] = _mm512_shuffle_i32x4(x, y, 0xDD);
+      for (L = 0; L < 4; L++) { /* rows 64 h + 16 L ..; past n, scale 0 */
+        size_t at = 64 * h + 16 * L;
+        __mmask16 live = at + 16 <= m ? (__mmask16)0xffff
+                         : at >= m    ? (__mmask16)0
+                                      : (__mmask16)((1u << (m - at)) - 1);
+        __m512 sc = _mm512_mul_ps(vq, _mm512_maskz_loadu_ps(live, scales + b * SKR + at));
+        _mm512_storeu_ps(out + at, _mm512_mul_ps(_mm512_cvtepi32_ps(r[L]), sc));
+      }
+    }
+  }
+}
+
 /* AVX2, FMA and F16C, with the OS saving the YMM registers (CPUID, XGETBV). */
 static int cpu_has_avx2(void) {
   unsigned a, b, c, d, lo, hi;
@@ -647,6 +738,12 @@ static int cpu_has_avx512(void) {
   if (!cpu_has_avx2() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX512F)) return 0;
   __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (lo & 0xe6u) == 0xe6u;
+}
+
+/* AVX512-BW (CPUID leaf 7, EBX bit 30), on an AVX-512F CPU. */
+static int cpu_has_bw(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 30));
 }
 
 /* {====== AVX512-BF16 kernel (split rows, dot) ======} */
@@ -772,6 +869,7 @@ void rag_kernel_init(rag_kernel *k, rag_dtype dtype, rag_metric metric, size_t d
   k->bf16_rows = NULL;
   k->approx_bf = NULL;
   k->sketch = NULL;
+  k->sketch8 = NULL;
   k->simd = 0;
   k->split = 0;
 #ifdef RAG_X86
@@ -808,6 +906,7 @@ void rag_kernel_split(rag_kernel *k) {
   if (k->simd && !k->avx2 && cpu_has_avx512()) {
     k->keep = x_keep;
     k->sketch = l2 ? NULL : x_sketch;
+    k->sketch8 = l2 || rag_kernel_cpu() != 3 || !cpu_has_bw() ? NULL : x_sketch8;
     k->one = l2 ? z_l2_s1 : z_dot_s1;
     k->gather = l2 ? y_l2_s : y_dot_s;
     k->approx = l2 ? y_l2_b : y_dot_b;

@@ -70,6 +70,19 @@ typedef void (*rag_kernel_sketch_fn)(const float *w, const uint32_t *idx, size_t
                                      const int8_t *codes, const float *scales, size_t n,
                                      size_t dim, float *out);
 
+/*
+** The sketch pass in 8-bit integers (AVX512-VNNI): the query's components
+** as integers q_t of scale qs, |q_t| < 2^14, in four rows of ws bytes at w:
+** the high 7 bits of the positive ones, their low 7 bits, then the same of
+** the negative ones; four components at a time (idx and w padded to
+** 4 * ngroups with zero weights). For row i < n, out[i] = S_i * (qs *
+** scales[i]) in float, S_i the sum of q_t times component idx[t] of row i,
+** exact in int32 for dim at most 1,024. Past n, out holds 0.
+*/
+typedef void (*rag_kernel_sketch8_fn)(const uint8_t *w, size_t ws, const uint32_t *idx,
+                                      size_t ngroups, const int8_t *codes, const float *scales,
+                                      float qs, size_t n, size_t dim, float *out);
+
 typedef struct rag_kernel {
   rag_kernel_score_fn score;
   rag_kernel_score1_fn one;
@@ -83,6 +96,7 @@ typedef struct rag_kernel {
   rag_kernel_bf16_fn bf16_rows; /* split dot/cosine rows, AVX512-BF16 CPUs; else NULL */
   rag_kernel_gather_fn approx_bf; /* as approx, but q is the query in bfloat16; else NULL */
   rag_kernel_sketch_fn sketch;    /* split dot/cosine rows; else NULL */
+  rag_kernel_sketch8_fn sketch8;  /* split dot/cosine rows, AVX512-VNNI CPUs; else NULL */
   int simd;  /* 1: AVX2/FMA/F16C kernels; 2: AVX-512F for split rows */
   int avx2;  /* 1: AVX2 at most (for tests) */
   int split; /* rows are split f32 (rag_kernel_split) */

@@ -95,8 +95,13 @@ struct rag_vec {
   int8_t *sk;           /* sketch: the codes, blocks of SKR rows (see the file grammar) */
   float *sks;           /* sketch: each row's scale */
   float *skw;           /* sketch: each row's weight in the bound (sketch_row) */
-  uint32_t *nzi;        /* sketch: the query's nonzero components (dim) */
+  uint32_t *nzi;        /* sketch: the query's nonzero components (dim, and 4 to pad) */
   float *nzw;           /* sketch: and their values (dim) */
+  uint8_t *q8;          /* hk.sketch8: the integer weights (rag_kernel_sketch8_fn), rows
+                         * of dim + 4 */
+  float q8qs;           /* hk.sketch8: the integer weights' scale */
+  float xnmax;          /* hk.sketch8: at least every row's norm, when xnmax_ok */
+  int xnmax_ok;
   size_t cap;           /* rows allocated; 0 while borrowed */
   int borrowed;         /* rows, lo, norms, scales and the sketch point into a loaded file's bytes */
   size_t mapped;        /* the bytes of those while borrowed */
@@ -147,12 +152,14 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   v->tmp = (float *)rag_malloc(o->dim * sizeof *v->tmp);
   if (v->hk.bf16_rows) v->qb = (uint16_t *)rag_malloc(o->dim * sizeof *v->qb);
   if (o->sketch) {
-    v->nzi = (uint32_t *)rag_malloc(o->dim * sizeof *v->nzi);
+    v->nzi = (uint32_t *)rag_malloc((o->dim + 4) * sizeof *v->nzi);
     v->nzw = (float *)rag_malloc(o->dim * sizeof *v->nzw);
+    if (v->hk.sketch8) v->q8 = (uint8_t *)rag_malloc(4 * (o->dim + 4));
   }
   if (v->tmp == NULL || (v->hk.bf16_rows && v->qb == NULL) ||
-      (o->sketch && (v->nzi == NULL || v->nzw == NULL)) ||
+      (o->sketch && (v->nzi == NULL || v->nzw == NULL || (v->hk.sketch8 && v->q8 == NULL))) ||
       (v->hk.split && row_fit(v, o->dim) != RAG_OK)) {
+    rag_free(v->q8);
     rag_free(v->nzi);
     rag_free(v->nzw);
     rag_free(v->row);
@@ -177,6 +184,7 @@ void rag_vec_free(rag_vec *v) {
     rag_free(v->sks);
     rag_free(v->skw);
   }
+  rag_free(v->q8);
   rag_free(v->nzi);
   rag_free(v->nzw);
   rag_free(v->tmp);
@@ -317,6 +325,7 @@ static void row_put(rag_vec *v, size_t slot, const float *x) {
   }
   rag_kernel_f32_split(x, v->o.dim, hi_at(v, slot), lo_at(v, slot));
   v->norms[slot] = norm_up(x, v->o.dim);
+  v->xnmax_ok = 0;
   if (v->o.sketch)
     sketch_row(v, x, v->norms[slot], code_at(v, slot), SKR, v->sks + slot, v->skw + slot);
 }
@@ -666,6 +675,66 @@ static size_t sketch_query(rag_vec *v, const float *q) {
   return n;
 }
 
+/*
+** For hk.sketch8: the query's nnz nonzero components (v->nzw) as integers
+** k of scale qs (the largest |w| / 16383, rounded to nearest), their parts
+** in v->q8 and the components padded to a multiple of 4 in v->nzi; and the
+** bound b widened for them. With d = |w - qs k| (in double, rounded up),
+** u = 2^-24, e and xn as in sketch_row (e is at most the row's weight w),
+** X at least every row's norm, the pass's error against the exact
+** kernel's score is at most
+**   |q| (e + g xn)                       the codes and the exact kernel (<= |q| w)
+**   + d s|c| <= d (xn + e)              the integer weights
+**   + 3.0001 u (|q| + d) (xn + e)       S, qs s and their product rounded
+** <= |q| w + kappa |q| (X + w), kappa = (d (1 + 2^-22) + 2^-22 |q|) / |q|:
+** b->q grows by the factor 1 + kappa and b->r by b->q kappa X, and by
+** 2^-124 for a product qs s below the least normal float. Returns the
+** groups of 4, or 0 when the query is not fit for it (a component not
+** finite, a scale below 2^-100, more than 1,024 components).
+*/
+static size_t quantize(rag_vec *v, size_t nnz, bound *b) {
+  size_t ws = v->o.dim + 4, n = v->ids.n, t, i, ng = (nnz + 3) / 4;
+  uint8_t *q8 = v->q8;
+  float mx = 0, qs, inv;
+  double dd = 0, d, qlo, kappa, m = 1 + ldexp(1, -40);
+  if (nnz == 0 || nnz > 1024) return 0;
+  for (t = 0; t < nnz; t++) {
+    float a = fabsf(v->nzw[t]);
+    if (!(a <= FLT_MAX)) return 0;
+    mx = a > mx ? a : mx;
+  }
+  qs = mx / 16383.0f;
+  if (!(qs >= 0x1p-100f)) return 0;
+  inv = 1.0f / qs;
+  for (t = 0; t < 4 * ng; t++) {
+    float w = t < nnz ? v->nzw[t] : 0.0f, a = fabsf(w) * inv;
+    int k = a >= 16383.0f ? 16383 : (int)(a + 0.5f), neg = w < 0;
+    double r;
+    q8[t] = (uint8_t)(neg ? 0 : k >> 7);
+    q8[ws + t] = (uint8_t)(neg ? 0 : k & 127);
+    q8[2 * ws + t] = (uint8_t)(neg ? k >> 7 : 0);
+    q8[3 * ws + t] = (uint8_t)(neg ? k & 127 : 0);
+    if (t >= nnz) v->nzi[t] = 0; /* a zero weight on component 0 */
+    r = (double)w - (double)qs * (neg ? -k : k); /* qs k is exact in double */
+    dd += r * r;
+  }
+  if (!v->xnmax_ok) { /* after adds; a remove leaves it an upper bound */
+    float x = 0;
+    for (i = 0; i < n; i++) x = v->norms[i] > x ? v->norms[i] : x;
+    v->xnmax = x;
+    v->xnmax_ok = 1;
+  }
+  d = sqrt(dd) * m;
+  qlo = b->q / (1 + ldexp(1, -20)) / m; /* bound_sketch's |q|, rounded down */
+  if (!(qlo > 0)) return 0;
+  kappa = (d * (1 + ldexp(1, -22)) + ldexp(1, -22) * b->q) / qlo * m;
+  if (!(kappa < 1e30) || !(v->xnmax <= FLT_MAX)) return 0;
+  b->r += b->q * kappa * v->xnmax * m + ldexp(1, -124);
+  b->q *= (1 + kappa) * m;
+  v->q8qs = qs;
+  return ng;
+}
+
 /* Replaces the least of the k lower bounds (a min-heap) with x. */
 static void lb_replace(double *h, size_t k, double x) {
   size_t i = 0;
@@ -784,7 +853,7 @@ static void sort_cands(cand *c, size_t n) {
 */
 static int search_split(rag_vec *v, const float *q, size_t kk) {
   bound b;
-  size_t n = v->ids.n, lo, i, j, c, nc = 0, climit = 4 * kk + 1024, nnz = 0;
+  size_t n = v->ids.n, lo, i, j, c, nc = 0, climit = 4 * kk + 1024, nnz = 0, ng = 0;
   size_t span = n < SPAN ? n : SPAN;
   double tau = -INFINITY;
   int sketched = v->o.sketch && v->hk.sketch != NULL;
@@ -811,6 +880,7 @@ static int search_split(rag_vec *v, const float *q, size_t kk) {
     nnz = sketch_query(v, q);
     bound_sketch(&b, v, q);
     xs = v->skw;
+    if (v->hk.sketch8 != NULL) ng = quantize(v, nnz, &b);
   } else {
     if (v->hk.bf16_rows) rag_kernel_bf16_query(q, v->o.dim, v->qb);
     bound_init(&b, v, q, v->hk.bf16_rows ? v->qb : NULL);
@@ -822,7 +892,12 @@ static int search_split(rag_vec *v, const float *q, size_t kk) {
       size_t r = m - at < BLOCK ? m - at : BLOCK;
       float *out = v->buf + at;
       if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), each times its scale */
-        v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo + at), v->sks + lo + at, r, v->o.dim, out);
+        if (ng > 0)
+          v->hk.sketch8(v->q8, v->o.dim + 4, v->nzi, ng, code_at(v, lo + at),
+                        v->sks + lo + at, v->q8qs, r, v->o.dim, out);
+        else
+          v->hk.sketch(v->nzw, v->nzi, nnz, code_at(v, lo + at), v->sks + lo + at, r, v->o.dim,
+                       out);
       } else if (v->hk.bf16_rows) {
         v->hk.bf16_rows(v->qb, row_at(v, lo + at), r, v->o.dim, v->stride, out);
       } else {
@@ -1022,8 +1097,8 @@ size_t rag_vec_memory(const rag_vec *v) { /* a borrowed index's rows: cap 0, no 
          (v->scales ? v->cap * sizeof(float) : 0) + v->o.dim * sizeof(float) +
          (v->skmem.base ? (size_t)sketch_bytes(v, v->cap) + 63 : 0) +
          (v->sks ? 2 * v->cap * sizeof(float) : 0) +
-         (v->nzi ? v->o.dim * (sizeof(uint32_t) + sizeof(float)) : 0) +
-         v->rowcap * sizeof(float) + v->lbcap * sizeof(double) + v->ccap * sizeof(cand) +
+         (v->nzi ? (v->o.dim + 4) * sizeof(uint32_t) + v->o.dim * sizeof(float) : 0) +
+         (v->q8 ? 4 * (v->o.dim + 4) : 0) + v->rowcap * sizeof(float) + v->lbcap * sizeof(double) + v->ccap * sizeof(cand) +
          v->qscap * sizeof(float) + v->bufcap * sizeof(float) + v->hcap * sizeof(rag_hit) +
          v->acap * sizeof(uint32_t) + v->seencap * sizeof(uint32_t);
 }
