@@ -633,6 +633,19 @@ AVX512 static void x_sketch(const float *w, const uint32_t *idx, size_t nnz, con
 #define VNNI8 __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
 #define SKETCH8_AHEAD 8 /* groups of 4 components a pass asks for before it reads them */
 
+/* The four bytes at p in every dword. */
+VNNI8 static inline __m512i every_dword(const uint8_t *p) {
+  uint32_t a;
+  memcpy(&a, p, 4);
+  return _mm512_set1_epi32((int)a);
+}
+
+/* acc plus the dot products, four bytes a dword, of the positive weights P
+** with the codes u and of the negative weights N with the codes negated, v. */
+VNNI8 static inline __m512i signed_dot(__m512i acc, __m512i P, __m512i N, __m512i u, __m512i v) {
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, P, u), N, v);
+}
+
 /*
 ** rag_kernel_sketch8_fn: for each block, each half of 64 rows, each group
 ** of four components: the four columns' codes interleaved into one code
@@ -670,7 +683,6 @@ VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, si
         __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
         __m512i v0 = _mm512_sub_epi8(zero, u0), v1 = _mm512_sub_epi8(zero, u1);
         __m512i v2 = _mm512_sub_epi8(zero, u2), v3 = _mm512_sub_epi8(zero, u3);
-        uint32_t a4;
         __m512i P, N;
         if (h == 0 && g + SKETCH8_AHEAD < ng) { /* the columns are far apart: no streamer
                                                    follows them; both halves at once */
@@ -680,22 +692,18 @@ VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, si
             _mm_prefetch((const char *)(blk + (size_t)c[k] * SKR + 64), _MM_HINT_T0);
           }
         }
-        memcpy(&a4, phi + 4 * g, 4);
-        P = _mm512_set1_epi32((int)a4);
-        memcpy(&a4, nhi + 4 * g, 4);
-        N = _mm512_set1_epi32((int)a4);
-        h0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h0, P, u0), N, v0);
-        h1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h1, P, u1), N, v1);
-        h2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h2, P, u2), N, v2);
-        h3 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(h3, P, u3), N, v3);
-        memcpy(&a4, plo + 4 * g, 4);
-        P = _mm512_set1_epi32((int)a4);
-        memcpy(&a4, nlo + 4 * g, 4);
-        N = _mm512_set1_epi32((int)a4);
-        l0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l0, P, u0), N, v0);
-        l1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l1, P, u1), N, v1);
-        l2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l2, P, u2), N, v2);
-        l3 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(l3, P, u3), N, v3);
+        P = every_dword(phi + 4 * g);
+        N = every_dword(nhi + 4 * g);
+        h0 = signed_dot(h0, P, N, u0, v0);
+        h1 = signed_dot(h1, P, N, u1, v1);
+        h2 = signed_dot(h2, P, N, u2, v2);
+        h3 = signed_dot(h3, P, N, u3, v3);
+        P = every_dword(plo + 4 * g);
+        N = every_dword(nlo + 4 * g);
+        l0 = signed_dot(l0, P, N, u0, v0);
+        l1 = signed_dot(l1, P, N, u1, v1);
+        l2 = signed_dot(l2, P, N, u2, v2);
+        l3 = signed_dot(l3, P, N, u3, v3);
       }
       h0 = _mm512_add_epi32(_mm512_slli_epi32(h0, 7), l0);
       h1 = _mm512_add_epi32(_mm512_slli_epi32(h1, 7), l1);
