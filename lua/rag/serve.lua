@@ -40,6 +40,7 @@ local INIT = {
   k = { "number", int = true, min = 1 },
   mode = { "string" },
   embedder = { "string|table|userdata|boolean" },
+  gc_pause = { "number", min = 100 },         -- collectgarbage("setpause") (nil: as it is)
 }
 
 -- The worker's state: options, the index in use and the LLM.
@@ -531,7 +532,9 @@ local LIMITED = { ["/search"] = true, ["/ask"] = true, ["/admin/reload"] = true 
 --   `timeout_ms` (60000, each /ask), `check_every` (0.5 s), `dict`
 --   ("rag_serve", a lua_shared_dict), `pipeline` ("hybrid"), `llm`, `model`,
 --   `k`, `mode`, `embedder` (else as `rag ask` reads them for `dir`:
---   RAG_* variables nginx passes with `env`, then dir's rag.json)
+--   RAG_* variables nginx passes with `env`, then dir's rag.json),
+--   `gc_pause` (the worker's collector pause, collectgarbage("setpause");
+--   nil leaves it as it is: the whole worker's Lua shares it)
 -- @raise on a bad option, a missing shared dict or bad settings
 function M.init(opts)
   local o = opts_check("rag.serve.init", opts, INIT, 2)
@@ -539,6 +542,9 @@ function M.init(opts)
     error("rag.serve.init: 'dir' is required", 2)
   end
   local dict = ngx.shared[o.dict]
+  if o.gc_pause then
+    collectgarbage("setpause", o.gc_pause)
+  end
   if not dict then
     error("rag.serve.init: no lua_shared_dict '" .. o.dict .. "' (add: lua_shared_dict "
       .. o.dict .. " 10m;)", 2)

@@ -116,6 +116,14 @@ if [ "$line" = "rag serve: $main_url/ (2 workers, index $tmp/kb)" ]; then
 else
   fail "serve_line $line"
 fi
+# The workers' collector pause (rag.serve.init's gc_pause) is in the
+# configuration rag serve wrote into its private prefix.
+conf=$(ls "$tmp"/rag-serve.*/nginx.conf 2>/dev/null | head -n 1)
+if [ -n "$conf" ] && grep -q 'gc_pause = 600' "$conf"; then
+  pass "serve_gc_pause $conf"
+else
+  fail "serve_gc_pause ${conf:-no nginx.conf under $tmp}"
+fi
 port_taken=${main_url##*:}
 out=$("$rag" serve "$tmp/kb" --port "$port_taken" 2>&1)
 st=$?
