@@ -640,29 +640,37 @@ VNNI8 static inline __m512i every_dword(const uint8_t *p) {
   return _mm512_set1_epi32((int)a);
 }
 
-/* acc plus the dot products, four bytes a dword, of the positive weights P
-** with the codes u and of the negative weights N with the codes negated, v. */
-VNNI8 static inline __m512i signed_dot(__m512i acc, __m512i P, __m512i N, __m512i u, __m512i v) {
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, P, u), N, v);
+/* (h - ch) * 128 + (l - cl), dword by dword (wrapping). */
+VNNI8 static inline __m512i high_low(__m512i h, __m512i l, __m512i ch, __m512i cl) {
+  return _mm512_add_epi32(_mm512_slli_epi32(_mm512_sub_epi32(h, ch), 7), _mm512_sub_epi32(l, cl));
 }
 
 /*
 ** rag_kernel_sketch8_fn: for each block, each half of 64 rows, each group
-** of four components: the four columns' codes interleaved into one code
-** per byte of a row's dword (unpacks within 128-bit lanes: dword j of lane
-** L of u_k is row 16 L + 4 k + j), then VPDPBUSD of the weights' high and
-** low 7 bits, the positive parts with the codes and the negative parts
-** with the codes negated (codes are never -128); at the end high * 128 +
-** low, and a transpose of 128-bit lanes puts rows 16 L .. 16 L + 15 in
-** order.
+** of four components: the four columns' codes, each plus 128 (a flipped
+** top bit: an unsigned byte), interleaved into one code per byte of a
+** row's dword (unpacks within 128-bit lanes: dword j of lane L of u_k is
+** row 16 L + 4 k + j), then VPDPBUSD of those with the weights' high and
+** low parts (signed bytes); at the end each sum less 128 times its weights'
+** sum (what the added 128 gave), then high * 128 + low, and a transpose of
+** 128-bit lanes puts rows 16 L .. 16 L + 15 in order. The sums stay below
+** 2^31 until that last step, whose exact result fits too (int32 wraps
+** alike in both).
 */
 VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, size_t ng,
                             const int8_t *codes, const float *scales, float qs, size_t n,
                             size_t d, float *out) {
-  size_t b, g, h, nb = (n + SKR - 1) / SKR;
-  const uint8_t *phi = w, *plo = w + ws, *nhi = w + 2 * ws, *nlo = w + 3 * ws;
+  size_t b, g, h, t, nb = (n + SKR - 1) / SKR;
+  const uint8_t *qh = w, *ql = w + ws;
+  int32_t sh = 0, sl = 0;
   __m512 vq = _mm512_set1_ps(qs);
-  __m512i zero = _mm512_setzero_si512();
+  __m512i zero = _mm512_setzero_si512(), flip = _mm512_set1_epi8((char)0x80), ch, cl;
+  for (t = 0; t < 4 * ng; t++) {
+    sh += (int8_t)qh[t];
+    sl += ql[t];
+  }
+  ch = _mm512_set1_epi32(128 * sh);
+  cl = _mm512_set1_epi32(128 * sl);
   for (b = 0; b < nb; b++, out += SKR) {
     const int8_t *blk = codes + b * d * SKR;
     size_t m = block_rows(n, b);
@@ -677,13 +685,19 @@ VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, si
         __m512i x1 = _mm512_loadu_si512((const void *)(base + (size_t)c[1] * SKR));
         __m512i x2 = _mm512_loadu_si512((const void *)(base + (size_t)c[2] * SKR));
         __m512i x3 = _mm512_loadu_si512((const void *)(base + (size_t)c[3] * SKR));
-        __m512i t0 = _mm512_unpacklo_epi8(x0, x1), t1 = _mm512_unpackhi_epi8(x0, x1);
-        __m512i t2 = _mm512_unpacklo_epi8(x2, x3), t3 = _mm512_unpackhi_epi8(x2, x3);
-        __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
-        __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
-        __m512i v0 = _mm512_sub_epi8(zero, u0), v1 = _mm512_sub_epi8(zero, u1);
-        __m512i v2 = _mm512_sub_epi8(zero, u2), v3 = _mm512_sub_epi8(zero, u3);
-        __m512i P, N;
+        __m512i t0, t1, t2, t3, u0, u1, u2, u3, H, Lo;
+        x0 = _mm512_xor_si512(x0, flip);
+        x1 = _mm512_xor_si512(x1, flip);
+        x2 = _mm512_xor_si512(x2, flip);
+        x3 = _mm512_xor_si512(x3, flip);
+        t0 = _mm512_unpacklo_epi8(x0, x1);
+        t1 = _mm512_unpackhi_epi8(x0, x1);
+        t2 = _mm512_unpacklo_epi8(x2, x3);
+        t3 = _mm512_unpackhi_epi8(x2, x3);
+        u0 = _mm512_unpacklo_epi16(t0, t2);
+        u1 = _mm512_unpackhi_epi16(t0, t2);
+        u2 = _mm512_unpacklo_epi16(t1, t3);
+        u3 = _mm512_unpackhi_epi16(t1, t3);
         if (h == 0 && g + SKETCH8_AHEAD < ng) { /* the columns are far apart: no streamer
                                                    follows them; both halves at once */
           size_t k;
@@ -692,23 +706,21 @@ VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, si
             _mm_prefetch((const char *)(blk + (size_t)c[k] * SKR + 64), _MM_HINT_T0);
           }
         }
-        P = every_dword(phi + 4 * g);
-        N = every_dword(nhi + 4 * g);
-        h0 = signed_dot(h0, P, N, u0, v0);
-        h1 = signed_dot(h1, P, N, u1, v1);
-        h2 = signed_dot(h2, P, N, u2, v2);
-        h3 = signed_dot(h3, P, N, u3, v3);
-        P = every_dword(plo + 4 * g);
-        N = every_dword(nlo + 4 * g);
-        l0 = signed_dot(l0, P, N, u0, v0);
-        l1 = signed_dot(l1, P, N, u1, v1);
-        l2 = signed_dot(l2, P, N, u2, v2);
-        l3 = signed_dot(l3, P, N, u3, v3);
+        H = every_dword(qh + 4 * g);
+        Lo = every_dword(ql + 4 * g);
+        h0 = _mm512_dpbusd_epi32(h0, u0, H);
+        h1 = _mm512_dpbusd_epi32(h1, u1, H);
+        h2 = _mm512_dpbusd_epi32(h2, u2, H);
+        h3 = _mm512_dpbusd_epi32(h3, u3, H);
+        l0 = _mm512_dpbusd_epi32(l0, u0, Lo);
+        l1 = _mm512_dpbusd_epi32(l1, u1, Lo);
+        l2 = _mm512_dpbusd_epi32(l2, u2, Lo);
+        l3 = _mm512_dpbusd_epi32(l3, u3, Lo);
       }
-      h0 = _mm512_add_epi32(_mm512_slli_epi32(h0, 7), l0);
-      h1 = _mm512_add_epi32(_mm512_slli_epi32(h1, 7), l1);
-      h2 = _mm512_add_epi32(_mm512_slli_epi32(h2, 7), l2);
-      h3 = _mm512_add_epi32(_mm512_slli_epi32(h3, 7), l3);
+      h0 = high_low(h0, l0, ch, cl);
+      h1 = high_low(h1, l1, ch, cl);
+      h2 = high_low(h2, l2, ch, cl);
+      h3 = high_low(h3, l3, ch, cl);
       x = _mm512_shuffle_i32x4(h0, h1, 0x44); /* lanes 0 1 of h0, then of h1 */
       y = _mm512_shuffle_i32x4(h2, h3, 0x44);
       r[0] = _mm512_shuffle_i32x4(x, y, 0x88);

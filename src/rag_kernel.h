@@ -72,12 +72,12 @@ typedef void (*rag_kernel_sketch_fn)(const float *w, const uint32_t *idx, size_t
 
 /*
 ** The sketch pass in 8-bit integers (AVX512-VNNI): the query's components
-** as integers q_t of scale qs, |q_t| < 2^14, in four rows of ws bytes at w:
-** the high 7 bits of the positive ones, their low 7 bits, then the same of
-** the negative ones; four components at a time (idx and w padded to
-** 4 * ngroups with zero weights). For row i < n, out[i] = S_i * (qs *
-** scales[i]) in float, S_i the sum of q_t times component idx[t] of row i,
-** exact in int32 for dim at most 1,024. Past n, out holds 0.
+** as integers q_t of scale qs, |q_t| < 2^14, in two rows of ws bytes at w:
+** q_t >> 7 (-128 to 127, as a signed byte), then q_t & 127; four
+** components at a time (idx and w padded to 4 * ngroups with zero
+** weights). For row i < n, out[i] = S_i * (qs * scales[i]) in float, S_i
+** the sum of q_t times component idx[t] of row i, exact in int32 for
+** 4 * ngroups at most 1,024 and codes in -127 to 127. Past n, out holds 0.
 */
 typedef void (*rag_kernel_sketch8_fn)(const uint8_t *w, size_t ws, const uint32_t *idx,
                                       size_t ngroups, const int8_t *codes, const float *scales,

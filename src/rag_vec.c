@@ -154,7 +154,7 @@ int rag_vec_new(const rag_vec_opts *o, rag_vec **out) {
   if (o->sketch) {
     v->nzi = (uint32_t *)rag_malloc((o->dim + 4) * sizeof *v->nzi);
     v->nzw = (float *)rag_malloc(o->dim * sizeof *v->nzw);
-    if (v->hk.sketch8) v->q8 = (uint8_t *)rag_malloc(4 * (o->dim + 4));
+    if (v->hk.sketch8) v->q8 = (uint8_t *)rag_malloc(2 * (o->dim + 4));
   }
   if (v->tmp == NULL || (v->hk.bf16_rows && v->qb == NULL) ||
       (o->sketch && (v->nzi == NULL || v->nzw == NULL || (v->hk.sketch8 && v->q8 == NULL))) ||
@@ -710,10 +710,9 @@ static size_t quantize(rag_vec *v, size_t nnz, bound *b) {
     float w = t < nnz ? v->nzw[t] : 0.0f, a = fabsf(w) * inv;
     int k = a >= 16383.0f ? 16383 : (int)(a + 0.5f), neg = w < 0;
     double r;
-    q8[t] = (uint8_t)(neg ? 0 : k >> 7);
-    q8[ws + t] = (uint8_t)(neg ? 0 : k & 127);
-    q8[2 * ws + t] = (uint8_t)(neg ? k >> 7 : 0);
-    q8[3 * ws + t] = (uint8_t)(neg ? k & 127 : 0);
+    int q = neg ? -k : k, lo = (q % 128 + 128) % 128; /* q = 128 hi + lo, lo in 0 .. 127 */
+    q8[t] = (uint8_t)(int8_t)((q - lo) / 128);
+    q8[ws + t] = (uint8_t)lo;
     if (t >= nnz) v->nzi[t] = 0; /* a zero weight on component 0 */
     r = (double)w - (double)qs * (neg ? -k : k); /* qs k is exact in double */
     dd += r * r;
