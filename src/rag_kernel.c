@@ -640,6 +640,11 @@ VNNI8 static inline __m512i every_dword(const uint8_t *p) {
   return _mm512_set1_epi32((int)a);
 }
 
+/* The 64 codes at p, each plus 128 (flip: every top bit set): unsigned bytes. */
+VNNI8 static inline __m512i unsigned_codes(const int8_t *p, __m512i flip) {
+  return _mm512_xor_si512(_mm512_loadu_si512((const void *)p), flip);
+}
+
 /* (h - ch) * 128 + (l - cl), dword by dword (wrapping). */
 VNNI8 static inline __m512i high_low(__m512i h, __m512i l, __m512i ch, __m512i cl) {
   return _mm512_add_epi32(_mm512_slli_epi32(_mm512_sub_epi32(h, ch), 7), _mm512_sub_epi32(l, cl));
@@ -681,15 +686,11 @@ VNNI8 static void x_sketch8(const uint8_t *w, size_t ws, const uint32_t *idx, si
       for (g = 0; g < ng; g++) {
         const uint32_t *c = idx + 4 * g;
         const int8_t *base = blk + 64 * h;
-        __m512i x0 = _mm512_loadu_si512((const void *)(base + (size_t)c[0] * SKR));
-        __m512i x1 = _mm512_loadu_si512((const void *)(base + (size_t)c[1] * SKR));
-        __m512i x2 = _mm512_loadu_si512((const void *)(base + (size_t)c[2] * SKR));
-        __m512i x3 = _mm512_loadu_si512((const void *)(base + (size_t)c[3] * SKR));
+        __m512i x0 = unsigned_codes(base + (size_t)c[0] * SKR, flip);
+        __m512i x1 = unsigned_codes(base + (size_t)c[1] * SKR, flip);
+        __m512i x2 = unsigned_codes(base + (size_t)c[2] * SKR, flip);
+        __m512i x3 = unsigned_codes(base + (size_t)c[3] * SKR, flip);
         __m512i t0, t1, t2, t3, u0, u1, u2, u3, H, Lo;
-        x0 = _mm512_xor_si512(x0, flip);
-        x1 = _mm512_xor_si512(x1, flip);
-        x2 = _mm512_xor_si512(x2, flip);
-        x3 = _mm512_xor_si512(x3, flip);
         t0 = _mm512_unpacklo_epi8(x0, x1);
         t1 = _mm512_unpackhi_epi8(x0, x1);
         t2 = _mm512_unpacklo_epi8(x2, x3);
