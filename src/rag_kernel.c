@@ -526,7 +526,8 @@ AVX static size_t a_keep(const float *a, const float *xn, size_t n, double p, do
   return k;
 }
 
-/* p_sketch, 64 rows a pass: eight accumulators of eight rows (AVX2). */
+/* p_sketch, 64 rows a pass: eight accumulators of eight rows (AVX2), each
+** named so that it stays in a register. */
 AVX static void a_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
                          const float *scales, size_t n, size_t d, float *out) {
   size_t b, t, h, k, j, nb = (n + SKR - 1) / SKR;
@@ -535,18 +536,23 @@ AVX static void a_sketch(const float *w, const uint32_t *idx, size_t nnz, const 
     for (h = 0; h < SKR; h += 64) {
       const int8_t *blk = codes + b * d * SKR + h;
       float *o = out + b * SKR + h;
-      __m256 a[8];
-      for (k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0;
+      __m256 a7 = a0, a[8];
       for (t = 0; t < nnz; t++) {
         const int8_t *c = blk + (size_t)idx[t] * SKR;
         __m256 wv = _mm256_set1_ps(w[t]);
         if (t + SKETCH_AHEAD < nnz)
           _mm_prefetch((const char *)(blk + (size_t)idx[t + SKETCH_AHEAD] * SKR), _MM_HINT_T0);
-        for (k = 0; k < 8; k++) {
-          __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(c + 8 * k));
-          a[k] = _mm256_fmadd_ps(wv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)), a[k]);
-        }
+        a0 = _mm256_fmadd_ps(wv, load_i8(c), a0);
+        a1 = _mm256_fmadd_ps(wv, load_i8(c + 8), a1);
+        a2 = _mm256_fmadd_ps(wv, load_i8(c + 16), a2);
+        a3 = _mm256_fmadd_ps(wv, load_i8(c + 24), a3);
+        a4 = _mm256_fmadd_ps(wv, load_i8(c + 32), a4);
+        a5 = _mm256_fmadd_ps(wv, load_i8(c + 40), a5);
+        a6 = _mm256_fmadd_ps(wv, load_i8(c + 48), a6);
+        a7 = _mm256_fmadd_ps(wv, load_i8(c + 56), a7);
       }
+      a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3, a[4] = a4, a[5] = a5, a[6] = a6, a[7] = a7;
       for (k = 0; k < 8; k++) {
         if (h + 8 * k + 8 <= m) {
           a[k] = _mm256_mul_ps(a[k], _mm256_loadu_ps(scales + b * SKR + h + 8 * k));
