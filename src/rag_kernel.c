@@ -604,15 +604,21 @@ AVX512 static size_t x_keep(const float *a, const float *xn, size_t n, double p,
 AVX512_ROWS(x_dot_b, w_dot_b)
 AVX512_ROWS(x_l2_b, w_l2_b)
 
-/* p_sketch, a block a pass: eight accumulators of sixteen rows (AVX-512F). */
+/* The 16 codes at x as floats. */
+AVX512 static inline __m512 load512_i8(const int8_t *x) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)x)));
+}
+
+/* p_sketch, a block a pass: eight accumulators of sixteen rows (AVX-512F),
+** each named so that it stays in a register. */
 AVX512 static void x_sketch(const float *w, const uint32_t *idx, size_t nnz, const int8_t *codes,
                             const float *scales, size_t n, size_t d, float *out) {
   size_t b, t, k, nb = (n + SKR - 1) / SKR;
   for (b = 0; b < nb; b++, out += SKR) {
     const int8_t *blk = codes + b * d * SKR;
     size_t m = block_rows(n, b);
-    __m512 a[8];
-    for (k = 0; k < 8; k++) a[k] = _mm512_setzero_ps();
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0;
+    __m512 a7 = a0, a[8];
     for (t = 0; t < nnz; t++) {
       const int8_t *c = blk + (size_t)idx[t] * SKR;
       __m512 wv = _mm512_set1_ps(w[t]);
@@ -621,11 +627,16 @@ AVX512 static void x_sketch(const float *w, const uint32_t *idx, size_t nnz, con
         _mm_prefetch(f, _MM_HINT_T0);
         _mm_prefetch(f + 64, _MM_HINT_T0);
       }
-      for (k = 0; k < 8; k++) {
-        __m128i c16 = _mm_loadu_si128((const __m128i *)(const void *)(c + 16 * k));
-        a[k] = _mm512_fmadd_ps(wv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c16)), a[k]);
-      }
+      a0 = _mm512_fmadd_ps(wv, load512_i8(c), a0);
+      a1 = _mm512_fmadd_ps(wv, load512_i8(c + 16), a1);
+      a2 = _mm512_fmadd_ps(wv, load512_i8(c + 32), a2);
+      a3 = _mm512_fmadd_ps(wv, load512_i8(c + 48), a3);
+      a4 = _mm512_fmadd_ps(wv, load512_i8(c + 64), a4);
+      a5 = _mm512_fmadd_ps(wv, load512_i8(c + 80), a5);
+      a6 = _mm512_fmadd_ps(wv, load512_i8(c + 96), a6);
+      a7 = _mm512_fmadd_ps(wv, load512_i8(c + 112), a7);
     }
+    a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3, a[4] = a4, a[5] = a5, a[6] = a6, a[7] = a7;
     for (k = 0; k < 8; k++) { /* times each row's scale; rows past n get 0 */
       __mmask16 live = 16 * k + 16 <= m ? (__mmask16)0xffff
                        : 16 * k >= m     ? (__mmask16)0
