@@ -67,17 +67,25 @@ end
 print("-- %d queries" % len(bodies))
 EOF
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
+# A free loopback port; waiting until URL answers (10 s at most).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+wait_up() {
+  for _ in $(seq 100); do
+    curl -sf -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+}
+
+port=$(free_port)
 url="http://127.0.0.1:$port"
 bin/rag serve "$out/kb" --port "$port" --workers 2 --rate 0 >"$out/serve.out" \
   2>"$out/serve.err" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
-for _ in $(seq 100); do
-  curl -sf -o /dev/null "$url/health" && break
-  sleep 0.1
-done
+wait_up "$url/health"
 head -n 1 "$out/serve.out"
 curl -s "$url/health"; echo
 nhits=$(curl -s -d '{"query":"Vitamin D deficiency and bone fractures","k":10,"mode":"hybrid"}' \
@@ -107,8 +115,7 @@ wrk -t2 -c64 -d"${secs}s" -s "$out/search_bm25.lua" "$url" | tee "$out/wrk64bm25
 # ratio of rag serve's figure to this one is what moves least with the
 # machine.
 bare=$(mktemp -d)
-bport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
+bport=$(free_port)
 bm25=$(ls "$out"/kb/bm25-*.rag | head -n 1)
 mods=/usr/lib/nginx/modules
 mkdir -p "$bare/logs"
@@ -142,10 +149,7 @@ nginx_bin=${RAG_NGINX:-$(command -v openresty || echo /usr/sbin/nginx)}
 "$nginx_bin" -p "$bare/" -c "$bare/nginx.conf" -g 'daemon off;' 2>"$bare/stderr" &
 bpid=$!
 trap 'kill $pid $bpid 2>/dev/null; wait $pid $bpid 2>/dev/null; rm -rf "$bare"' EXIT
-for _ in $(seq 100); do
-  curl -sf -o /dev/null "http://127.0.0.1:$bport/" && break
-  sleep 0.1
-done
+wait_up "http://127.0.0.1:$bport/"
 wrk -t2 -c64 -d2s "http://127.0.0.1:$bport/" >/dev/null 2>&1 # warm up
 echo
 echo "== for scale: a bare BM25 handler, 64 connections, ${secs} s, then 8 with --latency"
