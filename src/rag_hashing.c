@@ -219,6 +219,7 @@ static int fold_piece(rag_hashing *p, const unsigned char *u, size_t len, size_t
   utf8proc_option_t opts = p->o.lowercase ? FOLD_OPTS : NFKC_OPTS;
   utf8proc_ssize_t r;
   int rc;
+  if (len > (size_t)(PTRDIFF_MAX / 32)) return RAG_ENOMEM; /* utf8proc's sizes are signed */
   for (;;) {
     utf8proc_ssize_t room = p->ncps > at + 2 ? (utf8proc_ssize_t)(p->ncps - 2 - at) : 0;
     r = utf8proc_decompose(u, (utf8proc_ssize_t)len, p->cps ? p->cps + 1 + at : NULL, room, opts);
@@ -248,7 +249,6 @@ static int fold(rag_hashing *p, const char *s, size_t len, size_t *n, size_t *er
     *errpos = bad + 1;
     return RAG_EENCODING;
   }
-  if (len > (size_t)(PTRDIFF_MAX / 32)) return RAG_ENOMEM;
   if ((rc = reserve(p, len)) != RAG_OK) return rc;
   while (i < len) {
     if (u[i] < 0x80 && (i + 1 == len || u[i + 1] < 0x80)) {
