@@ -245,24 +245,37 @@ static void same_bits(const result *x, const result *y) {
          memcmp(&x->score[i], &y->score[i], sizeof(double)) == 0);
 }
 
-/* The same ids, scores within tolerance (near ties may change the order). */
+/* Whether every id of x is in y with a score within tolerance, or else ties
+** y's last hit within tolerance (a near tie at the k-th place may bring in
+** either id). */
+static int near_set(const world *w, const result *x, const result *y,
+                    const float *p) {
+  size_t i, j;
+  for (i = 0; i < x->n; i++) {
+    double mag, t = exact_score(p, w->m.p[x->id[i]], w->dim, w->metric, &mag);
+    for (j = 0; j < y->n && y->id[j] != x->id[i]; j++) continue;
+    if (j < y->n) {
+      /* both scored the same row, each within 1e-4 of the truth */
+      if (!(fabs(x->score[i] - y->score[j]) <=
+            2e-4 * mag + 2e-4 * fabs(x->score[i]) + 1e-42))
+        return 0;
+    } else {
+      double lmag,
+          l = exact_score(p, w->m.p[y->id[y->n - 1]], w->dim, w->metric, &lmag);
+      if (!(fabs(t - l) <= 2e-4 * (mag + lmag) + 1e-42)) return 0;
+    }
+  }
+  return 1;
+}
+
+/* The same ids but for near ties at the k-th place, scores within
+** tolerance (near ties may change the order). */
 static void same_set(const world *w, const result *x, const result *y,
                      const float *q) {
-  size_t i, j;
   float p[MAXDIM];
   prepare_like(q, w->dim, w->metric, p);
   must(x->n == y->n);
-  for (i = 0; i < x->n; i++) {
-    for (j = 0; j < y->n && y->id[j] != x->id[i]; j++) continue;
-    must(j < y->n);
-    {
-      double mag;
-      (void)exact_score(p, w->m.p[x->id[i]], w->dim, w->metric, &mag);
-      /* both scored the same row, each within 1e-4 of the truth */
-      must(fabs(x->score[i] - y->score[j]) <=
-           2e-4 * mag + 2e-4 * fabs(x->score[i]) + 1e-42);
-    }
-  }
+  must(near_set(w, x, y, p) && near_set(w, y, x, p));
 }
 
 /* A query from the input, or a live vector as it was added. */
