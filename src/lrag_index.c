@@ -1321,6 +1321,7 @@ typedef struct marks {
   size_t nterms, tcap;
   size_t (*spans)[2]; /* 1-based first and last byte, as rag.text.highlights */
   size_t nspans, scap;
+  uint64_t bloom; /* bit (hash & 63) of every term's hash: most other words miss it */
   rag_analyzer_want want; /* the terms, for rag_analyzer_run_some */
 } marks;
 
@@ -1334,6 +1335,7 @@ static void marks_fin(void *p) {
 
 static int has_term(const marks *m, const char *t, size_t n, uint32_t hash) {
   size_t i;
+  if (!(m->bloom >> (hash & 63) & 1)) return 0;
   for (i = 0; i < m->nterms; i++)
     if (m->terms[i].hash == hash && m->terms[i].len == n &&
         memcmp(m->bytes + m->terms[i].off, t, n) == 0)
@@ -1357,6 +1359,7 @@ static int query_term(void *ud, const char *t, size_t n, uint32_t hash, size_t s
   m->terms = q;
   memcpy(m->bytes + m->len, t, n);
   rag_analyzer_want_term(&m->want, t, n);
+  m->bloom |= (uint64_t)1 << (hash & 63);
   q[m->nterms].off = m->len;
   q[m->nterms].len = n;
   q[m->nterms++].hash = hash;
