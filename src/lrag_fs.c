@@ -1,7 +1,9 @@
 /*
 ** lrag_fs.c: rag.core.fs, the few file operations rag.index's saves need
 ** and Lua lacks: an atomic write, a directory's names, mkdir, and a file's
-** size and CRC-32. Failures of the world return nil, msg, code.
+** size and CRC-32; and exec, for `rag serve`, whose process must become
+** the shell that supervises nginx (os.execute's system() ignores SIGINT
+** while it waits). Failures of the world return nil, msg, code.
 */
 #include "lrag.h"
 
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "rag.h"
 #include "rag_file.h"
@@ -134,9 +137,27 @@ static int fs_sum(lua_State *L) {
   return 2;
 }
 
+/*
+** fs.exec(file, arg...) -> nil, msg, code: replaces this process by the
+** program `file` (looked up on PATH) with the arguments given (its argv[0]
+** is `file`), after flushing every C stream; returns only when exec fails.
+*/
+static int fs_exec(lua_State *L) {
+  int n = lua_gettop(L), i;
+  const char **argv;
+  lrag_checkpath(L, 1, "rag.fs.exec");
+  for (i = 2; i <= n; i++) luaL_checkstring(L, i);
+  argv = (const char **)lua_newuserdata(L, (size_t)(n + 1) * sizeof *argv);
+  for (i = 0; i < n; i++) argv[i] = lua_tostring(L, i + 1);
+  argv[n] = NULL;
+  fflush(NULL);
+  execvp(argv[0], (char *const *)argv);
+  return lrag_file_error(L, RAG_EIO, "rag.fs.exec", argv[0], NULL, errno);
+}
+
 static const luaL_Reg fs_funcs[] = {
     {"write", fs_write}, {"list", fs_list}, {"mkdir", fs_mkdir}, {"scan", fs_scan},
-    {"stat", fs_stat},   {"sum", fs_sum},   {NULL, NULL},
+    {"stat", fs_stat},   {"sum", fs_sum},   {"exec", fs_exec}, {NULL, NULL},
 };
 
 int lrag_open_fs(lua_State *L) {

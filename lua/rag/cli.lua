@@ -11,6 +11,7 @@ local M = {}
 
 local json = rag.json
 local format, concat, sort = string.format, table.concat, table.sort
+local unpack = table.unpack or unpack -- luacheck: ignore 143
 local now = rag.transport.now
 
 -- What stops a command: a table, so that main can tell it from a bug.
@@ -360,21 +361,28 @@ local function make_llm(name, model)
   stop(2, "unknown llm '" .. name .. "' (expected extractive, openai or ollama)")
 end
 
+-- "1 file", "2 files".
+local function plural(n, word)
+  return format("%d %s%s", n, word, n == 1 and "" or "s")
+end
+
 -- {====== The progress bar ======}
 
 -- A bar on standard error when it is a terminal, redrawn at most every
--- 50 ms; nothing otherwise.
+-- 50 ms (and once more when a stage reaches its total); nothing otherwise.
 local function progress_bar()
   if not isatty(2) then
     return { update = function() end, done = function() end }
   end
-  local last, shown = -1, false
+  local last, shown, at_total = -1, false, nil
   return {
     update = function(_, what, n, total, force, extra)
       local t = now()
-      if not force and n < total and t - last < 0.05 then
+      local reached = n >= total and at_total ~= what
+      if not force and not reached and t - last < 0.05 then
         return
       end
+      at_total = n >= total and what or nil
       last = t
       local width = 30
       local fill = total > 0 and math.floor(width * math.min(n, total) / total) or 0
@@ -447,7 +455,7 @@ end
 -- The documents of paths, one at a time, with the loader's reports;
 -- `bar` shows files loaded.
 local function documents(paths, cfg, bar)
-  local reports, i, iter, report = {}, 0, nil, nil
+  local reports, i, iter, report, ndocs = {}, 0, nil, nil, 0
   local beir = false
   local function next_source()
     i = i + 1
@@ -470,8 +478,12 @@ local function documents(paths, cfg, bar)
         return nil
       end
       local doc = iter()
+      if doc then
+        ndocs = ndocs + 1
+      end
       if report.total then
-        bar:update("loading", report.files or 0, report.total)
+        bar:update("loading", report.files or 0, report.total, false,
+          format(" %s, %s", report.total == 1 and "file" or "files", plural(ndocs, "document")))
       end
       if doc then
         -- rows of a CSV or JSON lines file carry their own ids: keep them
@@ -806,9 +818,10 @@ local function cmd_index(o, args)
     say("rag index: '", f.path, "': ", why)
   end
   local st = must(idx:stats())
-  print(format("%s: %d documents, %d chunks; %d added, %d updated, %d unchanged, %d removed,"
-    .. " %d failed (%d files, %.2f s)", url and mask_url(into) or into, st.documents, st.leaves,
-    counts.added, counts.updated, counts.unchanged, counts.removed, #failed, files, now() - t0))
+  print(format("%s: %s, %s; %d added, %d updated, %d unchanged, %d removed, %d failed (%s,"
+    .. " %.2f s)", url and mask_url(into) or into, plural(st.documents, "document"),
+    plural(st.leaves, "chunk"), counts.added, counts.updated, counts.unchanged, counts.removed,
+    #failed, plural(files, "file"), now() - t0))
   idx:close()
 end
 
@@ -1186,11 +1199,14 @@ http {
 }
 ]]
 
--- Runs nginx in the foreground from a shell that stops it on Ctrl-C, on
--- SIGTERM, or when the rag process is gone (Lua cannot catch signals),
--- prints the line once nginx listens, and removes the prefix.
+-- The shell `rag serve` becomes (rag.core.fs.exec: os.execute's system()
+-- would ignore a SIGINT sent to this process): runs nginx in the
+-- foreground, stops it on SIGINT (Ctrl-C), SIGTERM or SIGHUP, prints the
+-- line once nginx listens, and removes the prefix. A watcher stops nginx
+-- should the shell itself be killed. When nginx fails to start, prints why
+-- as `rag serve: nginx: ...` and exits with 1.
 local RUN_NGINX = [=[
-nginx=$1 prefix=$2 line=$3 parent=$PPID
+nginx=$1 prefix=$2 line=$3 shell=$$
 "$nginx" -p "$prefix/" -c "$prefix/nginx.conf" -e stderr 2>"$prefix/start.err" &
 ng=$!
 trap 'kill -QUIT $ng 2>/dev/null' INT TERM HUP
@@ -1198,8 +1214,14 @@ while kill -0 $ng 2>/dev/null && [ ! -s "$prefix/nginx.pid" ]; do sleep 0.05; do
 if [ -s "$prefix/nginx.pid" ]; then
   echo "$line"
   cat "$prefix/start.err" >&2
-  (while kill -0 "$parent" 2>/dev/null && kill -0 $ng 2>/dev/null; do sleep 0.3; done
-   kill -QUIT $ng 2>/dev/null) &
+  (trap '' INT HUP
+   while kill -0 $shell 2>/dev/null && kill -0 $ng 2>/dev/null; do sleep 0.3; done
+   if ! kill -0 $shell 2>/dev/null; then
+     kill -QUIT $ng 2>/dev/null
+     # nginx removes its pid file as it exits (no one may reap it now)
+     while [ -e "$prefix/nginx.pid" ] && kill -0 $ng 2>/dev/null; do sleep 0.1; done
+     rm -rf "$prefix"
+   fi) &
   watcher=$!
   while kill -0 $ng 2>/dev/null; do wait $ng; done
   kill $watcher 2>/dev/null
@@ -1209,7 +1231,8 @@ fi
 wait $ng
 why=$(sed -n 's/^.*\[emerg\] [0-9#]*: //p' "$prefix/start.err" | head -n 1)
 [ -n "$why" ] || why=$(tail -n 1 "$prefix/start.err")
-echo "${why:-exited at start}" >"$prefix/why"
+echo "rag serve: nginx: ${why:-exited at start}" >&2
+rm -rf "$prefix"
 exit 1
 ]=]
 
@@ -1321,26 +1344,22 @@ local function cmd_serve(o, args)
   end
   local line = format("rag serve: http://%s/ (%d worker%s, index %s)", listen, o.nworkers,
     o.nworkers == 1 and "" or "s", url and mask_url(dir) or dir)
-  local unset, set = {}, {}
+  local argv = { "env" }
   for _, v in ipairs({ { "RAG_SERVE_TOKEN", o.token }, { "RAG_SERVE_DSN", url and dir } }) do
     if v[2] then
-      set[#set + 1] = v[1] .. "=" .. shq(v[2])
+      argv[#argv + 1] = v[1] .. "=" .. v[2]
     else
-      unset[#unset + 1] = "-u " .. v[1]
+      table.insert(argv, 2, v[1])
+      table.insert(argv, 2, "-u")
     end
   end
-  local env = concat({ "env", concat(unset, " "), concat(set, " ") }, " ")
-  io.stdout:flush()
-  -- exec: the shell's parent is this process, which it watches
-  local status = os.execute("exec " .. env .. " sh -c " .. shq(RUN_NGINX) .. " rag-serve "
-    .. shq(nginx) .. " " .. shq(prefix) .. " " .. shq(line))
-  local why = exists(prefix .. "/why") and read_input(prefix .. "/why"):gsub("%s+$", "")
-  os.execute("rm -rf " .. shq(prefix))
-  if why then
-    stop(1, "nginx: " .. why)
-  elseif status ~= true and status ~= 0 then
-    stop(1, "nginx stopped with an error (see above)")
+  for _, a in ipairs({ "sh", "-c", RUN_NGINX, "rag-serve", nginx, prefix, line }) do
+    argv[#argv + 1] = a
   end
+  io.stdout:flush()
+  local _, why = rag.core.fs.exec(unpack(argv)) -- returns only when exec fails
+  os.execute("rm -rf " .. shq(prefix))
+  stop(1, "cannot run nginx's supervising shell: " .. tostring(why))
 end
 
 -- {====== Evaluation ======}
@@ -2003,14 +2022,14 @@ rag serve DIR [options]
   Server-Sent Events with Accept: text/event-stream), GET /health, GET
   /metrics (Prometheus) and POST /admin/reload. nginx runs in the
   foreground from a private temporary folder (its configuration, removed
-  when it stops); Ctrl-C or SIGTERM stops it. It prints one line when it
-  listens; nginx's errors go to standard error. Each worker maps the
-  index's files (one copy in memory) and switches to a new generation
-  within 0.5 s of `rag index` writing it, between requests. The LLM for
-  /ask comes from the same settings as for ask. DIR may be a postgres://
-  URL (as rag index --into): each worker opens it at its first request and
-  /admin/reload reopens it. docs/serving.md has the endpoints and how to
-  mount the handlers in your own nginx.
+  when it stops); Ctrl-C, SIGINT, SIGTERM or SIGHUP stops it. It prints
+  one line when it listens; nginx's errors go to standard error. Each
+  worker maps the index's files (one copy in memory) and switches to a
+  new generation within 0.5 s of `rag index` writing it, between
+  requests. The LLM for /ask comes from the same settings as for ask.
+  DIR may be a postgres:// URL (as rag index --into): each worker opens
+  it at its first request and /admin/reload reopens it. docs/serving.md
+  has the endpoints and how to mount the handlers in your own nginx.
 
   --port P            the TCP port, default 8080
   --host H            the address to listen on, default 127.0.0.1
@@ -2094,7 +2113,7 @@ function show_help(name)
   io.stdout:write("RAG(1)\n\nNAME\n  rag - index documents, search them and answer questions from"
     .. " them\n\nSYNOPSIS\n  rag <command> [args]\n\n")
   for _, n in ipairs({ "index", "search", "ask", "eval", "serve", "info", "chunk" }) do
-    io.stdout:write((MANUAL[n]:gsub("^", "  "):gsub("\n(.)", "\n  %1")), "\n")
+    io.stdout:write((MANUAL[n]:gsub("[^\n]+", "  %0")), "\n") -- blank lines stay empty
   end
   io.stdout:write("  rag tokens, sentences, hash, json, version: see 'rag --help'.\n\n",
     MANUAL_TAIL)

@@ -37,6 +37,20 @@ describe("bin/rag", function()
     assert.equal(0, status)
   end)
 
+  it("prints the manual with each command's part indented as a whole", function()
+    local out, _, status = rag_cmd("help")
+    assert.equal(0, status)
+    local manual = out:match("RAG%(1%)\n(.*)$")
+    assert.truthy(manual)
+    assert.falsy(manual:find("\n[ \t]+\n"), "a line of only spaces")
+    for _, name in ipairs({ "index", "search", "ask", "eval", "serve", "info", "chunk" }) do
+      local own = rag_cmd("help " .. name) -- the part alone: text at 2 spaces
+      assert.truthy(own:find("\n\n  %u"), name)
+      local want = own:gsub("[^\n]+", "  %0") -- in the manual: every line 2 more
+      assert.truthy(manual:find(want, 1, true), name)
+    end
+  end)
+
   it("prints the version", function()
     local out, _, status = rag_cmd("version")
     assert.equal("rag " .. rag._VERSION .. " (" .. _VERSION .. ")\n", out)

@@ -244,6 +244,17 @@ describe("rag index, search, ask", function()
     out, err = rag_cmd("index " .. docs .. " --into " .. root .. "/kb2")
     assert.falsy(err:find("\r", 1, true))
     assert.equal(1, select(2, out:gsub("\n", "")))
+    -- one file of 400 records: the bar counts them and is not redrawn for each
+    local lines = {}
+    for i = 1, 400 do
+      lines[i] = rag.json.encode({ id = "r" .. i, text = "record " .. i .. " about tides" })
+    end
+    os.execute("mkdir -p '" .. root .. "/one'")
+    helpers.write(root .. "/one/records.jsonl", table.concat(lines, "\n") .. "\n")
+    _, err = rag_cmd("index " .. root .. "/one --into " .. root .. "/kb3", "RAG_TTY=1")
+    assert.truthy(err:find("\rloading%s+%[#+%] 1/1 file, %d+ documents?"), err)
+    local draws = select(2, err:gsub("\rloading", ""))
+    assert.truthy(draws >= 1 and draws < 40, draws)
   end)
 
   it("indexes a BEIR folder as its corpus, with the BEIR ids as document ids", function()

@@ -408,6 +408,14 @@ ok = (st == 200 and h["content-type"] == "text/plain; version=0.0.4"
 report(ok, "metrics", "/health +%d, other 404 +%d, %d requests in the histogram, generation %d"
        % (after[key] - before.get(key, 0), after[other] - before.get(other, 0), count,
           after["rag_index_generation"]))
+# times to the tenth of a millisecond (nginx's own clock counts whole ones):
+# ten searches' took_ms are not all whole, nor is the histogram's sum
+took = [json.loads(post("/search", {"query": "spring tides %d" % i})[2])["took_ms"]
+        for i in range(10)]
+total = after["rag_request_duration_seconds_sum"] * 1000
+report(all(0 < t < 10000 for t in took) and any(t != int(t) for t in took)
+       and abs(total - round(total)) > 1e-6, "times_below_a_millisecond",
+       "took_ms %r; duration sum %.6f ms" % (took[:4], total))
 buckets = [v for k, v in after.items() if k.startswith("rag_request_duration_seconds_bucket")]
 report(buckets == sorted(buckets) and len(buckets) == 14, "metrics_histogram_cumulative",
        "%d buckets" % len(buckets))

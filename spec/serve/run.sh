@@ -283,11 +283,12 @@ else
   fail "admin_reload $rel / $hit"
 fi
 
-# SIGTERM stops nginx and removes the private prefix; the log has no
-# crashed worker, no alert and no Lua error.
-for p in $main_pid $limited_pid; do
-  kill -TERM "$p"
-done
+# SIGINT sent to the process alone (as a supervisor sends it; Ctrl-C in a
+# terminal goes to the whole group) stops one server, SIGTERM the other:
+# nginx gone and the private prefix removed; the log has no crashed
+# worker, no alert and no Lua error.
+kill -INT "$main_pid"
+kill -TERM "$limited_pid"
 stopped=0
 for _ in $(seq 100); do
   if ! curl -s -o /dev/null "$main_url/health" && ! curl -s -o /dev/null "$limited_url/health" &&
@@ -298,9 +299,9 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 if [ "$stopped" = 1 ]; then
-  pass "sigterm_stops nginx gone, prefix removed"
+  pass "signals_stop INT and TERM to the rag process: nginx gone, prefix removed"
 else
-  fail "sigterm_stops: $(ls -d "$tmp"/rag-serve.* 2>/dev/null) $(pgrep -a nginx | head -3)"
+  fail "signals_stop: $(ls -d "$tmp"/rag-serve.* 2>/dev/null) $(pgrep -a nginx | head -3)"
 fi
 crash='\[(alert|crit|emerg)\]|exited on signal|runtime error|entry thread aborted'
 bad=$(grep -hE "$crash|\[error\].*rag\.serve: " "$tmp"/*.err | head -5)
