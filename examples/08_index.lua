@@ -33,8 +33,9 @@ print("default mode with the hashing embedder: " .. idx:default_mode())
 local function show(title, hits)
   print(title)
   for i, h in ipairs(hits) do
+    -- a rank is nil when the hit is not in that list (shown as "-")
     print(string.format("  %d. %-8s %.4f  %s (%s)  ranks bm25=%s vector=%s", i, h.id, h.score,
-      h.title, h.source, tostring(h.ranks.bm25), tostring(h.ranks.vector)))
+      h.title, h.source, h.ranks.bm25 or "-", h.ranks.vector or "-"))
   end
 end
 

@@ -22,6 +22,16 @@ describe("rag.load.dir", function()
     assert.equal(1, report.skipped) -- sub/blob.bin
   end)
 
+  it("loads a BEIR folder inside the walked one as its corpus, not its queries", function()
+    local iter = assert(load.dir("spec/fixtures/load", { include = { "beir/*", "notes.md" } }))
+    local got = {}
+    for d in iter do
+      got[#got + 1] = d.id .. " " .. d.source
+    end
+    assert.same({ "b1 spec/fixtures/load/beir/corpus.jsonl",
+      "2 spec/fixtures/load/beir/corpus.jsonl", "notes.md spec/fixtures/load/notes.md" }, got)
+  end)
+
   it("reports the failures by path, with the reason, and goes on", function()
     local _, report = run(T)
     assert.equal(2, #report.failed)

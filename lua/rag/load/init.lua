@@ -237,9 +237,15 @@ local function walk(dir, o, report)
           if ancestors[id] then
             report.skipped = report.skipped + 1 -- a symbolic link loop
           elseif not (o.exclude and (glob.any(o.exclude, r) or glob.any(o.exclude, r .. "/"))) then
-            ancestors[id] = true
-            visit(full, r, ancestors)
-            ancestors[id] = nil
+            if beir.is_beir(full) then -- its corpus alone, as at the top (not its queries)
+              if not (o.include and not glob.any(o.include, r .. "/corpus.jsonl")) then
+                files[#files + 1] = { path = full, rel = r, beir = true }
+              end
+            else
+              ancestors[id] = true
+              visit(full, r, ancestors)
+              ancestors[id] = nil
+            end
           end
         elseif kind == "file" then
           if not (o.include and not glob.any(o.include, r))
@@ -258,7 +264,8 @@ end
 -- the iterator runs. Hidden files and folders (a name starting with "."),
 -- symbolic link loops and binary files are skipped; files that fail to
 -- load are reported and skipped. A BEIR folder (corpus.jsonl beside
--- qrels/) is loaded as its corpus; a file as itself.
+-- qrels/), `path` itself or one inside it, is loaded as its corpus (its
+-- queries and judgements are not documents); a file as itself.
 -- @tparam string path the folder
 -- @tparam[opt] table o `include`, `exclude` (lists of globs over the
 --   relative path), `hidden` (default false), `progress` (called as
