@@ -1521,6 +1521,22 @@ local function cmd_eval(o, args)
   local cache = {}
   if o.beir then
     local data = must(rag.eval.beir(o.beir, { corpus = false }))
+    -- judged documents the index lacks count as misses: a wrong folder or
+    -- an index of part of the corpus would otherwise pass unnoticed
+    local judged, missing, seen = 0, 0, {}
+    for qid, grades in pairs(data.qrels) do
+      for id, grade in pairs(data.queries[qid] and grades or {}) do
+        if grade > 0 and not seen[id] then
+          seen[id] = true
+          judged = judged + 1
+          missing = missing + (idx:hash(id) == nil and 1 or 0)
+        end
+      end
+    end
+    if missing > 0 then
+      say(format("rag eval: %d of %d judged documents are not in the index (they count as"
+        .. " misses)", missing, judged))
+    end
     results.meta.data = o.beir
     results.metrics = IR_MEASURES
     local modes = { cfg.mode or nil }

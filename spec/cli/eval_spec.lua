@@ -68,6 +68,7 @@ describe("rag eval", function()
     local out, err, status = rag_cmd("eval " .. kb .. " --beir " .. root .. "/beir --json "
       .. root .. "/ev.json")
     assert.equal(0, status, err)
+    assert.falsy(err:find("not in the index", 1, true), err)
     assert.falsy(out:find("mode=bm25%s+1%.0000"), out) -- not a trivial test
     assert.truthy(out:find("^setting%s+ndcg@10%s+recall@100%s+mrr%s+map%s+p@10\n"), out)
     local res = rag.json.decode(helpers.read(root .. "/ev.json"))
@@ -89,6 +90,18 @@ describe("rag eval", function()
     assert.equal("mode=bm25", res.comparisons[1].a)
     assert.equal("mode=vector", res.comparisons[1].b)
     assert.is_number(res.comparisons[1].result.metrics["ndcg@10"].p)
+  end)
+
+  it("says how many judged documents the index lacks", function()
+    -- the corpus indexed as a plain file: its ids are path#id, none a BEIR id
+    local kb2 = root .. "/kb-file"
+    local _, err, status = rag_cmd("index " .. root .. "/beir/corpus.jsonl --into " .. kb2)
+    assert.equal(0, status, err)
+    _, err, status = rag_cmd("eval " .. kb2 .. " --beir " .. root .. "/beir --mode bm25")
+    assert.equal(0, status, err)
+    -- 20 queries, each judging its document and the one before: all 40
+    assert.equal("rag eval: 40 of 40 judged documents are not in the index (they count as"
+      .. " misses)\n", err)
   end)
 
   it("sweeps chunk sizes, rebuilding the index from its documents, into one HTML page", function()

@@ -15,8 +15,8 @@ describe("rag.core.fs.exec", function()
 
   it("replaces the process: the program's output, never the code after it", function()
     local out, err, status = run([[io.write("before ") ]]
-      .. [[require("rag").core.fs.exec("sh", "-c", "printf \"%s|%s\" \"$0\" \"$1\"; exit 3", "zero", "a b") ]]
-      .. [[print("after")]])
+      .. [[require("rag").core.fs.exec("sh", "-c", "printf \"%s|%s\" \"$0\" \"$1\"; exit 3", ]]
+      .. [["zero", "a b") print("after")]])
     assert.equal("before zero|a b", out) -- Lua's buffered output flushed first
     assert.equal("", err)
     assert.equal(3, status)
