@@ -1067,8 +1067,8 @@ local function answer(idx, llm, question, cfg, o)
       h.title and h.title ~= "" and ("  " .. h.title) or ""))
   end
   local u = r.usage or {}
-  say(format("rag ask: %.3f s, %s, %d LLM call%s", now() - t0, cfg.pipeline, u.llm_calls or 0,
-    (u.llm_calls or 0) == 1 and "" or "s"))
+  say(format("rag ask: %.3f s, %s, %s", now() - t0, cfg.pipeline,
+    plural(u.llm_calls or 0, "LLM call")))
 end
 
 local function cmd_ask(o, args)
@@ -1342,8 +1342,8 @@ local function cmd_serve(o, args)
     os.execute("rm -rf " .. shq(prefix))
     error(conf, 0)
   end
-  local line = format("rag serve: http://%s/ (%d worker%s, index %s)", listen, o.nworkers,
-    o.nworkers == 1 and "" or "s", url and mask_url(dir) or dir)
+  local line = format("rag serve: http://%s/ (%s, index %s)", listen,
+    plural(o.nworkers, "worker"), url and mask_url(dir) or dir)
   local argv = { "env" }
   for _, v in ipairs({ { "RAG_SERVE_TOKEN", o.token }, { "RAG_SERVE_DSN", url and dir } }) do
     if v[2] then
