@@ -543,6 +543,12 @@ AVX static void a_sketch(const float *w, const uint32_t *idx, size_t nnz, const 
         __m256 wv = _mm256_set1_ps(w[t]);
         if (t + SKETCH_AHEAD < nnz)
           _mm_prefetch((const char *)(blk + (size_t)idx[t + SKETCH_AHEAD] * SKR), _MM_HINT_T0);
+        if (h == 0 && b + 1 < nb) { /* the next block's column, both halves: far enough
+                                       ahead for a read from memory */
+          const char *f = (const char *)(c + d * SKR);
+          _mm_prefetch(f, _MM_HINT_T0);
+          _mm_prefetch(f + 64, _MM_HINT_T0);
+        }
         a0 = _mm256_fmadd_ps(wv, load_i8(c), a0);
         a1 = _mm256_fmadd_ps(wv, load_i8(c + 8), a1);
         a2 = _mm256_fmadd_ps(wv, load_i8(c + 16), a2);

@@ -886,11 +886,12 @@ static int search_split(rag_vec *v, const float *q, size_t kk) {
   }
   for (lo = 0; lo < n; lo += span) {
     size_t m = n - lo < span ? n - lo : span, nk = 0, reach = 0, at;
+    size_t step = sketched ? m : BLOCK; /* the sketch in one call: it reads a block ahead */
     double g;
-    for (at = 0; at < m; at += BLOCK) {
-      size_t r = m - at < BLOCK ? m - at : BLOCK;
+    for (at = 0; at < m; at += step) {
+      size_t r = m - at < step ? m - at : step;
       float *out = v->buf + at;
-      if (sketched) { /* whole blocks of SKR rows (BLOCK is a multiple), each times its scale */
+      if (sketched) { /* whole blocks of SKR rows, each times its scale */
         if (ng > 0)
           v->hk.sketch8(v->q8, v->o.dim + 4, v->nzi, ng, code_at(v, lo + at),
                         v->sks + lo + at, v->q8qs, r, v->o.dim, out);
