@@ -467,7 +467,7 @@ local function machine()
   local l3 = sh("lscpu | grep 'L3 cache' | cut -d: -f2"):gsub("^%s+", "")
   print(string.format("machine: %s, %s cores, L3 %s; %s", cpu, sh("nproc"),
     l3 ~= "" and l3 or "?", _VERSION))
-  local line = sh("cc -O2 -mavx2 -o /tmp/rag-membw bench/membw.c 2>&1 && /tmp/rag-membw 2>&1")
+  local line = util.membw()
   local bw = tonumber(line:match("^([%d.]+) GB/s"))
   print("memory read bandwidth (bench/membw.c): " .. (bw and line or "unavailable: " .. line))
   return bw

@@ -96,6 +96,11 @@ end
 
 print(string.format("rag.index on %s: %d documents, %d test queries; %s; %s", dir, #docs,
   #qids, util.cpu(), _VERSION))
+-- How much cache this process gets, before and after: on a shared machine
+-- it moves, and the query figures move with it (docs/performance.md).
+if not BM25_ONLY then
+  print("at the start, " .. util.membw("--latency"))
+end
 
 -- An embedder that returns precomputed hashing vectors, so that an ingest
 -- figure can leave the embedding out, as the peers' do (they are given the
@@ -256,6 +261,8 @@ do
   print(string.format("RSS of a fresh process after ingesting with the defaults: %s MB (the"
     .. " documents as Lua tables included, as the peers include theirs)", rss))
 end
+
+print("at the end, " .. util.membw("--latency"))
 
 if os.getenv("BENCH_JSON") then
   print(rag.json.encode(results))

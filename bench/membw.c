@@ -1,19 +1,27 @@
 /* bench/membw.c [MIB]: single-thread memory read bandwidth, the ceiling for
  * an exact vector scan. Sums a float array of MIB MiB (default 1024, well
  * beyond the caches) with AVX2 loads, 5 timed passes after one untimed one,
- * and prints the median in GB/s (1e9 bytes per second). Not part of the
- * library: bench/ann.lua builds it with
+ * and prints the median in GB/s (1e9 bytes per second).
+ *
+ * bench/membw.c --latency: the time of one random read (a chain of
+ * dependent loads, each from a cache line picked at random) in buffers of
+ * 1 to 32 MiB: how much cache this process gets now. On a shared machine
+ * (a cloud VM) it can be far less than lscpu's L3, and it moves while a
+ * neighbour works; an index whose per-query reads outgrow it waits on
+ * memory. Not part of the library: bench/util.lua builds it with
  *   cc -O2 -mavx2 -o /tmp/rag-membw bench/membw.c
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
 
 #define PASSES 5
+#define CHASE 1000000 /* dependent reads timed at each size */
 
 static double now(void)
 {
@@ -63,11 +71,71 @@ static int cmp_double(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
+/* Nanoseconds per read of a chain through every 64-byte line of a buffer
+ * of mib MiB in a random order (one cycle: Sattolo's shuffle, driven by a
+ * fixed 64-bit LCG so that every run walks the same order). */
+static double chase_ns(long mib)
+{
+	size_t lines = ((size_t)mib << 20) / 64, i;
+	char *buf = aligned_alloc(64, (size_t)mib << 20);
+	size_t *order = malloc(lines * sizeof *order);
+	unsigned long long x = 88172645463325252ULL;
+	if (!buf || !order) {
+		free(buf);
+		free(order);
+		return -1;
+	}
+	for (i = 0; i < lines; i++)
+		order[i] = i;
+	for (i = lines - 1; i > 0; i--) {
+		size_t j, t;
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		j = (size_t)((x >> 33) % i); /* j < i: one cycle through all */
+		t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (i = 0; i < lines; i++) /* line order[i] points at line order[i + 1] */
+		*(char **)(void *)(buf + order[i] * 64) = buf + order[(i + 1) % lines] * 64;
+	free(order);
+	char *p = buf;
+	for (i = 0; i < lines; i++) /* one untimed lap */
+		p = *(char **)(void *)p;
+	double t0 = now();
+	for (i = 0; i < CHASE; i++) {
+		p = *(char **)(void *)p;
+		__asm__ __volatile__("" : "+r"(p)); /* kept between the clock's reads */
+	}
+	double ns = (now() - t0) / CHASE * 1e9;
+	volatile char *sink = p;
+	(void)sink;
+	free(buf);
+	return ns;
+}
+
+static int latency(void)
+{
+	static const long sizes[] = {1, 2, 4, 8, 32};
+	printf("random reads:");
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		double ns = chase_ns(sizes[i]);
+		if (ns < 0) {
+			fprintf(stderr, "membw: cannot allocate %ld MiB\n", sizes[i]);
+			return 1;
+		}
+		printf("%s %ld MiB %.0f ns", i ? "," : "", sizes[i], ns);
+	}
+	printf(" (one dependent read at a random line of a buffer of that size)\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--latency") == 0)
+		return latency();
 	long mib = argc > 1 ? atol(argv[1]) : 1024;
 	if (mib <= 0) {
-		fprintf(stderr, "usage: %s [MIB]\n", argv[0]);
+		fprintf(stderr, "usage: %s [MIB | --latency]\n", argv[0]);
 		return 2;
 	}
 	size_t bytes = (size_t)mib << 20;

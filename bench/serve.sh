@@ -92,6 +92,10 @@ nhits=$(curl -s -d '{"query":"Vitamin D deficiency and bone fractures","k":10,"m
   "$url/search" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["hits"]))')
 echo "one query: $nhits hits; $(tail -n 1 "$out/search.lua" | sed 's/^-- //') in the wrk script"
 
+# How much cache this process gets, before and after (docs/performance.md).
+probe() { lua5.4 -e 'print(require("bench.util").membw("--latency"))'; }
+echo "at the start, $(probe)"
+
 wrk -t2 -c64 -d2s -s "$out/search.lua" "$url" >/dev/null 2>&1 # warm up
 echo
 echo "== 64 connections, ${secs} s"
@@ -170,5 +174,6 @@ bare_rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$out/bare64.out")
 bare_p99=$(awk '$1 == "99%" { print $2 }' "$out/bare8.out")
 awk -v r="$rps" -v b="$bare_rps" -v p="$bare_p99" 'BEGIN { printf "for scale: the bare BM25 handler: %.0f requests/s (issue 25: 31,000 where it was written), p99 %s (3.9ms);" \
   " rag serve hybrid is %.1f%% of it (5,000 of 31,000 is 16.1%%)\n", b, p, 100 * r / b }'
+echo "at the end, $(probe)"
 errs=$(grep -cE '\[(alert|crit|emerg)\]|exited on signal|rag\.serve: ' "$out/serve.err")
 echo "rag serve's error log: $errs alert/crash/handler lines"

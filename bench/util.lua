@@ -69,6 +69,19 @@ function M.data_dir(dir, file, target)
   return dir
 end
 
+--- The first line bench/membw.c prints with `args` (built on first use
+-- into /tmp/rag-membw), or "unavailable: " and why.
+function M.membw(args)
+  if not M.membw_built then
+    local out = M.sh("cc -O2 -mavx2 -o /tmp/rag-membw bench/membw.c 2>&1")
+    if out ~= "" then
+      return "unavailable: " .. out
+    end
+    M.membw_built = true
+  end
+  return M.sh("/tmp/rag-membw " .. (args or "") .. " 2>&1")
+end
+
 --- The CPU's model name, from /proc/cpuinfo.
 function M.cpu()
   return (M.sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub("^%s+", ""))
