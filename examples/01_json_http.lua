@@ -1,7 +1,10 @@
 -- 01_json_http.lua: what the foundation offers, offline.
---   lua5.4 examples/01_json_http.lua [BASE_URL]
--- With BASE_URL (e.g. the loopback server `make demo` starts), it also posts
--- a JSON document and reads the reply; without it, it shows JSON and hashing.
+--   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/?.so;;' \
+--     lua5.4 examples/01_json_http.lua [BASE_URL]
+-- Without BASE_URL it shows JSON and hashing. With the URL of a server that
+-- answers /echo and /slow, such as the specs' loopback server (started by
+-- `python3 spec/fixtures/httpd.py`, which prints its port first), it also
+-- posts a JSON document, reads the reply and shows a timeout.
 local rag = require("rag")
 
 print(("rag %s on %s"):format(rag._VERSION, _VERSION))

@@ -1,5 +1,6 @@
 -- 02_text_tokens.lua: cleaning, analysing and counting text, offline.
---   lua5.4 examples/02_text_tokens.lua
+--   LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='build/?.so;;' \
+--     lua5.4 examples/02_text_tokens.lua
 local rag = require("rag")
 
 local raw = "  Ｒｅｔｒｉｅｖａｌ-augmented generation (RAG) cuts hallucinations.\r\n\r\n\r\n"

@@ -501,3 +501,74 @@ describe("README's Lua example", function()
     end
   end)
 end)
+
+-- Code fences in Markdown: a fence with an info string ("```lua") only
+-- opens a block, so one written while a block is open means the block
+-- before it lost its closing fence, and everything after renders inside out.
+local function fence_problems(text)
+  local out, open, n = {}, nil, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local info = line:match("^%s*```%s*(.-)%s*$")
+    if info then
+      if not open then
+        open = n
+      elseif info ~= "" then
+        out[#out + 1] = "line " .. n .. ": ```" .. info .. " inside the block opened at line "
+          .. open
+        open = n
+      else
+        open = nil
+      end
+    end
+  end
+  if open then
+    out[#out + 1] = "line " .. open .. ": a block never closed"
+  end
+  return out
+end
+
+describe("the docs' code fences", function()
+  it("finds a block that lost its closing fence", function()
+    assert.same({ "line 4: ```lua inside the block opened at line 1",
+      "line 4: a block never closed" },
+      fence_problems("```lua\nlocal p = x()\n### graph\n```lua\nprint(1)\n"))
+    assert.same({}, fence_problems("```lua\nx()\n```\n\n```\nplain\n```\n"))
+  end)
+
+  it("close every block in README.md and docs/", function()
+    local p = assert(io.popen("ls docs/*.md"))
+    local files = { "README.md" }
+    for f in p:lines() do
+      files[#files + 1] = f
+    end
+    p:close()
+    assert.is_true(#files > 5)
+    local bad = {}
+    for _, f in ipairs(files) do
+      for _, why in ipairs(fence_problems(helpers.read(f))) do
+        bad[#bad + 1] = f .. ": " .. why
+      end
+    end
+    assert.same({}, bad)
+  end)
+end)
+
+describe("the examples' headers", function()
+  it("show a command that runs from a clone (with LUA_PATH and LUA_CPATH)", function()
+    local p = assert(io.popen("ls examples/*.lua"))
+    local bad, n = {}, 0
+    for f in p:lines() do
+      n = n + 1
+      local head = helpers.read(f):match("^(.-)\nlocal ") or ""
+      local cmd = head:gsub("\\\n%-%-%s*", " "):match("\n%-%-%s+(LUA_PATH=[^\n]*lua5%.4 "
+        .. f:gsub("%p", "%%%0") .. ")")
+      if not (cmd and cmd:find("LUA_CPATH='build/?.so;;'", 1, true)) then
+        bad[#bad + 1] = f
+      end
+    end
+    p:close()
+    assert.is_true(n >= 12)
+    assert.same({}, bad)
+  end)
+end)
