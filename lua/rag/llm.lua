@@ -695,15 +695,47 @@ local function differ(a, b, path)
   return nil
 end
 
-local function shown(v)
+-- The first byte at which strings a and b differ (one past the shorter's
+-- end when it is the other's beginning).
+local function first_difference(a, b)
+  local i, n = 1, math.min(#a, #b)
+  while i + 63 <= n and a:sub(i, i + 63) == b:sub(i, i + 63) do
+    i = i + 64
+  end
+  while i <= n and a:byte(i) == b:byte(i) do
+    i = i + 1
+  end
+  return i
+end
+
+local function continuation(s, i)
+  local c = s:byte(i)
+  return c ~= nil and c >= 0x80 and c < 0xC0
+end
+
+-- v quoted, at most about 60 bytes of it: from 20 bytes before byte `from`
+-- (where it differs from the other side) when given, cut between characters.
+local function shown(v, from)
   if v == nil then
     return "nothing"
   end
   local s = type(v) == "string" and v or json.encode(v) or tostring(v)
-  if #s > 60 then
-    s = s:sub(1, 57) .. "..."
+  local i = 1
+  if from and from > 21 then
+    i = from - 20
+    while i > 1 and continuation(s, i) do
+      i = i - 1
+    end
   end
-  return (format("%q", s):gsub("\\\n", "\\n"))
+  local j = i + 56
+  if #s - i + 1 <= 60 then
+    j = #s
+  end
+  while j > i and continuation(s, j + 1) do
+    j = j - 1
+  end
+  local out = (i > 1 and "..." or "") .. s:sub(i, j) .. (j < #s and "..." or "")
+  return (format("%q", out):gsub("\\\n", "\\n"))
 end
 
 local Replayer = {}
@@ -773,8 +805,11 @@ function Replayer:chat(messages, opts)
       end
       return t
     end
-    return nil, format("%s: request %d differs from '%s' at %s: %s, recorded %s", fname,
-      self.n, self.path, where, shown(at(live)), shown(at(e.request))), "provider"
+    local a, b = at(live), at(e.request)
+    local from = type(a) == "string" and type(b) == "string" and first_difference(a, b) or nil
+    return nil, format("%s: request %d differs from '%s' at %s%s: %s, recorded %s", fname,
+      self.n, self.path, where, from and format(" (byte %d)", from) or "", shown(a, from),
+      shown(b, from)), "provider"
   end
   if e.error then
     return nil, e.error.message, e.error.code

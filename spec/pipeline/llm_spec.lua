@@ -289,13 +289,19 @@ describe("rag.llm.record and rag.llm.replay", function()
     local rep = assert(llm_mod.replay(path))
     local reqs = requests()
     assert(rep:chat(reqs[1]))
-    reqs[2][2].content = reqs[2][2].content:gsub("France", "Spain")
+    local was = reqs[2][2].content
+    reqs[2][2].content = was:gsub("France", "Spain")
     local v, msg, code = rep:chat(reqs[2])
     assert.is_nil(v)
     assert.equal("provider", code)
+    -- where: the byte of "France" (well past the start), and the text around it
+    local at = assert(was:find("France", 1, true))
+    assert.is_true(at > 60)
+    local around = was:sub(at - 20, at - 1):gsub("\n", "\\n")
     assert.truthy(msg:find("^rag%.llm%.replay: request 2 differs from '.-' at "
-      .. "messages%[2%]%.content: \"Context:"), msg)
-    assert.truthy(msg:find(", recorded \"Context:", 1, true), msg)
+      .. "messages%[2%]%.content %(byte " .. at .. "%): \"%.%.%."), msg)
+    assert.truthy(msg:find(": \"..." .. around .. "Spain", 1, true), msg)
+    assert.truthy(msg:find(", recorded \"..." .. around .. "France", 1, true), msg)
     -- options count as the request too
     rep = assert(llm_mod.replay(path))
     v, msg, code = rep:chat(requests()[1], { max_tokens = 5 })
