@@ -325,10 +325,29 @@ local function evidence_text(ev)
   return concat(parts, ", ")
 end
 
-local function diagnosis_list(out, diagnosis)
+-- How many of the settings' metric values are numbers, and how many are not.
+local function computed(settings, metrics)
+  local yes, no = 0, 0
+  for _, s in ipairs(settings) do
+    for _, m in ipairs(metrics) do
+      if type(s.scores and s.scores[m]) == "number" then
+        yes = yes + 1
+      else
+        no = no + 1
+      end
+    end
+  end
+  return yes, no
+end
+
+local function diagnosis_list(out, diagnosis, settings, metrics)
   out[#out + 1] = '<section id="diagnosis"><h2>Diagnosis</h2>'
   if #diagnosis == 0 then
-    out[#out + 1] = "<p>No problem found.</p></section>"
+    local yes, no = computed(settings, metrics)
+    out[#out + 1] = (yes == 0 and "<p>Nothing to diagnose: no metric could be computed "
+      .. "(see Unavailable above).</p>" or no > 0 and "<p>No problem found in the metrics "
+      .. "that could be computed (see Unavailable above).</p>" or "<p>No problem found.</p>")
+      .. "</section>"
     return
   end
   out[#out + 1] = '<ol class="diagnosis">'
@@ -388,6 +407,25 @@ local function opt_num(v, f)
   return v == nil and "-" or (f or num)(v)
 end
 
+-- One comparison's table of metrics.
+local function comparison_table(out, c, cm)
+  out[#out + 1] = '<div class="scroll"><table class="numbers comparison"><thead><tr>'
+    .. '<th scope="col">metric</th><th scope="col">a</th><th scope="col">b</th>'
+    .. '<th scope="col">b − a</th><th scope="col">p</th><th scope="col">n</th>'
+    .. '<th scope="col">most changed</th></tr></thead><tbody>'
+  for _, m in ipairs(cm) do
+    local r = c.result.metrics[m]
+    local sig = r.p ~= nil and r.p < 0.05
+    out[#out + 1] = format('<tr data-metric="%s"%s><th scope="row">%s</th>'
+      .. '<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td>'
+      .. '<td class="num">%s</td><td class="num">%s</td><td>%s</td></tr>', esc(m),
+      sig and ' class="significant"' or "", esc(m), opt_num(r.a), opt_num(r.b),
+      opt_num(r.diff, signed), sig and ("<strong>" .. num(r.p) .. "</strong>") or opt_num(r.p),
+      opt_num(r.n, value_text), esc(changed_text(r.changed)))
+  end
+  out[#out + 1] = "</tbody></table></div>"
+end
+
 local function comparisons_section(out, comparisons, metrics)
   out[#out + 1] = '<section id="comparisons"><h2>Paired comparisons</h2>'
   out[#out + 1] = "<p>Differences are b − a per question; p is the two-sided p-value of a "
@@ -396,22 +434,13 @@ local function comparisons_section(out, comparisons, metrics)
     local test = c.result.test and (" (" .. tostring(c.result.test)
       .. (c.result.rounds and (", " .. value_text(c.result.rounds) .. " rounds") or "") .. ")")
       or ""
+    local cm = compared_metrics(c, metrics)
     out[#out + 1] = format('<h3>b = %s vs a = %s%s</h3>', esc(c.b), esc(c.a), esc(test))
-    out[#out + 1] = '<div class="scroll"><table class="numbers comparison"><thead><tr>'
-      .. '<th scope="col">metric</th><th scope="col">a</th><th scope="col">b</th>'
-      .. '<th scope="col">b − a</th><th scope="col">p</th><th scope="col">n</th>'
-      .. '<th scope="col">most changed</th></tr></thead><tbody>'
-    for _, m in ipairs(compared_metrics(c, metrics)) do
-      local r = c.result.metrics[m]
-      local sig = r.p ~= nil and r.p < 0.05
-      out[#out + 1] = format('<tr data-metric="%s"%s><th scope="row">%s</th>'
-        .. '<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td>'
-        .. '<td class="num">%s</td><td class="num">%s</td><td>%s</td></tr>', esc(m),
-        sig and ' class="significant"' or "", esc(m), opt_num(r.a), opt_num(r.b),
-        opt_num(r.diff, signed), sig and ("<strong>" .. num(r.p) .. "</strong>") or opt_num(r.p),
-        opt_num(r.n, value_text), esc(changed_text(r.changed)))
+    if #cm == 0 then
+      out[#out + 1] = "<p>No metric has values for both.</p>"
+    else
+      comparison_table(out, c, cm)
     end
-    out[#out + 1] = "</tbody></table></div>"
   end
   out[#out + 1] = "</section>"
 end
@@ -578,7 +607,7 @@ function M.html(results, opts)
   unavailable_list(out, settings, metrics)
   out[#out + 1] = "</section>"
   if results.diagnosis then
-    diagnosis_list(out, results.diagnosis)
+    diagnosis_list(out, results.diagnosis, settings, metrics)
   end
   if results.comparisons and #results.comparisons > 0 then
     comparisons_section(out, results.comparisons, metrics)
@@ -631,6 +660,9 @@ local function comparison_lines(comparisons, metrics)
       rows[#rows + 1] = { c.a, c.b, m, opt_num(r.diff, signed),
         opt_num(r.p) .. ((r.p and r.p < 0.05) and " *" or "  ") }
     end
+  end
+  if #rows == 1 then
+    return { "paired tests: none (no metric has values for both settings of a pair)" }
   end
   local lines = grid(rows, 3)
   for i, l in ipairs(lines) do

@@ -258,6 +258,33 @@ local function with_comparisons()
   return r
 end
 
+describe("rag.report's diagnosis", function()
+  after_each(function()
+    os.remove(tmp)
+  end)
+
+  local function said(r)
+    page(r)
+    return xpath('string(//section[@id="diagnosis"]/p)')
+  end
+
+  it("says what an empty diagnosis means: nothing computed, some, or all", function()
+    local r = results()
+    r.diagnosis = {}
+    for _, s in ipairs(r.settings) do
+      s.scores = {}
+    end
+    assert.equal("Nothing to diagnose: no metric could be computed (see Unavailable above).",
+      said(r))
+    r = results()
+    r.diagnosis = {} -- faithfulness is missing for two of the three settings
+    assert.equal("No problem found in the metrics that could be computed (see Unavailable "
+      .. "above).", said(r))
+    r.metrics = { "ndcg@10", "recall@100" }
+    assert.equal("No problem found.", said(r))
+  end)
+end)
+
 describe("rag.report comparisons", function()
   after_each(function()
     os.remove(tmp)
@@ -284,6 +311,19 @@ describe("rag.report comparisons", function()
       '  chunk.size=256 k=5  <b>&"  ndcg@10  -0.1100  0.5000',
       '  chunk.size=256 k=5  <b>&"  mrr      +0.1000  0.0100 *',
     }, "\n"), 1, true), text)
+  end)
+
+  it("says so when no metric has values for both settings", function()
+    local r = with_comparisons()
+    r.comparisons[1].result.metrics = {}
+    page(r)
+    assert.equal("No metric has values for both.",
+      xpath('string(//section[@id="comparisons"]/p[2])'))
+    assert.equal(0, count('//section[@id="comparisons"]//table'))
+    local text = report.table(r)
+    assert.truthy(text:find("\npaired tests: none (no metric has values for both settings of a "
+      .. "pair)\n", 1, true), text)
+    assert.falsy(text:find("a  b  metric", 1, true), text)
   end)
 
   it("raises on a malformed comparison", function()
