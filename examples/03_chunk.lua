@@ -22,7 +22,8 @@ Chunks must fit the model's budget. 检索增强生成先检索，再生成。�
 Reciprocal rank fusion combines BM25 and vector hits with k = 60.
 ]]
 
-local function show(title, chunks)
+-- chunks' sizes are in the chunker's unit (opts.unit): tokens unless told
+local function show(title, chunks, unit)
   print(("%s: %d chunks"):format(title, #chunks))
   for _, c in ipairs(chunks) do
     assert(c.text == doc:sub(c.start, c.stop)) -- offsets by construction
@@ -33,8 +34,8 @@ local function show(title, chunks)
       extra = ("  [level %d%s]"):format(c.meta.level,
         c.meta.parent and (", parent " .. c.meta.parent) or "")
     end
-    print(("  %3d-%-3d %2d tokens, overlap %d: %s%s"):format(c.start, c.stop, c.tokens, c.overlap,
-      (c.text:gsub("\n", " ")):sub(1, 48), extra))
+    print(("  %3d-%-3d %2d %s, overlap %d: %s%s"):format(c.start, c.stop, c.tokens,
+      unit or "tokens", c.overlap, (c.text:gsub("\n", " ")):sub(1, 48), extra))
   end
 end
 
@@ -42,7 +43,8 @@ local cl100k = rag.tokenizer.get("cl100k_base")
 show("recursive, 40 cl100k tokens, overlap 8", rag.chunk.recursive(doc, { size = 40, overlap = 8,
   tokenizer = cl100k }))
 show("markdown sections (approx tokens)", rag.chunk.markdown(doc, { size = 64 }))
-show("sentences, 80 characters", rag.chunk.sentences(doc, { unit = "char", size = 80 }))
+show("sentences, 80 characters", rag.chunk.sentences(doc, { unit = "char", size = 80 }),
+  "chars")
 show("hierarchy 120/40 tokens", rag.chunk.hierarchy(doc, { sizes = { 120, 40 } }))
 show("langchain preset, 100 characters", rag.chunk.recursive(doc, { preset = "langchain",
   size = 100 }))

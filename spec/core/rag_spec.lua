@@ -115,6 +115,10 @@ describe("examples", function()
   it("runs examples/03_chunk.lua offline", function()
     local out = lines(run_lua .. " examples/03_chunk.lua 2>&1; echo \"exit=$?\"")
     assert.truthy(out:find("recursive, 40 cl100k tokens, overlap 8: 4 chunks", 1, true), out)
+    -- the sentence chunker's sizes are in its unit, characters
+    local sentences = assert(out:match("\nsentences, 80 characters: %d+ chunks\n(.-)\n%a"))
+    assert.truthy(sentences:find("^  +%d+%-%d+ +%d+ chars, "), sentences)
+    assert.falsy(sentences:find(" tokens,", 1, true), sentences)
     assert.truthy(out:find("invalid UTF-8: rag.chunk.fixed: invalid utf-8 at byte 5 (encoding)", 1,
       true), out)
     assert.truthy(out:find("exit=0\n", 1, true), out)
@@ -178,7 +182,7 @@ describe("examples", function()
       .. "does BM25 rank documents?)\n  The parameter k1 controls term-frequency saturation. [1]",
       1, true), out)
     assert.truthy(out:find("with llm_calls = 1: nil, rag.pipeline.fusion: llm call limit reached "
-      .. "(1 calls) (budget); 2 contexts packed", 1, true), out)
+      .. "(1 call) (budget); 2 contexts packed", 1, true), out)
     assert.truthy(out:find("exit=0\n", 1, true), out)
   end)
 

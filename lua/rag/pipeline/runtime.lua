@@ -168,11 +168,12 @@ local function reached(self, kind, extra)
     return "deadline_ms", format("deadline of %s ms passed", tostring(l.deadline_ms))
   end
   if kind == "step" and self.steps >= l.steps then
-    return "steps", format("step limit reached (%.0f steps)", l.steps)
+    return "steps", format("step limit reached (%.0f step%s)", l.steps, l.steps == 1 and "" or "s")
   end
   if kind == "chat" then
     if self.llm_calls >= l.llm_calls then
-      return "llm_calls", format("llm call limit reached (%.0f calls)", l.llm_calls)
+      return "llm_calls", format("llm call limit reached (%.0f call%s)", l.llm_calls,
+        l.llm_calls == 1 and "" or "s")
     end
     if l.tokens and used_tokens(self) + (extra or 0) >= l.tokens then
       return "tokens", format("token limit reached (%.0f used, %.0f more for the next "
