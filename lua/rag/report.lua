@@ -325,29 +325,30 @@ local function evidence_text(ev)
   return concat(parts, ", ")
 end
 
--- How many of the settings' metric values are numbers, and how many are not.
-local function computed(settings, metrics)
-  local yes, no = 0, 0
+-- Whether any setting has a value for any of the metrics.
+local function any_value(settings, metrics)
   for _, s in ipairs(settings) do
     for _, m in ipairs(metrics) do
-      if type(s.scores and s.scores[m]) == "number" then
-        yes = yes + 1
-      else
-        no = no + 1
+      if s.scores and s.scores[m] then
+        return true
       end
     end
   end
-  return yes, no
+  return false
 end
 
 local function diagnosis_list(out, diagnosis, settings, metrics)
   out[#out + 1] = '<section id="diagnosis"><h2>Diagnosis</h2>'
   if #diagnosis == 0 then
-    local yes, no = computed(settings, metrics)
-    out[#out + 1] = (yes == 0 and "<p>Nothing to diagnose: no metric could be computed "
-      .. "(see Unavailable above).</p>" or no > 0 and "<p>No problem found in the metrics "
-      .. "that could be computed (see Unavailable above).</p>" or "<p>No problem found.</p>")
-      .. "</section>"
+    local said
+    if not any_value(settings, metrics) then
+      said = "Nothing to diagnose: no metric could be computed (see Unavailable above)."
+    elseif #unavailability(settings, metrics) > 0 then
+      said = "No problem found in the metrics that could be computed (see Unavailable above)."
+    else
+      said = "No problem found."
+    end
+    out[#out + 1] = "<p>" .. said .. "</p></section>"
     return
   end
   out[#out + 1] = '<ol class="diagnosis">'
